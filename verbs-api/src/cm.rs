@@ -1,0 +1,123 @@
+//! librdmacm value types: port spaces, connection parameters, CM events.
+
+use crate::{QpInitAttrEx, Verbs};
+use std::net::SocketAddr;
+
+c_enum! {
+    /// `enum rdma_port_space`.
+    pub enum PortSpace : "RDMA_PS_" {
+        /// `RDMA_PS_IPOIB`.
+        Ipoib = 0x0002 => "IPOIB",
+        /// `RDMA_PS_TCP` (connected: RC).
+        Tcp = 0x0106 => "TCP",
+        /// `RDMA_PS_UDP` (datagram: UD).
+        Udp = 0x0111 => "UDP",
+        /// `RDMA_PS_IB` (any QP type).
+        Ib = 0x013F => "IB",
+    }
+}
+
+c_enum! {
+    /// `enum rdma_cm_event_type`.
+    pub enum CmEventType : "RDMA_CM_EVENT_" {
+        /// `RDMA_CM_EVENT_ADDR_RESOLVED`.
+        AddrResolved = 0 => "ADDR_RESOLVED",
+        /// `RDMA_CM_EVENT_ADDR_ERROR`.
+        AddrError = 1 => "ADDR_ERROR",
+        /// `RDMA_CM_EVENT_ROUTE_RESOLVED`.
+        RouteResolved = 2 => "ROUTE_RESOLVED",
+        /// `RDMA_CM_EVENT_ROUTE_ERROR`.
+        RouteError = 3 => "ROUTE_ERROR",
+        /// `RDMA_CM_EVENT_CONNECT_REQUEST`.
+        ConnectRequest = 4 => "CONNECT_REQUEST",
+        /// `RDMA_CM_EVENT_CONNECT_RESPONSE`.
+        ConnectResponse = 5 => "CONNECT_RESPONSE",
+        /// `RDMA_CM_EVENT_CONNECT_ERROR`.
+        ConnectError = 6 => "CONNECT_ERROR",
+        /// `RDMA_CM_EVENT_UNREACHABLE`.
+        Unreachable = 7 => "UNREACHABLE",
+        /// `RDMA_CM_EVENT_REJECTED`.
+        Rejected = 8 => "REJECTED",
+        /// `RDMA_CM_EVENT_ESTABLISHED`.
+        Established = 9 => "ESTABLISHED",
+        /// `RDMA_CM_EVENT_DISCONNECTED`.
+        Disconnected = 10 => "DISCONNECTED",
+        /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
+        DeviceRemoval = 11 => "DEVICE_REMOVAL",
+        /// `RDMA_CM_EVENT_MULTICAST_JOIN`.
+        MulticastJoin = 12 => "MULTICAST_JOIN",
+        /// `RDMA_CM_EVENT_MULTICAST_ERROR`.
+        MulticastError = 13 => "MULTICAST_ERROR",
+        /// `RDMA_CM_EVENT_ADDR_CHANGE`.
+        AddrChange = 14 => "ADDR_CHANGE",
+        /// `RDMA_CM_EVENT_TIMEWAIT_EXIT`.
+        TimewaitExit = 15 => "TIMEWAIT_EXIT",
+    }
+}
+
+/// `struct rdma_conn_param`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnParam {
+    /// `private_data` (at most 56 bytes on connect, 196 on accept/reject for IB).
+    pub private_data: Vec<u8>,
+    /// `responder_resources`.
+    pub responder_resources: u8,
+    /// `initiator_depth`.
+    pub initiator_depth: u8,
+    /// `flow_control`.
+    pub flow_control: u8,
+    /// `retry_count`.
+    pub retry_count: u8,
+    /// `rnr_retry_count`.
+    pub rnr_retry_count: u8,
+    /// `srq`.
+    pub srq: u8,
+    /// `qp_num` (when the id has no QP).
+    pub qp_num: u32,
+}
+
+/// `struct rdma_cm_event`.
+pub struct CmEvent<V: Verbs + ?Sized> {
+    /// `event`.
+    pub event: CmEventType,
+    /// `id`: for CONNECT_REQUEST a new id for the incoming connection.
+    pub id: V::CmId,
+    /// `listen_id`: the listening id, for CONNECT_REQUEST.
+    pub listen_id: Option<V::CmId>,
+    /// `status` (0, or a negative errno / a reject reason).
+    pub status: i32,
+    /// `param.conn.private_data` (or UD param).
+    pub private_data: Vec<u8>,
+    /// `param.conn` (for CONNECT_REQUEST / ESTABLISHED).
+    pub conn: ConnParam,
+}
+
+impl<V: Verbs + ?Sized> core::fmt::Debug for CmEvent<V> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CmEvent")
+            .field("event", &self.event)
+            .field("id", &self.id)
+            .field("listen_id", &self.listen_id)
+            .field("status", &self.status)
+            .field("private_data", &self.private_data)
+            .finish()
+    }
+}
+
+/// Arguments of `rdma_create_qp` / `rdma_create_qp_ex`.
+///
+/// `init.pd == None` (or `comp_mask` without `PD`) selects the device's
+/// default PD; missing CQs are created by the call, with completion channels.
+pub struct RdmaQpInit<'a, V: Verbs + ?Sized> {
+    /// The QP attributes (caps written back on success).
+    pub init: QpInitAttrEx<'a, V>,
+}
+
+/// Addresses of a CM id (`rdma_get_local_addr` / `rdma_get_peer_addr`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmAddrs {
+    /// Local address, once bound.
+    pub local: Option<SocketAddr>,
+    /// Peer address, once resolved or connected.
+    pub peer: Option<SocketAddr>,
+}

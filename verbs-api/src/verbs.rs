@@ -1,0 +1,605 @@
+//! The [`Verbs`] trait: one method per verb, associated types per resource.
+
+use crate::*;
+use std::net::SocketAddr;
+
+/// What every resource handle is: cheap to clone, printable.
+///
+/// Handles are values (generational indices in the simulator, `Arc`s on
+/// hardware). Destroying through one handle invalidates every clone; using
+/// a stale handle is an error (`EINVAL`/`ENOENT`), never undefined behaviour.
+pub trait Handle: Clone + core::fmt::Debug {}
+impl<T: Clone + core::fmt::Debug> Handle for T {}
+
+/// What `rdma_cm` keeps in a `struct rdma_cm_id` (its fields, as handles).
+pub struct CmIdInfo<V: Verbs + ?Sized> {
+    /// `verbs`: the device context once the id is bound to a device.
+    pub verbs: Option<V::Context>,
+    /// `pd`: the PD used by `rdma_create_qp` (the device's default PD if none was given).
+    pub pd: Option<V::Pd>,
+    /// `qp`.
+    pub qp: Option<V::Qp>,
+    /// `send_cq` (created automatically or given).
+    pub send_cq: Option<V::Cq>,
+    /// `recv_cq` (created automatically or given).
+    pub recv_cq: Option<V::Cq>,
+    /// `send_cq_channel` (created with an automatic send CQ).
+    pub send_cq_channel: Option<V::CompChannel>,
+    /// `recv_cq_channel` (created with an automatic recv CQ).
+    pub recv_cq_channel: Option<V::CompChannel>,
+    /// `port_num`.
+    pub port_num: u8,
+    /// `ps`.
+    pub ps: PortSpace,
+    /// Local and peer addresses.
+    pub addrs: CmAddrs,
+}
+
+/// The RDMA verbs API, one method per verb.
+///
+/// Each method's documentation names the C function it mirrors; arguments
+/// carry the C struct fields with their C names, and errors carry the verb,
+/// an [`ErrorKind`] and the errno. Methods a backend does not implement
+/// return [`ErrorKind::Unsupported`] (errno `ENOSYS`, see
+/// [`Error::is_not_implemented`]), never panic.
+///
+/// Every invalid argument returns an error and changes nothing: no object is
+/// half created, no count moves.
+///
+/// Code is written generic over `V: Verbs` (static dispatch); the conformance
+/// runner, the property tests and the benchmarks all are.
+pub trait Verbs {
+    /// An open device (`struct ibv_context`).
+    type Context: Handle;
+    /// A protection domain (`struct ibv_pd`).
+    type Pd: Handle;
+    /// A completion queue (`struct ibv_cq`).
+    type Cq: Handle;
+    /// A completion channel (`struct ibv_comp_channel`).
+    type CompChannel: Handle;
+    /// A memory region that owns its bytes (`struct ibv_mr` + its buffer).
+    type Mr: Handle;
+    /// A shared receive queue (`struct ibv_srq`).
+    type Srq: Handle;
+    /// A queue pair (`struct ibv_qp`), including DCI/DCT and opened XRC_TGT QPs.
+    type Qp: Handle;
+    /// An address handle (`struct ibv_ah`).
+    type Ah: Handle;
+    /// An XRC domain (`struct ibv_xrcd`; also the legacy `struct ibv_xrc_domain`).
+    type Xrcd: Handle;
+    /// An rdma_cm event channel (`struct rdma_event_channel`).
+    type CmChannel: Handle;
+    /// An rdma_cm identifier (`struct rdma_cm_id`).
+    type CmId: Handle;
+
+    /// Which backend this is.
+    fn backend(&self) -> BackendKind;
+
+    /// What this backend and its first device support (scripts' `#! requires:`).
+    fn capabilities(&mut self) -> Capabilities;
+
+    // ----------------------------------------------------------------- device
+
+    /// `ibv_get_device_list`.
+    ///
+    /// # Errors
+    /// `NoDevice`/`Unsupported` with the cause when the machine has no RDMA
+    /// subsystem (`ENOSYS`) or no device.
+    fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>>;
+
+    /// `ibv_open_device` on entry `index` of the device list, by `process`.
+    ///
+    /// # Errors
+    /// `NoDevice` for an index past the list.
+    fn open_device(&mut self, index: usize, process: ProcessId) -> Result<Self::Context>;
+
+    /// `ibv_close_device`.
+    ///
+    /// # Errors
+    /// `Busy` while resources of the context are alive (the simulator checks;
+    /// C leaves them dangling).
+    fn close_device(&mut self, ctx: &Self::Context) -> Result<()>;
+
+    /// `ibv_query_device`.
+    fn query_device(&mut self, ctx: &Self::Context) -> Result<DeviceAttr>;
+
+    /// `ibv_query_port`.
+    ///
+    /// # Errors
+    /// `EINVAL` for a port outside `1..=phys_port_cnt`.
+    fn query_port(&mut self, ctx: &Self::Context, port_num: u8) -> Result<PortAttr>;
+
+    /// `ibv_query_gid`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an invalid port or an index past `gid_tbl_len`.
+    fn query_gid(&mut self, ctx: &Self::Context, port_num: u8, index: u32) -> Result<Gid>;
+
+    /// `ibv_query_pkey`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an invalid port or an index past `pkey_tbl_len`.
+    fn query_pkey(&mut self, ctx: &Self::Context, port_num: u8, index: u16) -> Result<u16>;
+
+    /// `ibv_get_async_event`, non-blocking: `Ok(None)` when no event is pending.
+    fn get_async_event(&mut self, ctx: &Self::Context) -> Result<Option<AsyncEvent<Self>>> {
+        let _ = ctx;
+        Err(Error::not_implemented(Verb::GetAsyncEvent, self.backend().name()))
+    }
+
+    /// `ibv_ack_async_event`.
+    fn ack_async_event(&mut self, event: &AsyncEvent<Self>) -> Result<()> {
+        let _ = event;
+        Err(Error::not_implemented(Verb::AckAsyncEvent, self.backend().name()))
+    }
+
+    // --------------------------------------------------------------------- PD
+
+    /// `ibv_alloc_pd`.
+    fn alloc_pd(&mut self, ctx: &Self::Context) -> Result<Self::Pd>;
+
+    /// `ibv_dealloc_pd`.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP, MR, SRQ or AH uses the PD.
+    fn dealloc_pd(&mut self, pd: &Self::Pd) -> Result<()>;
+
+    // --------------------------------------------------------------------- CQ
+
+    /// `ibv_create_comp_channel`.
+    fn create_comp_channel(&mut self, ctx: &Self::Context) -> Result<Self::CompChannel> {
+        let _ = ctx;
+        Err(Error::not_implemented(Verb::CreateCompChannel, self.backend().name()))
+    }
+
+    /// `ibv_destroy_comp_channel`.
+    ///
+    /// # Errors
+    /// `EBUSY` while a CQ is bound to the channel.
+    fn destroy_comp_channel(&mut self, channel: &Self::CompChannel) -> Result<()> {
+        let _ = channel;
+        Err(Error::not_implemented(Verb::DestroyCompChannel, self.backend().name()))
+    }
+
+    /// `ibv_create_cq`. The actual size (≥ `cqe`) is in [`Verbs::cq_info`].
+    ///
+    /// # Errors
+    /// `EINVAL` for `cqe` of 0 or above the device's `max_cqe`.
+    fn create_cq(&mut self, ctx: &Self::Context, init: &CqInit<'_, Self>) -> Result<Self::Cq>;
+
+    /// The `cqe` and `cq_context` fields of `struct ibv_cq`.
+    fn cq_info(&mut self, cq: &Self::Cq) -> Result<CqInfo>;
+
+    /// `ibv_destroy_cq`.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP or SRQ uses the CQ.
+    fn destroy_cq(&mut self, cq: &Self::Cq) -> Result<()>;
+
+    /// `ibv_req_notify_cq`.
+    fn req_notify_cq(&mut self, cq: &Self::Cq, solicited_only: bool) -> Result<()> {
+        let _ = (cq, solicited_only);
+        Err(Error::not_implemented(Verb::ReqNotifyCq, self.backend().name()))
+    }
+
+    /// `ibv_get_cq_event`, non-blocking: `Ok(None)` when no event is pending.
+    fn get_cq_event(&mut self, channel: &Self::CompChannel) -> Result<Option<Self::Cq>> {
+        let _ = channel;
+        Err(Error::not_implemented(Verb::GetCqEvent, self.backend().name()))
+    }
+
+    /// `ibv_ack_cq_events`.
+    fn ack_cq_events(&mut self, cq: &Self::Cq, nevents: u32) -> Result<()> {
+        let _ = (cq, nevents);
+        Err(Error::not_implemented(Verb::AckCqEvents, self.backend().name()))
+    }
+
+    /// `ibv_poll_cq`: fills `wc` from the front, returns how many.
+    ///
+    /// The simulator processes due events first and, while the CQ is empty,
+    /// advances virtual time to the next event, so a poll loop finishes
+    /// instantly in wall time.
+    ///
+    /// # Errors
+    /// After a CQ overrun the CQ is in error and polling fails.
+    fn poll_cq(&mut self, cq: &Self::Cq, wc: &mut [Wc]) -> Result<usize>;
+
+    // --------------------------------------------------------------------- MR
+
+    /// `ibv_reg_mr` over a buffer of `length` bytes that the backend
+    /// allocates (page aligned, zeroed) and the MR owns.
+    ///
+    /// # Errors
+    /// `EINVAL` when `REMOTE_WRITE` or `REMOTE_ATOMIC` is asked without
+    /// `LOCAL_WRITE`; `EOPNOTSUPP` for `ON_DEMAND` without ODP.
+    fn reg_mr(&mut self, pd: &Self::Pd, length: usize, access: AccessFlags) -> Result<Self::Mr>;
+
+    /// The `addr`, `length`, `lkey`, `rkey` fields of `struct ibv_mr`.
+    fn mr_info(&mut self, mr: &Self::Mr) -> Result<MrInfo>;
+
+    /// The MR's bytes.
+    fn mr_bytes<'a>(&'a self, mr: &'a Self::Mr) -> Result<&'a [u8]>;
+
+    /// The MR's bytes, writable.
+    ///
+    /// # Errors
+    /// The simulator refuses (`ApiMisuse`) while a posted work request still
+    /// owns the memory (undefined behaviour on hardware).
+    fn mr_bytes_mut<'a>(&'a mut self, mr: &'a Self::Mr) -> Result<&'a mut [u8]>;
+
+    /// `ibv_dereg_mr`.
+    fn dereg_mr(&mut self, mr: &Self::Mr) -> Result<()>;
+
+    // -------------------------------------------------------------------- SRQ
+
+    /// `ibv_create_srq`; `attr` is written back with the actual values.
+    fn create_srq(&mut self, pd: &Self::Pd, attr: &mut SrqAttr) -> Result<Self::Srq>;
+
+    /// `ibv_create_srq_ex` (basic and XRC SRQs); `attr.attr` is written back.
+    fn create_srq_ex(
+        &mut self,
+        ctx: &Self::Context,
+        attr: &mut SrqInitAttrEx<'_, Self>,
+    ) -> Result<Self::Srq> {
+        let _ = (ctx, attr);
+        Err(Error::not_implemented(Verb::CreateSrqEx, self.backend().name()))
+    }
+
+    /// `ibv_modify_srq` (`MAX_WR` resize, `LIMIT` arm).
+    fn modify_srq(&mut self, srq: &Self::Srq, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()>;
+
+    /// `ibv_query_srq`.
+    fn query_srq(&mut self, srq: &Self::Srq) -> Result<SrqAttr>;
+
+    /// `ibv_destroy_srq`.
+    ///
+    /// # Errors
+    /// `EBUSY` while a QP uses the SRQ.
+    fn destroy_srq(&mut self, srq: &Self::Srq) -> Result<()>;
+
+    /// `ibv_get_srq_num` (XRC SRQs).
+    fn get_srq_num(&mut self, srq: &Self::Srq) -> Result<u32> {
+        let _ = srq;
+        Err(Error::not_implemented(Verb::GetSrqNum, self.backend().name()))
+    }
+
+    // --------------------------------------------------------------------- QP
+
+    /// `ibv_create_qp(pd, init_attr)`: `attr.pd` and `attr.comp_mask` are
+    /// ignored (the legacy struct has neither); `attr.cap` is written back.
+    fn create_qp(&mut self, pd: &Self::Pd, attr: &mut QpInitAttrEx<'_, Self>) -> Result<Self::Qp>;
+
+    /// `ibv_create_qp_ex`; `attr.cap` is written back with the actual
+    /// capabilities (each ≥ requested).
+    ///
+    /// # Errors
+    /// See create-qp.md §6: `EINVAL` for bad types, masks, flags, missing or
+    /// forbidden objects and capabilities over the device limits;
+    /// `EOPNOTSUPP` for types, flags and send ops the device lacks.
+    fn create_qp_ex(&mut self, ctx: &Self::Context, attr: &mut QpInitAttrEx<'_, Self>) -> Result<Self::Qp>;
+
+    /// `qp->qp_num`.
+    fn qp_num(&mut self, qp: &Self::Qp) -> Result<u32>;
+
+    /// `ibv_modify_qp` with an explicit attribute mask: illegal transitions
+    /// and wrong masks are expressible and rejected exactly as the kernel does.
+    ///
+    /// # Errors
+    /// `EINVAL` ([`ErrorKind::InvalidTransition`], [`ErrorKind::InvalidAttrMask`]
+    /// or a range error), `EOPNOTSUPP` for unknown mask bits. Nothing changes on error.
+    fn modify_qp(&mut self, qp: &Self::Qp, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
+
+    /// `ibv_query_qp`: the attributes and the creation attributes.
+    fn query_qp(&mut self, qp: &Self::Qp, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)>;
+
+    /// `ibv_destroy_qp`.
+    ///
+    /// # Errors
+    /// `EBUSY` while attached to a multicast group (or, for a shared XRC_TGT
+    /// QP, never: only the last handle really destroys).
+    fn destroy_qp(&mut self, qp: &Self::Qp) -> Result<()>;
+
+    /// `ibv_open_qp`: a new handle to an existing XRC_TGT QP of `xrcd`.
+    fn open_qp(&mut self, ctx: &Self::Context, xrcd: &Self::Xrcd, attr: &QpOpenAttr) -> Result<Self::Qp> {
+        let _ = (ctx, xrcd, attr);
+        Err(Error::not_implemented(Verb::OpenQp, self.backend().name()))
+    }
+
+    /// `ibv_attach_mcast` (UD QPs only).
+    fn attach_mcast(&mut self, qp: &Self::Qp, gid: &Gid, lid: u16) -> Result<()> {
+        let _ = (qp, gid, lid);
+        Err(Error::not_implemented(Verb::AttachMcast, self.backend().name()))
+    }
+
+    /// `ibv_detach_mcast`.
+    fn detach_mcast(&mut self, qp: &Self::Qp, gid: &Gid, lid: u16) -> Result<()> {
+        let _ = (qp, gid, lid);
+        Err(Error::not_implemented(Verb::DetachMcast, self.backend().name()))
+    }
+
+    // --------------------------------------------------------------------- AH
+
+    /// `ibv_create_ah`.
+    fn create_ah(&mut self, pd: &Self::Pd, attr: &AhAttr) -> Result<Self::Ah>;
+
+    /// `ibv_destroy_ah`.
+    fn destroy_ah(&mut self, ah: &Self::Ah) -> Result<()>;
+
+    // ------------------------------------------------------------- data path
+
+    /// `ibv_post_send`: posts `wrs` in order, stopping at the first one that
+    /// fails a post-time check ([`Error::bad_wr`] is its index; those before
+    /// it are posted).
+    ///
+    /// # Safety
+    /// The hardware contract, in both backends: every byte named by a
+    /// scatter/gather entry of a posted request must stay valid and must not
+    /// be written by the caller until the request's completion has been
+    /// reaped (or, for an unsignalled request, a later one's has), except
+    /// with `IBV_SEND_INLINE`, where the bytes are copied at post time; the
+    /// address handles named must not be destroyed before then. The
+    /// simulator checks what it can see and reports violations as
+    /// [`ErrorKind::ApiMisuse`].
+    // Declaring an `unsafe fn` trips `unsafe_code`; the contract is the
+    // hardware's (see `# Safety`), kept in the simulator on purpose (R14).
+    #[allow(unsafe_code)]
+    unsafe fn post_send(&mut self, qp: &Self::Qp, wrs: &[SendWr<'_, Self>]) -> Result<()>;
+
+    /// `ibv_post_recv` (same conventions as [`Verbs::post_send`]).
+    ///
+    /// # Safety
+    /// Every byte named by a posted receive request must stay valid and must
+    /// not be accessed by the caller until its completion has been reaped.
+    // Declaring an `unsafe fn` trips `unsafe_code`; the contract is the
+    // hardware's (see `# Safety`), kept in the simulator on purpose (R14).
+    #[allow(unsafe_code)]
+    unsafe fn post_recv(&mut self, qp: &Self::Qp, wrs: &[RecvWr<'_>]) -> Result<()>;
+
+    /// `ibv_post_srq_recv` (same conventions as [`Verbs::post_recv`]).
+    ///
+    /// # Safety
+    /// As [`Verbs::post_recv`].
+    // Declaring an `unsafe fn` trips `unsafe_code`; the contract is the
+    // hardware's (see `# Safety`), kept in the simulator on purpose (R14).
+    #[allow(unsafe_code)]
+    unsafe fn post_srq_recv(&mut self, srq: &Self::Srq, wrs: &[RecvWr<'_>]) -> Result<()>;
+
+    // ------------------------------------------------------------ modern XRC
+
+    /// `ibv_open_xrcd`.
+    fn open_xrcd(&mut self, ctx: &Self::Context, attr: &XrcdInitAttr) -> Result<Self::Xrcd> {
+        let _ = (ctx, attr);
+        Err(Error::not_implemented(Verb::OpenXrcd, self.backend().name()))
+    }
+
+    /// `ibv_close_xrcd`.
+    ///
+    /// # Errors
+    /// `EBUSY` while XRC SRQs or XRC_TGT QPs made through this handle exist.
+    fn close_xrcd(&mut self, xrcd: &Self::Xrcd) -> Result<()> {
+        let _ = xrcd;
+        Err(Error::not_implemented(Verb::CloseXrcd, self.backend().name()))
+    }
+
+    // ------------------------------------------------------------ legacy XRC
+
+    /// `ibv_open_xrc_domain(context, fd, oflag)` (legacy OFED API).
+    fn open_xrc_domain(&mut self, ctx: &Self::Context, fd: XrcdFile, oflags: OpenFlags) -> Result<Self::Xrcd> {
+        let _ = (ctx, fd, oflags);
+        Err(Error::not_implemented(Verb::OpenXrcDomain, self.backend().name()))
+    }
+
+    /// `ibv_close_xrc_domain` (legacy).
+    ///
+    /// # Errors
+    /// Fails (`EBUSY`) while this process is registered with a receive QP of the domain.
+    fn close_xrc_domain(&mut self, xrcd: &Self::Xrcd) -> Result<()> {
+        let _ = xrcd;
+        Err(Error::not_implemented(Verb::CloseXrcDomain, self.backend().name()))
+    }
+
+    /// `ibv_create_xrc_srq(pd, xrc_domain, xrc_cq, attr)` (legacy); `attr` written back.
+    fn create_xrc_srq(
+        &mut self,
+        pd: &Self::Pd,
+        xrcd: &Self::Xrcd,
+        xrc_cq: &Self::Cq,
+        attr: &mut SrqAttr,
+    ) -> Result<Self::Srq> {
+        let _ = (pd, xrcd, xrc_cq, attr);
+        Err(Error::not_implemented(Verb::CreateXrcSrq, self.backend().name()))
+    }
+
+    /// `ibv_create_xrc_rcv_qp` (legacy): creates a receive-only XRC QP in the
+    /// domain, registers the calling process, and returns its number.
+    fn create_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd) -> Result<u32> {
+        let _ = xrcd;
+        Err(Error::not_implemented(Verb::CreateXrcRcvQp, self.backend().name()))
+    }
+
+    /// `ibv_modify_xrc_rcv_qp` (legacy).
+    fn modify_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        let _ = (xrcd, qp_num, attr, mask);
+        Err(Error::not_implemented(Verb::ModifyXrcRcvQp, self.backend().name()))
+    }
+
+    /// `ibv_query_xrc_rcv_qp` (legacy).
+    fn query_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
+        let _ = (xrcd, qp_num, mask);
+        Err(Error::not_implemented(Verb::QueryXrcRcvQp, self.backend().name()))
+    }
+
+    /// `ibv_reg_xrc_rcv_qp` (legacy): registers the calling process.
+    ///
+    /// # Errors
+    /// `EINVAL` for an unknown number, a non-XRC QP or another domain;
+    /// `EEXIST` if this process is already registered.
+    fn reg_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32) -> Result<()> {
+        let _ = (xrcd, qp_num);
+        Err(Error::not_implemented(Verb::RegXrcRcvQp, self.backend().name()))
+    }
+
+    /// `ibv_unreg_xrc_rcv_qp` (legacy): the QP is destroyed when the last
+    /// process unregisters.
+    fn unreg_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32) -> Result<()> {
+        let _ = (xrcd, qp_num);
+        Err(Error::not_implemented(Verb::UnregXrcRcvQp, self.backend().name()))
+    }
+
+    // ----------------------------------------------------------------- mlx5dv
+
+    /// `mlx5dv_query_device`: fills the fields asked for in `comp_mask`;
+    /// the returned `comp_mask` says which were filled.
+    fn mlx5dv_query_device(&mut self, ctx: &Self::Context, comp_mask: Mlx5ContextMask) -> Result<Mlx5Context> {
+        let _ = (ctx, comp_mask);
+        Err(Error::not_implemented(Verb::Mlx5dvQueryDevice, self.backend().name()))
+    }
+
+    /// `mlx5dv_create_qp` (DCI/DCT, OOO data placement and mlx5 create flags).
+    fn mlx5dv_create_qp(
+        &mut self,
+        ctx: &Self::Context,
+        attr: &mut QpInitAttrEx<'_, Self>,
+        mlx5_attr: &Mlx5QpInitAttr,
+    ) -> Result<Self::Qp> {
+        let _ = (ctx, attr, mlx5_attr);
+        Err(Error::not_implemented(Verb::Mlx5dvCreateQp, self.backend().name()))
+    }
+
+    /// `mlx5dv_dci_stream_id_reset`.
+    fn mlx5dv_dci_stream_id_reset(&mut self, qp: &Self::Qp, stream_id: u16) -> Result<()> {
+        let _ = (qp, stream_id);
+        Err(Error::not_implemented(Verb::Mlx5dvDciStreamIdReset, self.backend().name()))
+    }
+
+    // --------------------------------------------------------------- rdma_cm
+
+    /// `rdma_create_event_channel`.
+    fn rdma_create_event_channel(&mut self) -> Result<Self::CmChannel> {
+        Err(Error::not_implemented(Verb::RdmaCreateEventChannel, self.backend().name()))
+    }
+
+    /// `rdma_destroy_event_channel`.
+    fn rdma_destroy_event_channel(&mut self, channel: &Self::CmChannel) -> Result<()> {
+        let _ = channel;
+        Err(Error::not_implemented(Verb::RdmaDestroyEventChannel, self.backend().name()))
+    }
+
+    /// `rdma_create_id`.
+    fn rdma_create_id(&mut self, channel: &Self::CmChannel, context: u64, ps: PortSpace) -> Result<Self::CmId> {
+        let _ = (channel, context, ps);
+        Err(Error::not_implemented(Verb::RdmaCreateId, self.backend().name()))
+    }
+
+    /// `rdma_destroy_id`.
+    fn rdma_destroy_id(&mut self, id: &Self::CmId) -> Result<()> {
+        let _ = id;
+        Err(Error::not_implemented(Verb::RdmaDestroyId, self.backend().name()))
+    }
+
+    /// The fields of `struct rdma_cm_id`.
+    fn rdma_id_info(&mut self, id: &Self::CmId) -> Result<CmIdInfo<Self>> {
+        let _ = id;
+        Err(Error::not_implemented(Verb::RdmaGetLocalAddr, self.backend().name()))
+    }
+
+    /// `rdma_bind_addr`.
+    fn rdma_bind_addr(&mut self, id: &Self::CmId, addr: SocketAddr) -> Result<()> {
+        let _ = (id, addr);
+        Err(Error::not_implemented(Verb::RdmaBindAddr, self.backend().name()))
+    }
+
+    /// `rdma_resolve_addr`.
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &Self::CmId,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        let _ = (id, src, dst, timeout_ms);
+        Err(Error::not_implemented(Verb::RdmaResolveAddr, self.backend().name()))
+    }
+
+    /// `rdma_resolve_route`.
+    fn rdma_resolve_route(&mut self, id: &Self::CmId, timeout_ms: u32) -> Result<()> {
+        let _ = (id, timeout_ms);
+        Err(Error::not_implemented(Verb::RdmaResolveRoute, self.backend().name()))
+    }
+
+    /// `rdma_listen`.
+    fn rdma_listen(&mut self, id: &Self::CmId, backlog: i32) -> Result<()> {
+        let _ = (id, backlog);
+        Err(Error::not_implemented(Verb::RdmaListen, self.backend().name()))
+    }
+
+    /// `rdma_connect`.
+    fn rdma_connect(&mut self, id: &Self::CmId, param: &ConnParam) -> Result<()> {
+        let _ = (id, param);
+        Err(Error::not_implemented(Verb::RdmaConnect, self.backend().name()))
+    }
+
+    /// `rdma_accept`.
+    fn rdma_accept(&mut self, id: &Self::CmId, param: &ConnParam) -> Result<()> {
+        let _ = (id, param);
+        Err(Error::not_implemented(Verb::RdmaAccept, self.backend().name()))
+    }
+
+    /// `rdma_reject`.
+    fn rdma_reject(&mut self, id: &Self::CmId, private_data: &[u8]) -> Result<()> {
+        let _ = (id, private_data);
+        Err(Error::not_implemented(Verb::RdmaReject, self.backend().name()))
+    }
+
+    /// `rdma_disconnect`.
+    fn rdma_disconnect(&mut self, id: &Self::CmId) -> Result<()> {
+        let _ = id;
+        Err(Error::not_implemented(Verb::RdmaDisconnect, self.backend().name()))
+    }
+
+    /// `rdma_get_cm_event`, non-blocking: `Ok(None)` when no event is pending
+    /// (the simulator first advances virtual time to the next CM event).
+    fn rdma_get_cm_event(&mut self, channel: &Self::CmChannel) -> Result<Option<CmEvent<Self>>> {
+        let _ = channel;
+        Err(Error::not_implemented(Verb::RdmaGetCmEvent, self.backend().name()))
+    }
+
+    /// `rdma_ack_cm_event`.
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {
+        let _ = event;
+        Err(Error::not_implemented(Verb::RdmaAckCmEvent, self.backend().name()))
+    }
+
+    /// `rdma_create_qp(id, pd, qp_init_attr)`: `pd == None` uses the
+    /// device's default PD; missing CQs are created with channels.
+    fn rdma_create_qp(
+        &mut self,
+        id: &Self::CmId,
+        pd: Option<&Self::Pd>,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<Self::Qp> {
+        let _ = (id, pd, attr);
+        Err(Error::not_implemented(Verb::RdmaCreateQp, self.backend().name()))
+    }
+
+    /// `rdma_create_qp_ex(id, qp_init_attr_ex)`.
+    fn rdma_create_qp_ex(&mut self, id: &Self::CmId, attr: &mut QpInitAttrEx<'_, Self>) -> Result<Self::Qp> {
+        let _ = (id, attr);
+        Err(Error::not_implemented(Verb::RdmaCreateQpEx, self.backend().name()))
+    }
+
+    /// `rdma_destroy_qp` (void in C; errors here only for a stale id).
+    fn rdma_destroy_qp(&mut self, id: &Self::CmId) -> Result<()> {
+        let _ = id;
+        Err(Error::not_implemented(Verb::RdmaDestroyQp, self.backend().name()))
+    }
+
+    // ------------------------------------------------------------- simulator
+
+    /// Simulator control (virtual time, faults); other backends return
+    /// `Unsupported`.
+    fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {
+        let _ = cmd;
+        Err(Error::not_implemented(Verb::SimControl, self.backend().name()))
+    }
+}
