@@ -48,6 +48,8 @@ impl Mtu {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for Mtu {
     fn default() -> Self {
         Self::Unknown(0)
@@ -227,6 +229,8 @@ pub struct DeviceAttr {
     pub phys_port_cnt: u8,
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for AtomicCap {
     fn default() -> Self {
         Self::None
@@ -280,12 +284,16 @@ pub struct PortAttr {
     pub flags: u8,
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for PortState {
     fn default() -> Self {
         Self::Nop
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for LinkLayer {
     fn default() -> Self {
         Self::Unspecified

@@ -125,7 +125,10 @@ pub mod errno {
 
     /// The errno value of a symbolic name (`"EINVAL"` or `"einval"`).
     pub fn from_name(name: &str) -> Option<i32> {
-        NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.trim())).map(|(_, v)| *v)
+        NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
+            .map(|(_, v)| *v)
     }
 }
 
@@ -198,7 +201,9 @@ impl ErrorKind {
     pub fn errno(self) -> i32 {
         use errno::*;
         match self {
-            Self::InvalidArgument | Self::InvalidTransition { .. } | Self::InvalidAttrMask { .. } => EINVAL,
+            Self::InvalidArgument
+            | Self::InvalidTransition { .. }
+            | Self::InvalidAttrMask { .. } => EINVAL,
             Self::OutOfResources => ENOMEM,
             Self::Unsupported => EOPNOTSUPP,
             Self::PermissionDenied => EPERM,
@@ -259,9 +264,14 @@ impl fmt::Display for ErrorKind {
         let e = self.errno();
         let name = errno::name(e).unwrap_or("E?");
         match self {
-            Self::InvalidTransition { from, to } => write!(f, "{name}: invalid transition {from} -> {to}"),
+            Self::InvalidTransition { from, to } => {
+                write!(f, "{name}: invalid transition {from} -> {to}")
+            }
             Self::InvalidAttrMask { missing, extra } => {
-                write!(f, "{name}: wrong attribute mask (missing: {missing}; extra: {extra})")
+                write!(
+                    f,
+                    "{name}: wrong attribute mask (missing: {missing}; extra: {extra})"
+                )
             }
             Self::Other(e) => write!(f, "errno {e}"),
             _ => f.write_str(name),
@@ -461,12 +471,24 @@ pub struct Error {
 impl Error {
     /// An error of `kind` with its canonical errno.
     pub fn new(verb: Verb, kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { verb, kind, errno: kind.errno(), message: message.into(), bad_wr: None }
+        Self {
+            verb,
+            kind,
+            errno: kind.errno(),
+            message: message.into(),
+            bad_wr: None,
+        }
     }
 
     /// An error from a raw errno (classified with [`ErrorKind::from_errno`]).
     pub fn from_errno(verb: Verb, errno: i32, message: impl Into<String>) -> Self {
-        Self { verb, kind: ErrorKind::from_errno(errno), errno, message: message.into(), bad_wr: None }
+        Self {
+            verb,
+            kind: ErrorKind::from_errno(errno),
+            errno,
+            message: message.into(),
+            bad_wr: None,
+        }
     }
 
     /// Shorthand for an `EINVAL` [`ErrorKind::InvalidArgument`].

@@ -76,7 +76,11 @@ pub struct DcInitAttr {
 
 impl Default for DcInitAttr {
     fn default() -> Self {
-        Self { dc_type: DcType::Dci, dct_access_key: 0, dci_streams: DciStreams::default() }
+        Self {
+            dc_type: DcType::Dci,
+            dct_access_key: 0,
+            dci_streams: DciStreams::default(),
+        }
     }
 }
 

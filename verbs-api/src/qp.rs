@@ -56,6 +56,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for QpState {
     fn default() -> Self {
         Self::Reset
@@ -157,6 +159,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for PathMigState {
     fn default() -> Self {
         Self::Migrated
@@ -436,6 +440,8 @@ pub struct QpInitInfo {
     pub has_srq: bool,
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for QpType {
     fn default() -> Self {
         Self::Rc

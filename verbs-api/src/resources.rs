@@ -32,7 +32,12 @@ pub struct CqInit<'a, V: Verbs + ?Sized> {
 
 impl<V: Verbs + ?Sized> Default for CqInit<'_, V> {
     fn default() -> Self {
-        Self { cqe: 1, cq_context: 0, channel: None, comp_vector: 0 }
+        Self {
+            cqe: 1,
+            cq_context: 0,
+            channel: None,
+            comp_vector: 0,
+        }
     }
 }
 
@@ -78,6 +83,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for SrqType {
     fn default() -> Self {
         Self::Basic
@@ -181,6 +188,8 @@ pub struct XrcdInitAttr {
     pub oflags: OpenFlags,
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for XrcdInitAttr {
     fn default() -> Self {
         Self {
@@ -289,7 +298,10 @@ pub struct AsyncEvent<V: Verbs + ?Sized> {
 
 impl<V: Verbs + ?Sized> Clone for AsyncEvent<V> {
     fn clone(&self) -> Self {
-        Self { event_type: self.event_type, element: self.element.clone() }
+        Self {
+            event_type: self.event_type,
+            element: self.element.clone(),
+        }
     }
 }
 

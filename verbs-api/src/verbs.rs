@@ -124,13 +124,19 @@ pub trait Verbs {
     /// `ibv_get_async_event`, non-blocking: `Ok(None)` when no event is pending.
     fn get_async_event(&mut self, ctx: &Self::Context) -> Result<Option<AsyncEvent<Self>>> {
         let _ = ctx;
-        Err(Error::not_implemented(Verb::GetAsyncEvent, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::GetAsyncEvent,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_ack_async_event`.
     fn ack_async_event(&mut self, event: &AsyncEvent<Self>) -> Result<()> {
         let _ = event;
-        Err(Error::not_implemented(Verb::AckAsyncEvent, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::AckAsyncEvent,
+            self.backend().name(),
+        ))
     }
 
     // --------------------------------------------------------------------- PD
@@ -149,7 +155,10 @@ pub trait Verbs {
     /// `ibv_create_comp_channel`.
     fn create_comp_channel(&mut self, ctx: &Self::Context) -> Result<Self::CompChannel> {
         let _ = ctx;
-        Err(Error::not_implemented(Verb::CreateCompChannel, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CreateCompChannel,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_destroy_comp_channel`.
@@ -158,7 +167,10 @@ pub trait Verbs {
     /// `EBUSY` while a CQ is bound to the channel.
     fn destroy_comp_channel(&mut self, channel: &Self::CompChannel) -> Result<()> {
         let _ = channel;
-        Err(Error::not_implemented(Verb::DestroyCompChannel, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::DestroyCompChannel,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_create_cq`. The actual size (≥ `cqe`) is in [`Verbs::cq_info`].
@@ -179,19 +191,28 @@ pub trait Verbs {
     /// `ibv_req_notify_cq`.
     fn req_notify_cq(&mut self, cq: &Self::Cq, solicited_only: bool) -> Result<()> {
         let _ = (cq, solicited_only);
-        Err(Error::not_implemented(Verb::ReqNotifyCq, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::ReqNotifyCq,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_get_cq_event`, non-blocking: `Ok(None)` when no event is pending.
     fn get_cq_event(&mut self, channel: &Self::CompChannel) -> Result<Option<Self::Cq>> {
         let _ = channel;
-        Err(Error::not_implemented(Verb::GetCqEvent, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::GetCqEvent,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_ack_cq_events`.
     fn ack_cq_events(&mut self, cq: &Self::Cq, nevents: u32) -> Result<()> {
         let _ = (cq, nevents);
-        Err(Error::not_implemented(Verb::AckCqEvents, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::AckCqEvents,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_poll_cq`: fills `wc` from the front, returns how many.
@@ -242,7 +263,10 @@ pub trait Verbs {
         attr: &mut SrqInitAttrEx<'_, Self>,
     ) -> Result<Self::Srq> {
         let _ = (ctx, attr);
-        Err(Error::not_implemented(Verb::CreateSrqEx, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CreateSrqEx,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_modify_srq` (`MAX_WR` resize, `LIMIT` arm).
@@ -260,7 +284,10 @@ pub trait Verbs {
     /// `ibv_get_srq_num` (XRC SRQs).
     fn get_srq_num(&mut self, srq: &Self::Srq) -> Result<u32> {
         let _ = srq;
-        Err(Error::not_implemented(Verb::GetSrqNum, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::GetSrqNum,
+            self.backend().name(),
+        ))
     }
 
     // --------------------------------------------------------------------- QP
@@ -276,7 +303,11 @@ pub trait Verbs {
     /// See create-qp.md §6: `EINVAL` for bad types, masks, flags, missing or
     /// forbidden objects and capabilities over the device limits;
     /// `EOPNOTSUPP` for types, flags and send ops the device lacks.
-    fn create_qp_ex(&mut self, ctx: &Self::Context, attr: &mut QpInitAttrEx<'_, Self>) -> Result<Self::Qp>;
+    fn create_qp_ex(
+        &mut self,
+        ctx: &Self::Context,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<Self::Qp>;
 
     /// `qp->qp_num`.
     fn qp_num(&mut self, qp: &Self::Qp) -> Result<u32>;
@@ -300,7 +331,12 @@ pub trait Verbs {
     fn destroy_qp(&mut self, qp: &Self::Qp) -> Result<()>;
 
     /// `ibv_open_qp`: a new handle to an existing XRC_TGT QP of `xrcd`.
-    fn open_qp(&mut self, ctx: &Self::Context, xrcd: &Self::Xrcd, attr: &QpOpenAttr) -> Result<Self::Qp> {
+    fn open_qp(
+        &mut self,
+        ctx: &Self::Context,
+        xrcd: &Self::Xrcd,
+        attr: &QpOpenAttr,
+    ) -> Result<Self::Qp> {
         let _ = (ctx, xrcd, attr);
         Err(Error::not_implemented(Verb::OpenQp, self.backend().name()))
     }
@@ -308,13 +344,19 @@ pub trait Verbs {
     /// `ibv_attach_mcast` (UD QPs only).
     fn attach_mcast(&mut self, qp: &Self::Qp, gid: &Gid, lid: u16) -> Result<()> {
         let _ = (qp, gid, lid);
-        Err(Error::not_implemented(Verb::AttachMcast, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::AttachMcast,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_detach_mcast`.
     fn detach_mcast(&mut self, qp: &Self::Qp, gid: &Gid, lid: u16) -> Result<()> {
         let _ = (qp, gid, lid);
-        Err(Error::not_implemented(Verb::DetachMcast, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::DetachMcast,
+            self.backend().name(),
+        ))
     }
 
     // --------------------------------------------------------------------- AH
@@ -369,7 +411,10 @@ pub trait Verbs {
     /// `ibv_open_xrcd`.
     fn open_xrcd(&mut self, ctx: &Self::Context, attr: &XrcdInitAttr) -> Result<Self::Xrcd> {
         let _ = (ctx, attr);
-        Err(Error::not_implemented(Verb::OpenXrcd, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::OpenXrcd,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_close_xrcd`.
@@ -378,15 +423,26 @@ pub trait Verbs {
     /// `EBUSY` while XRC SRQs or XRC_TGT QPs made through this handle exist.
     fn close_xrcd(&mut self, xrcd: &Self::Xrcd) -> Result<()> {
         let _ = xrcd;
-        Err(Error::not_implemented(Verb::CloseXrcd, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CloseXrcd,
+            self.backend().name(),
+        ))
     }
 
     // ------------------------------------------------------------ legacy XRC
 
     /// `ibv_open_xrc_domain(context, fd, oflag)` (legacy OFED API).
-    fn open_xrc_domain(&mut self, ctx: &Self::Context, fd: XrcdFile, oflags: OpenFlags) -> Result<Self::Xrcd> {
+    fn open_xrc_domain(
+        &mut self,
+        ctx: &Self::Context,
+        fd: XrcdFile,
+        oflags: OpenFlags,
+    ) -> Result<Self::Xrcd> {
         let _ = (ctx, fd, oflags);
-        Err(Error::not_implemented(Verb::OpenXrcDomain, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::OpenXrcDomain,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_close_xrc_domain` (legacy).
@@ -395,7 +451,10 @@ pub trait Verbs {
     /// Fails (`EBUSY`) while this process is registered with a receive QP of the domain.
     fn close_xrc_domain(&mut self, xrcd: &Self::Xrcd) -> Result<()> {
         let _ = xrcd;
-        Err(Error::not_implemented(Verb::CloseXrcDomain, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CloseXrcDomain,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_create_xrc_srq(pd, xrc_domain, xrc_cq, attr)` (legacy); `attr` written back.
@@ -407,26 +466,49 @@ pub trait Verbs {
         attr: &mut SrqAttr,
     ) -> Result<Self::Srq> {
         let _ = (pd, xrcd, xrc_cq, attr);
-        Err(Error::not_implemented(Verb::CreateXrcSrq, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CreateXrcSrq,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_create_xrc_rcv_qp` (legacy): creates a receive-only XRC QP in the
     /// domain, registers the calling process, and returns its number.
     fn create_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd) -> Result<u32> {
         let _ = xrcd;
-        Err(Error::not_implemented(Verb::CreateXrcRcvQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::CreateXrcRcvQp,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_modify_xrc_rcv_qp` (legacy).
-    fn modify_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+    fn modify_xrc_rcv_qp(
+        &mut self,
+        xrcd: &Self::Xrcd,
+        qp_num: u32,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+    ) -> Result<()> {
         let _ = (xrcd, qp_num, attr, mask);
-        Err(Error::not_implemented(Verb::ModifyXrcRcvQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::ModifyXrcRcvQp,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_query_xrc_rcv_qp` (legacy).
-    fn query_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
+    fn query_xrc_rcv_qp(
+        &mut self,
+        xrcd: &Self::Xrcd,
+        qp_num: u32,
+        mask: QpAttrMask,
+    ) -> Result<(QpAttr, QpInitInfo)> {
         let _ = (xrcd, qp_num, mask);
-        Err(Error::not_implemented(Verb::QueryXrcRcvQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::QueryXrcRcvQp,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_reg_xrc_rcv_qp` (legacy): registers the calling process.
@@ -436,23 +518,36 @@ pub trait Verbs {
     /// `EEXIST` if this process is already registered.
     fn reg_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32) -> Result<()> {
         let _ = (xrcd, qp_num);
-        Err(Error::not_implemented(Verb::RegXrcRcvQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RegXrcRcvQp,
+            self.backend().name(),
+        ))
     }
 
     /// `ibv_unreg_xrc_rcv_qp` (legacy): the QP is destroyed when the last
     /// process unregisters.
     fn unreg_xrc_rcv_qp(&mut self, xrcd: &Self::Xrcd, qp_num: u32) -> Result<()> {
         let _ = (xrcd, qp_num);
-        Err(Error::not_implemented(Verb::UnregXrcRcvQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::UnregXrcRcvQp,
+            self.backend().name(),
+        ))
     }
 
     // ----------------------------------------------------------------- mlx5dv
 
     /// `mlx5dv_query_device`: fills the fields asked for in `comp_mask`;
     /// the returned `comp_mask` says which were filled.
-    fn mlx5dv_query_device(&mut self, ctx: &Self::Context, comp_mask: Mlx5ContextMask) -> Result<Mlx5Context> {
+    fn mlx5dv_query_device(
+        &mut self,
+        ctx: &Self::Context,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context> {
         let _ = (ctx, comp_mask);
-        Err(Error::not_implemented(Verb::Mlx5dvQueryDevice, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::Mlx5dvQueryDevice,
+            self.backend().name(),
+        ))
     }
 
     /// `mlx5dv_create_qp` (DCI/DCT, OOO data placement and mlx5 create flags).
@@ -463,50 +558,79 @@ pub trait Verbs {
         mlx5_attr: &Mlx5QpInitAttr,
     ) -> Result<Self::Qp> {
         let _ = (ctx, attr, mlx5_attr);
-        Err(Error::not_implemented(Verb::Mlx5dvCreateQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::Mlx5dvCreateQp,
+            self.backend().name(),
+        ))
     }
 
     /// `mlx5dv_dci_stream_id_reset`.
     fn mlx5dv_dci_stream_id_reset(&mut self, qp: &Self::Qp, stream_id: u16) -> Result<()> {
         let _ = (qp, stream_id);
-        Err(Error::not_implemented(Verb::Mlx5dvDciStreamIdReset, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::Mlx5dvDciStreamIdReset,
+            self.backend().name(),
+        ))
     }
 
     // --------------------------------------------------------------- rdma_cm
 
     /// `rdma_create_event_channel`.
     fn rdma_create_event_channel(&mut self) -> Result<Self::CmChannel> {
-        Err(Error::not_implemented(Verb::RdmaCreateEventChannel, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaCreateEventChannel,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_destroy_event_channel`.
     fn rdma_destroy_event_channel(&mut self, channel: &Self::CmChannel) -> Result<()> {
         let _ = channel;
-        Err(Error::not_implemented(Verb::RdmaDestroyEventChannel, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaDestroyEventChannel,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_create_id`.
-    fn rdma_create_id(&mut self, channel: &Self::CmChannel, context: u64, ps: PortSpace) -> Result<Self::CmId> {
+    fn rdma_create_id(
+        &mut self,
+        channel: &Self::CmChannel,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<Self::CmId> {
         let _ = (channel, context, ps);
-        Err(Error::not_implemented(Verb::RdmaCreateId, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaCreateId,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_destroy_id`.
     fn rdma_destroy_id(&mut self, id: &Self::CmId) -> Result<()> {
         let _ = id;
-        Err(Error::not_implemented(Verb::RdmaDestroyId, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaDestroyId,
+            self.backend().name(),
+        ))
     }
 
     /// The fields of `struct rdma_cm_id`.
     fn rdma_id_info(&mut self, id: &Self::CmId) -> Result<CmIdInfo<Self>> {
         let _ = id;
-        Err(Error::not_implemented(Verb::RdmaGetLocalAddr, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaGetLocalAddr,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_bind_addr`.
     fn rdma_bind_addr(&mut self, id: &Self::CmId, addr: SocketAddr) -> Result<()> {
         let _ = (id, addr);
-        Err(Error::not_implemented(Verb::RdmaBindAddr, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaBindAddr,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_resolve_addr`.
@@ -518,56 +642,83 @@ pub trait Verbs {
         timeout_ms: u32,
     ) -> Result<()> {
         let _ = (id, src, dst, timeout_ms);
-        Err(Error::not_implemented(Verb::RdmaResolveAddr, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaResolveAddr,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_resolve_route`.
     fn rdma_resolve_route(&mut self, id: &Self::CmId, timeout_ms: u32) -> Result<()> {
         let _ = (id, timeout_ms);
-        Err(Error::not_implemented(Verb::RdmaResolveRoute, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaResolveRoute,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_listen`.
     fn rdma_listen(&mut self, id: &Self::CmId, backlog: i32) -> Result<()> {
         let _ = (id, backlog);
-        Err(Error::not_implemented(Verb::RdmaListen, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaListen,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_connect`.
     fn rdma_connect(&mut self, id: &Self::CmId, param: &ConnParam) -> Result<()> {
         let _ = (id, param);
-        Err(Error::not_implemented(Verb::RdmaConnect, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaConnect,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_accept`.
     fn rdma_accept(&mut self, id: &Self::CmId, param: &ConnParam) -> Result<()> {
         let _ = (id, param);
-        Err(Error::not_implemented(Verb::RdmaAccept, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaAccept,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_reject`.
     fn rdma_reject(&mut self, id: &Self::CmId, private_data: &[u8]) -> Result<()> {
         let _ = (id, private_data);
-        Err(Error::not_implemented(Verb::RdmaReject, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaReject,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_disconnect`.
     fn rdma_disconnect(&mut self, id: &Self::CmId) -> Result<()> {
         let _ = id;
-        Err(Error::not_implemented(Verb::RdmaDisconnect, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaDisconnect,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_get_cm_event`, non-blocking: `Ok(None)` when no event is pending
     /// (the simulator first advances virtual time to the next CM event).
     fn rdma_get_cm_event(&mut self, channel: &Self::CmChannel) -> Result<Option<CmEvent<Self>>> {
         let _ = channel;
-        Err(Error::not_implemented(Verb::RdmaGetCmEvent, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaGetCmEvent,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_ack_cm_event`.
     fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {
         let _ = event;
-        Err(Error::not_implemented(Verb::RdmaAckCmEvent, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaAckCmEvent,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_create_qp(id, pd, qp_init_attr)`: `pd == None` uses the
@@ -579,19 +730,32 @@ pub trait Verbs {
         attr: &mut QpInitAttrEx<'_, Self>,
     ) -> Result<Self::Qp> {
         let _ = (id, pd, attr);
-        Err(Error::not_implemented(Verb::RdmaCreateQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaCreateQp,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_create_qp_ex(id, qp_init_attr_ex)`.
-    fn rdma_create_qp_ex(&mut self, id: &Self::CmId, attr: &mut QpInitAttrEx<'_, Self>) -> Result<Self::Qp> {
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &Self::CmId,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<Self::Qp> {
         let _ = (id, attr);
-        Err(Error::not_implemented(Verb::RdmaCreateQpEx, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaCreateQpEx,
+            self.backend().name(),
+        ))
     }
 
     /// `rdma_destroy_qp` (void in C; errors here only for a stale id).
     fn rdma_destroy_qp(&mut self, id: &Self::CmId) -> Result<()> {
         let _ = id;
-        Err(Error::not_implemented(Verb::RdmaDestroyQp, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::RdmaDestroyQp,
+            self.backend().name(),
+        ))
     }
 
     // ------------------------------------------------------------- simulator
@@ -600,6 +764,9 @@ pub trait Verbs {
     /// `Unsupported`.
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {
         let _ = cmd;
-        Err(Error::not_implemented(Verb::SimControl, self.backend().name()))
+        Err(Error::not_implemented(
+            Verb::SimControl,
+            self.backend().name(),
+        ))
     }
 }

@@ -51,6 +51,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for WrOpcode {
     fn default() -> Self {
         Self::Send
@@ -170,11 +172,20 @@ impl<V: Verbs + ?Sized> core::fmt::Debug for SendWr<'_, V> {
             .field("imm_data", &self.imm_data)
             .field("rdma", &self.rdma)
             .field("atomic", &self.atomic)
-            .field("ud", &self.ud.as_ref().map(|u| (u.ah, u.remote_qpn, u.remote_qkey)))
+            .field(
+                "ud",
+                &self
+                    .ud
+                    .as_ref()
+                    .map(|u| (u.ah, u.remote_qpn, u.remote_qkey)),
+            )
             .field("remote_srqn", &self.remote_srqn)
             .field(
                 "dc",
-                &self.dc.as_ref().map(|d| (d.ah, d.remote_dctn, d.remote_dc_key, d.stream_id)),
+                &self
+                    .dc
+                    .as_ref()
+                    .map(|d| (d.ah, d.remote_dctn, d.remote_dc_key, d.stream_id)),
             )
             .finish()
     }
@@ -243,6 +254,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for WcStatus {
     fn default() -> Self {
         Self::Success
@@ -279,6 +292,8 @@ c_enum! {
     }
 }
 
+// c_enum! generates the enum, so its default variant is named here.
+#[allow(clippy::derivable_impls)]
 impl Default for WcOpcode {
     fn default() -> Self {
         Self::Send

@@ -20,12 +20,48 @@ fn enums_round_trip_through_name_and_raw() {
             assert_eq!(from_raw(raw(v)), v, "{v:?} by raw");
         }
     }
-    check(QpState::VALUES, QpState::name, QpState::from_name, QpState::to_raw, QpState::from_raw);
-    check(QpType::VALUES, QpType::name, QpType::from_name, QpType::to_raw, QpType::from_raw);
-    check(WcStatus::VALUES, WcStatus::name, WcStatus::from_name, WcStatus::to_raw, WcStatus::from_raw);
-    check(WcOpcode::VALUES, WcOpcode::name, WcOpcode::from_name, WcOpcode::to_raw, WcOpcode::from_raw);
-    check(WrOpcode::VALUES, WrOpcode::name, WrOpcode::from_name, WrOpcode::to_raw, WrOpcode::from_raw);
-    check(Mtu::VALUES, Mtu::name, Mtu::from_name, Mtu::to_raw, Mtu::from_raw);
+    check(
+        QpState::VALUES,
+        QpState::name,
+        QpState::from_name,
+        QpState::to_raw,
+        QpState::from_raw,
+    );
+    check(
+        QpType::VALUES,
+        QpType::name,
+        QpType::from_name,
+        QpType::to_raw,
+        QpType::from_raw,
+    );
+    check(
+        WcStatus::VALUES,
+        WcStatus::name,
+        WcStatus::from_name,
+        WcStatus::to_raw,
+        WcStatus::from_raw,
+    );
+    check(
+        WcOpcode::VALUES,
+        WcOpcode::name,
+        WcOpcode::from_name,
+        WcOpcode::to_raw,
+        WcOpcode::from_raw,
+    );
+    check(
+        WrOpcode::VALUES,
+        WrOpcode::name,
+        WrOpcode::from_name,
+        WrOpcode::to_raw,
+        WrOpcode::from_raw,
+    );
+    check(
+        Mtu::VALUES,
+        Mtu::name,
+        Mtu::from_name,
+        Mtu::to_raw,
+        Mtu::from_raw,
+    );
     check(
         AsyncEventType::VALUES,
         AsyncEventType::name,
@@ -33,7 +69,13 @@ fn enums_round_trip_through_name_and_raw() {
         AsyncEventType::to_raw,
         AsyncEventType::from_raw,
     );
-    check(CmEventType::VALUES, CmEventType::name, CmEventType::from_name, CmEventType::to_raw, CmEventType::from_raw);
+    check(
+        CmEventType::VALUES,
+        CmEventType::name,
+        CmEventType::from_name,
+        CmEventType::to_raw,
+        CmEventType::from_raw,
+    );
 }
 
 // Goal: the numeric values are the C header's (a wrong number breaks the
@@ -69,14 +111,20 @@ fn unknown_values_are_data() {
 // Method: parse a few spellings.
 #[test]
 fn names_parse_with_or_without_prefix() {
-    assert_eq!(QpState::from_name("IBV_QPS_RTS"), Some(QpState::ReadyToSend));
+    assert_eq!(
+        QpState::from_name("IBV_QPS_RTS"),
+        Some(QpState::ReadyToSend)
+    );
     assert_eq!(QpState::from_name("rts"), Some(QpState::ReadyToSend));
     assert_eq!(
         AccessFlags::from_names("IBV_ACCESS_LOCAL_WRITE|remote_read"),
         Some(AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ)
     );
     assert_eq!(AccessFlags::from_names("LOCAL_WRITE|NOPE"), None);
-    assert_eq!(QpAttrMask::from_names("0x3"), Some(QpAttrMask::STATE | QpAttrMask::CUR_STATE));
+    assert_eq!(
+        QpAttrMask::from_names("0x3"),
+        Some(QpAttrMask::STATE | QpAttrMask::CUR_STATE)
+    );
     assert_eq!(QpType::from_name_loose("XRC_TGT"), Some(QpType::XrcRecv));
 }
 
@@ -108,12 +156,25 @@ proptest! {
 // Goal: errno names convert both ways for every name the scripts use.
 #[test]
 fn errno_names() {
-    for name in ["EINVAL", "ENOMEM", "EBUSY", "EOPNOTSUPP", "EEXIST", "EAGAIN", "ENOENT", "EPERM", "ENOSYS"] {
+    for name in [
+        "EINVAL",
+        "ENOMEM",
+        "EBUSY",
+        "EOPNOTSUPP",
+        "EEXIST",
+        "EAGAIN",
+        "ENOENT",
+        "EPERM",
+        "ENOSYS",
+    ] {
         let v = errno::from_name(name).unwrap();
         assert_eq!(errno::name(v), Some(name));
     }
     assert_eq!(ErrorKind::from_errno(errno::ENOSYS), ErrorKind::Unsupported);
-    assert_eq!(ErrorKind::from_errno(errno::EACCES), ErrorKind::PermissionDenied);
+    assert_eq!(
+        ErrorKind::from_errno(errno::EACCES),
+        ErrorKind::PermissionDenied
+    );
 }
 
 // Goal: an error names the C verb, the errno and what was wrong, and the
@@ -122,11 +183,17 @@ fn errno_names() {
 fn error_display_names_verb_errno_and_cause() {
     let e = Error::new(
         Verb::ModifyQp,
-        ErrorKind::InvalidAttrMask { missing: QpAttrMask::TIMEOUT, extra: QpAttrMask::empty() },
+        ErrorKind::InvalidAttrMask {
+            missing: QpAttrMask::TIMEOUT,
+            extra: QpAttrMask::empty(),
+        },
         "RTR->RTS for RC",
     );
     let s = e.to_string();
-    assert!(s.starts_with("ibv_modify_qp failed: EINVAL (errno 22)"), "{s}");
+    assert!(
+        s.starts_with("ibv_modify_qp failed: EINVAL (errno 22)"),
+        "{s}"
+    );
     assert!(s.contains("missing: TIMEOUT"), "{s}");
     assert!(s.contains("RTR->RTS for RC"), "{s}");
     assert!(e.kind().same_class(ErrorKind::InvalidArgument));
