@@ -1,0 +1,2 @@
+//! Placeholder until the benchmark helper writes the real file.
+fn main() {}
