@@ -1,0 +1,135 @@
+//! A generational arena: objects live in a `Vec`, handles are
+//! `(index, generation)` pairs, a stale handle never reaches a new object.
+
+/// A slot: the generation counts how often it was reused.
+#[derive(Debug)]
+struct Slot<T> {
+    generation: u32,
+    value: Option<T>,
+}
+
+/// Objects of one kind, addressed by index and generation.
+///
+/// Freed slots are reused last-freed-first, which is deterministic.
+#[derive(Debug)]
+pub(crate) struct Arena<T> {
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl<T> Default for Arena<T> {
+    fn default() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+        }
+    }
+}
+
+impl<T> Arena<T> {
+    /// Stores `value`, returning its `(index, generation)`.
+    pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
+        self.live += 1;
+        if let Some(index) = self.free.pop() {
+            let slot = &mut self.slots[index as usize];
+            debug_assert!(slot.value.is_none());
+            slot.value = Some(value);
+            (index, slot.generation)
+        } else {
+            let index = u32::try_from(self.slots.len()).expect("arena index fits in u32");
+            self.slots.push(Slot {
+                generation: 0,
+                value: Some(value),
+            });
+            (index, 0)
+        }
+    }
+
+    /// The index the next `insert` will use (for keys derived from it).
+    pub(crate) fn next_index(&self) -> u32 {
+        match self.free.last() {
+            Some(&i) => i,
+            None => u32::try_from(self.slots.len()).expect("arena index fits in u32"),
+        }
+    }
+
+    /// The live object at `(index, generation)`.
+    pub(crate) fn get(&self, index: u32, generation: u32) -> Option<&T> {
+        self.slots
+            .get(index as usize)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.value.as_ref())
+    }
+
+    /// The live object at `(index, generation)`, mutably.
+    pub(crate) fn get_mut(&mut self, index: u32, generation: u32) -> Option<&mut T> {
+        self.slots
+            .get_mut(index as usize)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.value.as_mut())
+    }
+
+    /// The live object at `index`, whatever its generation, with the generation.
+    pub(crate) fn get_by_index(&self, index: u32) -> Option<(u32, &T)> {
+        self.slots
+            .get(index as usize)
+            .and_then(|s| s.value.as_ref().map(|v| (s.generation, v)))
+    }
+
+    /// The live object at `index`, mutably, with its generation.
+    pub(crate) fn get_by_index_mut(&mut self, index: u32) -> Option<(u32, &mut T)> {
+        self.slots.get_mut(index as usize).and_then(|s| {
+            let generation = s.generation;
+            s.value.as_mut().map(|v| (generation, v))
+        })
+    }
+
+    /// Removes the object at `(index, generation)`; its handles go stale.
+    pub(crate) fn remove(&mut self, index: u32, generation: u32) -> Option<T> {
+        let slot = self.slots.get_mut(index as usize)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let value = slot.value.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free.push(index);
+        self.live -= 1;
+        Some(value)
+    }
+
+    /// How many objects are alive.
+    pub(crate) fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Every live object with its index and generation, in index order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, u32, &T)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.value.as_ref().map(|v| (i as u32, s.generation, v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_handle_does_not_reach_reused_slot() {
+        // Goal: a handle to a removed object never finds the slot's new object.
+        // Method: insert, remove, insert again into the same slot, look up both.
+        let mut a = Arena::default();
+        let (i, g) = a.insert("old");
+        assert_eq!(a.remove(i, g), Some("old"));
+        let (i2, g2) = a.insert("new");
+        assert_eq!(i, i2);
+        assert_ne!(g, g2);
+        assert_eq!(a.get(i, g), None);
+        assert_eq!(a.get(i2, g2), Some(&"new"));
+        assert_eq!(a.len(), 1);
+        assert_eq!(a.remove(i, g), None);
+    }
+}

@@ -1,0 +1,77 @@
+//! Simulator configuration: the seed, the devices and the driver quirks to model.
+
+use crate::DeviceProfile;
+
+/// Which driver's errno to return where the drivers disagree (data-path.md
+/// §1.1–§1.2), e.g. `ibv_post_send` on a QP in INIT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ErrnoFlavor {
+    /// The mlx5 user-space provider: `ENOMEM` for a send in RESET/INIT/RTR,
+    /// for too many send SGEs and for too much inline data; work requests
+    /// with an opcode the QP type cannot execute are accepted at post time.
+    #[default]
+    Mlx5,
+    /// The IB spec as rxe implements it: `EINVAL` for all of the above.
+    Spec,
+}
+
+/// Everything a [`crate::SimVerbs`] is built from.
+///
+/// Two worlds built from equal configurations and driven by the same verb
+/// calls produce the same handles, numbers, keys and trace, byte for byte.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The root seed; every random stream is derived from it (see [`crate::rng`]).
+    pub seed: u64,
+    /// The simulated devices, in `ibv_get_device_list` order.
+    pub devices: Vec<DeviceProfile>,
+    /// Which errno to use where drivers differ.
+    pub errno_flavor: ErrnoFlavor,
+    /// First QP number handed out on each device (cyclic, 24-bit, never 0/1,
+    /// live numbers skipped; create-qp.md §7).
+    pub qpn_start: u32,
+    /// Whether simulated processes hold `CAP_NET_RAW` (RAW_PACKET QPs need it,
+    /// otherwise `EPERM`).
+    pub cap_net_raw: bool,
+    /// Upper bound on the bytes all MRs of the world may own together; a
+    /// registration past it fails with `ENOMEM` instead of exhausting the host.
+    pub mr_bytes_max: u64,
+    /// Whether the trace records events (benchmarks may turn it off).
+    pub trace_enabled: bool,
+    /// At most this many trace events are kept; later ones are counted only.
+    pub trace_events_max: usize,
+}
+
+impl Default for SimConfig {
+    /// Seed 0, two ConnectX-6-like devices, mlx5 errnos.
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            devices: vec![DeviceProfile::connectx6(), DeviceProfile::connectx6()],
+            errno_flavor: ErrnoFlavor::Mlx5,
+            qpn_start: 0x100,
+            cap_net_raw: false,
+            mr_bytes_max: 16 << 30,
+            trace_enabled: true,
+            trace_events_max: 1 << 20,
+        }
+    }
+}
+
+impl SimConfig {
+    /// The default configuration with another seed.
+    pub fn with_seed(seed: u64) -> Self {
+        Self {
+            seed,
+            ..Self::default()
+        }
+    }
+
+    /// The default configuration with these devices.
+    pub fn with_devices(devices: Vec<DeviceProfile>) -> Self {
+        Self {
+            devices,
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,1080 @@
+//! The fabric itself: ports, the link model, the event queue, fault rules
+//! and held (reordered) packets.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use verbs_api::{Gid, LinkLayer};
+
+use super::packet::{Address, DeviceIndex, Packet, PortRef};
+use super::queue::{EventQueue, QueueFull, TimerEvent};
+use super::rules::{FabricRule, NetworkFaults, NetworkRngs, Verdict};
+use super::time::{SimDuration, SimInstant};
+use super::trace::{DropReason, FabricTrace, FabricTraceSink};
+use super::FabricError;
+use crate::rng::{SimRng, Stream};
+
+/// The configuration of one port's link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// InfiniBand (addressed by LID) or Ethernet (RoCE v2, addressed by
+    /// GID).
+    pub link_layer: LinkLayer,
+    /// The port's LID on InfiniBand (unicast, `0x0001..=0xBFFF`); `0` on
+    /// Ethernet.
+    pub lid: u16,
+    /// Data rate in megabits per second (after line coding).
+    pub rate_mbps: u64,
+    /// One-way delay from the last bit leaving this port to the packet
+    /// arriving, in nanoseconds (cable plus the far NIC's pipeline).
+    pub propagation_ns: u64,
+    /// Bytes every packet carries besides its payload and transport
+    /// extension headers (link, network and base transport headers, CRCs,
+    /// and on Ethernet the preamble and inter-frame gap).
+    pub header_overhead_bytes: u32,
+}
+
+impl PortConfig {
+    /// Default one-way propagation delay: 500 ns, about a back-to-back
+    /// cable plus NIC pipeline, so a small RC SEND takes roughly 1 µs like
+    /// the published ConnectX figures (perf.md anchors).
+    pub const PROPAGATION_NS_DEFAULT: u64 = 500;
+    /// InfiniBand per-packet overhead: LRH 8 + BTH 12 + ICRC 4 + VCRC 2
+    /// bytes (IBTA vol. 1 §7.7, §9.2, §7.8).
+    pub const IB_HEADER_OVERHEAD_BYTES: u32 = 26;
+    /// RoCE v2 over IPv4 per-packet overhead: preamble and SFD 8, Ethernet
+    /// 14, IPv4 20, UDP 8, BTH 12, ICRC 4, FCS 4, inter-frame gap 12 bytes
+    /// (IBTA RoCE v2 annex A17).
+    pub const ROCE_V2_HEADER_OVERHEAD_BYTES: u32 = 82;
+
+    /// An InfiniBand port with this LID and rate, default delay and
+    /// overhead.
+    pub const fn infiniband(lid: u16, rate_mbps: u64) -> Self {
+        Self {
+            link_layer: LinkLayer::Infiniband,
+            lid,
+            rate_mbps,
+            propagation_ns: Self::PROPAGATION_NS_DEFAULT,
+            header_overhead_bytes: Self::IB_HEADER_OVERHEAD_BYTES,
+        }
+    }
+
+    /// A RoCE v2 (Ethernet) port at this rate; give it GIDs with
+    /// [`Fabric::add_gid`].
+    pub const fn roce_v2(rate_mbps: u64) -> Self {
+        Self {
+            link_layer: LinkLayer::Ethernet,
+            lid: 0,
+            rate_mbps,
+            propagation_ns: Self::PROPAGATION_NS_DEFAULT,
+            header_overhead_bytes: Self::ROCE_V2_HEADER_OVERHEAD_BYTES,
+        }
+    }
+
+    /// ConnectX-6 on HDR InfiniBand: 4x lanes at 50 Gb/s, 200 Gb/s.
+    pub const fn connectx6_hdr(lid: u16) -> Self {
+        Self::infiniband(lid, 200_000)
+    }
+
+    /// ConnectX-7 on NDR InfiniBand: 4x lanes at 100 Gb/s, 400 Gb/s.
+    pub const fn connectx7_ndr(lid: u16) -> Self {
+        Self::infiniband(lid, 400_000)
+    }
+
+    /// ConnectX-6 Dx on 100 GbE, RoCE v2.
+    pub const fn connectx6_roce_100g() -> Self {
+        Self::roce_v2(100_000)
+    }
+
+    /// Soft-RoCE (rxe) on a 10 GbE interface.
+    pub const fn rxe_10gbe() -> Self {
+        Self::roce_v2(10_000)
+    }
+
+    /// The data rate in Mb/s of an InfiniBand port from its
+    /// `ibv_port_attr` encodings: `active_width` (1 = 1x, 2 = 4x, 4 = 8x,
+    /// 8 = 12x, 16 = 2x) times the per-lane data rate of `active_speed`
+    /// after line coding (1 SDR 2 Gb/s, 2 DDR 4, 4 QDR 8, 8 FDR10 10,
+    /// 16 FDR 13.64, 32 EDR 25, 64 HDR 50, 128 NDR 100, 256 XDR 200).
+    /// `None` for an encoding not listed.
+    pub const fn ib_rate_mbps(active_width: u8, active_speed: u32) -> Option<u64> {
+        let lanes = match active_width {
+            1 => 1,
+            2 => 4,
+            4 => 8,
+            8 => 12,
+            16 => 2,
+            _ => return None,
+        };
+        let lane_mbps = match active_speed {
+            1 => 2_000,
+            2 => 4_000,
+            4 => 8_000,
+            8 => 10_000,
+            16 => 13_636,
+            32 => 25_000,
+            64 => 50_000,
+            128 => 100_000,
+            256 => 200_000,
+            _ => return None,
+        };
+        Some(lanes * lane_mbps)
+    }
+}
+
+/// Counters of one port (as `perfquery` would show them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Packets put on the wire from this port.
+    pub tx_packets: u64,
+    /// Bytes put on the wire, headers included.
+    pub tx_bytes: u64,
+    /// Packets delivered to this port.
+    pub rx_packets: u64,
+    /// Packets from this port that were lost (fault, down link, no route).
+    pub dropped_packets: u64,
+}
+
+/// Fabric-wide settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FabricConfig {
+    /// The root seed of every random stream the fabric uses.
+    pub seed: u64,
+    /// Background network imperfections (all zero: a perfect network).
+    pub network: NetworkFaults,
+    /// Longest time a reordered packet waits for its overtakers before it
+    /// is delivered anyway (so the last packet of a burst is not held
+    /// forever), in nanoseconds.
+    pub reorder_hold_ns_max: u64,
+    /// Most packets held for reordering at once; a reorder verdict beyond
+    /// it is delivered in order instead.
+    pub held_packets_max: u32,
+    /// Most events (packets in flight, timers) queued at once.
+    pub events_max: usize,
+}
+
+impl FabricConfig {
+    /// Defaults with the given seed: a perfect network, reordered packets
+    /// held at most 10 µs, at most 4 096 held packets and 4 Mi events.
+    pub const fn with_seed(seed: u64) -> Self {
+        Self {
+            seed,
+            network: NetworkFaults::PERFECT,
+            reorder_hold_ns_max: 10_000,
+            held_packets_max: 4_096,
+            events_max: 1 << 22,
+        }
+    }
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        Self::with_seed(0)
+    }
+}
+
+/// What the fabric hands back when an event is due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FabricEvent {
+    /// A packet arrived at its destination port.
+    Delivered(Packet),
+    /// A timer scheduled with [`Fabric::schedule_timer`] expired.
+    Timer(TimerEvent),
+}
+
+/// What became of a packet given to [`Fabric::send`]. The data path of a
+/// real HCA cannot know this; it is for tests and traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// It will arrive at this instant.
+    Scheduled {
+        /// Arrival time.
+        arrive_at: SimInstant,
+    },
+    /// It will arrive twice, both at this instant.
+    Duplicated {
+        /// Arrival time of both copies.
+        arrive_at: SimInstant,
+    },
+    /// It is held back until this many later packets of its flow pass it.
+    Held {
+        /// Packets that must overtake it.
+        overtakers: u32,
+    },
+    /// It is lost.
+    Dropped(DropReason),
+}
+
+/// Names an installed rule (its installation number, never reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleId(pub u32);
+
+/// Queue entries: what the caller sees plus the fabric's own wake-ups.
+#[derive(Clone, Copy, Debug)]
+enum Queued {
+    Deliver(Packet),
+    Timer(TimerEvent),
+    /// The hold limit of held slot `slot` expired, if it still holds the
+    /// packet of `generation`.
+    Release {
+        slot: u32,
+        generation: u32,
+    },
+    /// The first packet in port `0`'s arrival FIFO is due (the entry's key
+    /// is that packet's key).
+    PortHead(u32),
+}
+
+/// A packet in a port's arrival FIFO, with its queue key.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    at: u64,
+    seq: u64,
+    packet: Packet,
+}
+
+#[derive(Clone, Debug)]
+struct Port {
+    config: PortConfig,
+    /// Serialisation time per byte in picoseconds, as a 48.16 fixed-point
+    /// number (exact for every rate that divides 8 Tb/s evenly).
+    ps_per_byte_q16: u64,
+    up: bool,
+    /// When the port finishes serialising what it has been given, in
+    /// picoseconds (finer than events, so rounding does not accumulate).
+    busy_until_ps: u64,
+    /// Packets sent from this port, in arrival order: a port's packets
+    /// arrive in the order they left, so they wait here instead of in the
+    /// heap, which then holds one `PortHead` entry per busy port. Packets
+    /// that would break the order (delayed ones) go to the heap.
+    arrivals: VecDeque<Arrival>,
+    counters: PortCounters,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct HeldSlot {
+    packet: Packet,
+    /// When the link model would have delivered it.
+    arrive_at: SimInstant,
+    overtakers_left: u32,
+    generation: u32,
+    occupied: bool,
+}
+
+struct InstalledRule {
+    id: RuleId,
+    rule: Box<dyn FabricRule>,
+}
+
+/// The verdict for one packet, with who gave it and the drawn reorder
+/// distance.
+struct Decision {
+    verdict: Verdict,
+    by: Option<RuleId>,
+    overtakers: u32,
+}
+
+/// The simulated fabric: devices' ports, their links, the event queue of
+/// deliveries and timers, and fault injection.
+///
+/// Inputs ([`Self::send`], [`Self::schedule_timer`], [`Self::set_link`])
+/// carry the current virtual time, which must never go backwards; outputs
+/// are pulled with [`Self::next_event_time`] and [`Self::pop_due`].
+pub struct Fabric {
+    ports: Vec<Port>,
+    /// Per device: index of its first port in `ports`, and its port count.
+    devices: Vec<(u32, u8)>,
+    lids: BTreeMap<u16, PortRef>,
+    gids: BTreeMap<Gid, PortRef>,
+    queue: EventQueue<Queued>,
+    /// Packets scheduled for delivery: `Deliver` entries in `queue` plus
+    /// every port's `arrivals`.
+    deliveries_queued: usize,
+    /// `arrivals` entries of all ports together.
+    arrivals_queued: usize,
+    events_max: usize,
+    rules: Vec<InstalledRule>,
+    next_rule_id: u32,
+    /// The `fault_rules` stream, shared by the rules in order.
+    rule_rng: SimRng,
+    network: NetworkFaults,
+    network_rngs: NetworkRngs,
+    /// No rules installed and a perfect network: skip deciding.
+    faultless: bool,
+    seed: u64,
+    held: Vec<HeldSlot>,
+    held_free: Vec<u32>,
+    held_count: u32,
+    held_packets_max: u32,
+    reorder_hold: SimDuration,
+    latest: SimInstant,
+}
+
+impl core::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("seed", &self.seed)
+            .field("devices", &self.devices.len())
+            .field("ports", &self.ports.len())
+            .field("events_queued", &self.queue.len())
+            .field("held", &self.held_count)
+            .field("rules", &self.rules.len())
+            .field("latest", &self.latest)
+            .finish()
+    }
+}
+
+impl Fabric {
+    /// An empty fabric (no devices) with `config`.
+    pub fn new(config: FabricConfig) -> Self {
+        let seed = config.seed;
+        Self {
+            ports: Vec::new(),
+            devices: Vec::new(),
+            lids: BTreeMap::new(),
+            gids: BTreeMap::new(),
+            queue: EventQueue::new(config.events_max),
+            deliveries_queued: 0,
+            arrivals_queued: 0,
+            events_max: config.events_max,
+            rules: Vec::new(),
+            next_rule_id: 0,
+            rule_rng: SimRng::new(seed, Stream::FaultRules),
+            network: config.network,
+            network_rngs: NetworkRngs {
+                loss: SimRng::new(seed, Stream::FabricLoss),
+                reorder: SimRng::new(seed, Stream::FabricReorder),
+                latency: SimRng::new(seed, Stream::FabricLatency),
+            },
+            faultless: config.network.is_perfect(),
+            seed,
+            held: Vec::new(),
+            held_free: Vec::new(),
+            held_count: 0,
+            held_packets_max: config.held_packets_max,
+            reorder_hold: SimDuration::from_nanos(config.reorder_hold_ns_max),
+            latest: SimInstant::ZERO,
+        }
+    }
+
+    // ----- topology and addressing -------------------------------------
+
+    /// Adds a device with these ports (numbered from 1 in order), all links
+    /// up, and registers the InfiniBand ports' LIDs.
+    ///
+    /// # Errors
+    ///
+    /// * [`FabricError::InvalidPortConfig`]: a zero rate, an IB port whose
+    ///   LID is not unicast, an Ethernet port with a LID, an unknown link
+    ///   layer, or no ports at all.
+    /// * [`FabricError::DuplicateLid`]: a LID already in use.
+    /// * [`FabricError::TooMany`]: more than 65 535 devices or 255 ports.
+    pub fn add_device(&mut self, ports: &[PortConfig]) -> Result<DeviceIndex, FabricError> {
+        let index = u16::try_from(self.devices.len())
+            .ok()
+            .filter(|&i| i < u16::MAX)
+            .ok_or(FabricError::TooMany("devices"))?;
+        let count = u8::try_from(ports.len()).map_err(|_| FabricError::TooMany("ports"))?;
+        if count == 0 {
+            return Err(FabricError::InvalidPortConfig("a device needs a port"));
+        }
+        for (i, p) in ports.iter().enumerate() {
+            if p.rate_mbps == 0 {
+                return Err(FabricError::InvalidPortConfig("rate_mbps"));
+            }
+            match p.link_layer {
+                LinkLayer::Infiniband => {
+                    if !(0x0001..=0xBFFF).contains(&p.lid) {
+                        return Err(FabricError::InvalidPortConfig("lid"));
+                    }
+                    let repeated = ports[..i]
+                        .iter()
+                        .any(|q| q.link_layer == LinkLayer::Infiniband && q.lid == p.lid);
+                    if repeated || self.lids.contains_key(&p.lid) {
+                        return Err(FabricError::DuplicateLid(p.lid));
+                    }
+                }
+                LinkLayer::Ethernet => {
+                    if p.lid != 0 {
+                        return Err(FabricError::InvalidPortConfig("lid on Ethernet"));
+                    }
+                }
+                _ => return Err(FabricError::InvalidPortConfig("link_layer")),
+            }
+        }
+        let device = DeviceIndex(index);
+        let first = u32::try_from(self.ports.len()).map_err(|_| FabricError::TooMany("ports"))?;
+        for (i, p) in ports.iter().enumerate() {
+            if p.link_layer == LinkLayer::Infiniband {
+                let port = PortRef {
+                    device,
+                    port: i as u8 + 1,
+                };
+                self.lids.insert(p.lid, port);
+            }
+            self.ports.push(Port {
+                config: *p,
+                ps_per_byte_q16: (8_000_000u64 << 16) / p.rate_mbps,
+                up: true,
+                busy_until_ps: 0,
+                arrivals: VecDeque::new(),
+                counters: PortCounters::default(),
+            });
+        }
+        self.devices.push((first, count));
+        Ok(device)
+    }
+
+    /// Registers `gid` as an address of `port` (a RoCE GID table entry, or
+    /// an IB port's GID for routes with a GRH).
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::UnknownPort`], or [`FabricError::DuplicateGid`] if
+    /// any port already has this GID.
+    pub fn add_gid(&mut self, port: PortRef, gid: Gid) -> Result<(), FabricError> {
+        self.port_index(port)
+            .ok_or(FabricError::UnknownPort(port))?;
+        if self.gids.contains_key(&gid) {
+            return Err(FabricError::DuplicateGid(gid));
+        }
+        self.gids.insert(gid, port);
+        Ok(())
+    }
+
+    /// The port that owns `address`, if any. Call it when an address is
+    /// learned (RTR, AH creation) and keep the result: packets carry
+    /// resolved [`crate::fabric::Endpoint`]s.
+    pub fn resolve(&self, address: &Address) -> Option<PortRef> {
+        match address {
+            Address::Lid(lid) => self.lids.get(lid).copied(),
+            Address::Gid(gid) => self.gids.get(gid).copied(),
+        }
+    }
+
+    /// The number of devices added.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The number of ports `device` has (`None` if no such device).
+    pub fn port_count(&self, device: DeviceIndex) -> Option<u8> {
+        self.devices.get(usize::from(device.0)).map(|&(_, n)| n)
+    }
+
+    /// The configuration of `port`.
+    pub fn port_config(&self, port: PortRef) -> Option<&PortConfig> {
+        self.port_index(port).map(|i| &self.ports[i].config)
+    }
+
+    /// The counters of `port`.
+    pub fn port_counters(&self, port: PortRef) -> Option<PortCounters> {
+        self.port_index(port).map(|i| self.ports[i].counters)
+    }
+
+    /// True when `port`'s link is up (`None` if no such port).
+    pub fn link_up(&self, port: PortRef) -> Option<bool> {
+        self.port_index(port).map(|i| self.ports[i].up)
+    }
+
+    /// Takes `port`'s link up or down at `now`. While a link is down every
+    /// packet sent from or to it is dropped, and so is every packet that
+    /// falls due while it is down.
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::UnknownPort`]; [`FabricError::TimeWentBackwards`].
+    pub fn set_link<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        port: PortRef,
+        up: bool,
+        sink: &mut S,
+    ) -> Result<(), FabricError> {
+        let i = self
+            .port_index(port)
+            .ok_or(FabricError::UnknownPort(port))?;
+        self.observe(now)?;
+        if self.ports[i].up != up {
+            self.ports[i].up = up;
+            sink.record(FabricTrace::Link { at: now, port, up });
+        }
+        Ok(())
+    }
+
+    fn port_index(&self, port: PortRef) -> Option<usize> {
+        let &(first, count) = self.devices.get(usize::from(port.device.0))?;
+        if port.port == 0 || port.port > count {
+            return None;
+        }
+        Some(first as usize + usize::from(port.port) - 1)
+    }
+
+    // ----- fault configuration -----------------------------------------
+
+    /// Installs `rule` after the existing ones (it is asked after them).
+    pub fn install_rule<R: FabricRule + 'static>(&mut self, rule: R) -> RuleId {
+        let id = RuleId(self.next_rule_id);
+        self.next_rule_id += 1;
+        self.rules.push(InstalledRule {
+            id,
+            rule: Box::new(rule),
+        });
+        self.faultless = false;
+        id
+    }
+
+    /// Removes rule `id`; false if it is not installed (or already spent).
+    pub fn remove_rule(&mut self, id: RuleId) -> bool {
+        let before = self.rules.len();
+        self.rules.retain(|r| r.id != id);
+        self.refresh_faultless();
+        self.rules.len() != before
+    }
+
+    /// Removes every installed rule (the background network stays).
+    pub fn clear_rules(&mut self) {
+        self.rules.clear();
+        self.refresh_faultless();
+    }
+
+    /// Rules installed and not yet spent.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Replaces the background network knobs.
+    pub fn set_network(&mut self, network: NetworkFaults) {
+        self.network = network;
+        self.refresh_faultless();
+    }
+
+    fn refresh_faultless(&mut self) {
+        self.faultless = self.rules.is_empty() && self.network.is_perfect();
+    }
+
+    /// The background network knobs.
+    pub fn network(&self) -> NetworkFaults {
+        self.network
+    }
+
+    // ----- inputs -------------------------------------------------------
+
+    /// Puts `packet` on the wire at `now`: traces it, serialises it on its
+    /// source port, asks the rules and the background network for a
+    /// verdict, and schedules its delivery (or not).
+    ///
+    /// A packet whose destination port does not exist is dropped as
+    /// unroutable, as a switch would; a packet whose source port does not
+    /// exist is a caller bug and an error.
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::UnknownPort`] for the source port;
+    /// [`FabricError::TimeWentBackwards`]; [`FabricError::QueueFull`].
+    pub fn send<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        packet: Packet,
+        sink: &mut S,
+    ) -> Result<SendOutcome, FabricError> {
+        let source_port = packet.source.port_ref();
+        let src = self
+            .port_index(source_port)
+            .ok_or(FabricError::UnknownPort(source_port))?;
+        self.observe(now)?;
+        sink.record(FabricTrace::Sent { at: now, packet });
+        let Some(dst) = self.port_index(packet.destination.port_ref()) else {
+            return Ok(self.drop_packet(now, src, packet, DropReason::Unroutable, sink));
+        };
+        if !self.ports[src].up || !self.ports[dst].up {
+            return Ok(self.drop_packet(now, src, packet, DropReason::LinkDown, sink));
+        }
+        let arrive_at = self.serialise(src, now, &packet);
+        let decision = if self.faultless {
+            Decision {
+                verdict: Verdict::Pass,
+                by: None,
+                overtakers: 0,
+            }
+        } else {
+            self.decide(&packet)
+        };
+        match decision.verdict {
+            Verdict::Drop => {
+                let reason = decision
+                    .by
+                    .map_or(DropReason::Loss, |id| DropReason::Rule(id.0));
+                Ok(self.drop_packet(now, src, packet, reason, sink))
+            }
+            Verdict::Pass | Verdict::Reorder(0) => {
+                self.schedule_delivery(src, arrive_at, packet, true)?;
+                self.overtake(now, src, &packet, arrive_at, sink)?;
+                Ok(SendOutcome::Scheduled { arrive_at })
+            }
+            Verdict::Deliver(extra) => {
+                let arrive_at = arrive_at + extra;
+                sink.record(FabricTrace::Delayed {
+                    at: now,
+                    packet,
+                    extra,
+                });
+                // Delayed packets leave the port's order: straight to the heap.
+                self.schedule_delivery(src, arrive_at, packet, false)?;
+                self.overtake(now, src, &packet, arrive_at, sink)?;
+                Ok(SendOutcome::Scheduled { arrive_at })
+            }
+            Verdict::Duplicate => {
+                sink.record(FabricTrace::Duplicated { at: now, packet });
+                self.schedule_delivery(src, arrive_at, packet, true)?;
+                self.schedule_delivery(src, arrive_at, packet, true)?;
+                self.overtake(now, src, &packet, arrive_at, sink)?;
+                Ok(SendOutcome::Duplicated { arrive_at })
+            }
+            Verdict::Reorder(_) => {
+                if self.held_count >= self.held_packets_max {
+                    // Out of hold slots: deliver in order rather than grow.
+                    self.schedule_delivery(src, arrive_at, packet, true)?;
+                    self.overtake(now, src, &packet, arrive_at, sink)?;
+                    return Ok(SendOutcome::Scheduled { arrive_at });
+                }
+                self.hold(now, packet, arrive_at, decision.overtakers, sink)?;
+                Ok(SendOutcome::Held {
+                    overtakers: decision.overtakers,
+                })
+            }
+        }
+    }
+
+    /// Schedules `timer` to fire at `at` (see [`TimerEvent`] for
+    /// cancellation by generation).
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::TimeWentBackwards`] if `at` is before the latest time
+    /// seen; [`FabricError::QueueFull`].
+    pub fn schedule_timer(&mut self, at: SimInstant, timer: TimerEvent) -> Result<(), FabricError> {
+        if at < self.latest {
+            return Err(FabricError::TimeWentBackwards {
+                now: at,
+                latest: self.latest,
+            });
+        }
+        self.check_room()?;
+        self.queue.push(at, Queued::Timer(timer))?;
+        Ok(())
+    }
+
+    // ----- outputs ------------------------------------------------------
+
+    /// The due time of the earliest queued event, if any. It may be one of
+    /// the fabric's own wake-ups (a reorder hold expiring), for which
+    /// [`Self::pop_due`] returns nothing; keep looping until this is `None`.
+    pub fn next_event_time(&self) -> Option<SimInstant> {
+        self.queue.next_time()
+    }
+
+    /// Processes queued events due at or before `now`, in `(time,
+    /// sequence)` order, until one must be handed out: a delivery (traced
+    /// as delivered, or as dropped if a link of its is down by now) or a
+    /// timer. Returns it with its due time, or `None` when nothing more is
+    /// due by `now`.
+    pub fn pop_due<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        sink: &mut S,
+    ) -> Option<(SimInstant, FabricEvent)> {
+        loop {
+            let (at, queued) = self.queue.pop_due(now)?;
+            if at > self.latest {
+                self.latest = at;
+            }
+            match queued {
+                Queued::Timer(timer) => return Some((at, FabricEvent::Timer(timer))),
+                Queued::PortHead(port) => {
+                    let packet = self.pop_arrival(port as usize, at);
+                    self.deliveries_queued -= 1;
+                    if let Some(event) = self.arrive(at, packet, sink) {
+                        return Some((at, event));
+                    }
+                }
+                Queued::Deliver(packet) => {
+                    self.deliveries_queued -= 1;
+                    if let Some(event) = self.arrive(at, packet, sink) {
+                        return Some((at, event));
+                    }
+                }
+                Queued::Release { slot, generation } => {
+                    let held = self.held[slot as usize];
+                    if held.occupied && held.generation == generation {
+                        self.free_held(slot);
+                        sink.record(FabricTrace::Released {
+                            at,
+                            packet: held.packet,
+                        });
+                        if let Some(event) = self.arrive(at, held.packet, sink) {
+                            return Some((at, event));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs the fabric from `now` until no event is left, handing each
+    /// event to `handle` (which may send packets and schedule timers
+    /// through the `&mut Fabric` it gets). Returns the virtual time of the
+    /// last event processed (or `now`).
+    ///
+    /// # Errors
+    ///
+    /// [`FabricError::EventBoundHit`] after `events_max` queue entries if
+    /// the queue is still not empty (a livelock, or a bound too small).
+    pub fn run_until_idle<S, F>(
+        &mut self,
+        now: SimInstant,
+        events_max: u64,
+        sink: &mut S,
+        mut handle: F,
+    ) -> Result<SimInstant, FabricError>
+    where
+        S: FabricTraceSink + ?Sized,
+        F: FnMut(&mut Self, &mut S, SimInstant, FabricEvent),
+    {
+        let mut clock = now;
+        let mut processed = 0u64;
+        while let Some(next) = self.next_event_time() {
+            if processed >= events_max {
+                return Err(FabricError::EventBoundHit {
+                    events_max,
+                    at: clock,
+                });
+            }
+            clock = clock.max(next);
+            processed += 1;
+            if let Some((at, event)) = self.pop_due(clock, sink) {
+                handle(self, sink, at, event);
+            }
+        }
+        Ok(clock)
+    }
+
+    /// Packets on their way: queued deliveries plus held packets.
+    pub fn in_flight(&self) -> usize {
+        self.deliveries_queued + self.held_count as usize
+    }
+
+    /// Events queued: deliveries, timers, hold expiries.
+    pub fn events_queued(&self) -> usize {
+        self.queue.len() + self.arrivals_queued
+    }
+
+    /// The latest virtual time the fabric has been given or has reached by
+    /// popping an event; inputs earlier than this are refused.
+    pub fn latest(&self) -> SimInstant {
+        self.latest
+    }
+
+    /// The root seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    // ----- internals ----------------------------------------------------
+
+    fn observe(&mut self, now: SimInstant) -> Result<(), FabricError> {
+        if now < self.latest {
+            return Err(FabricError::TimeWentBackwards {
+                now,
+                latest: self.latest,
+            });
+        }
+        self.latest = now;
+        Ok(())
+    }
+
+    /// Occupies the source port for the packet's wire time and returns
+    /// when it arrives.
+    fn serialise(&mut self, src: usize, now: SimInstant, packet: &Packet) -> SimInstant {
+        let port = &mut self.ports[src];
+        // Payload is padded to a multiple of 4 bytes (BTH PadCnt).
+        let payload = u64::from(packet.payload_len).div_ceil(4) * 4;
+        let wire_bytes = payload
+            + u64::from(port.config.header_overhead_bytes)
+            + u64::from(packet.wire_header_extra_bytes());
+        let serialisation_ps = (wire_bytes * port.ps_per_byte_q16) >> 16;
+        let start_ps = now.0.saturating_mul(1_000).max(port.busy_until_ps);
+        port.busy_until_ps = start_ps.saturating_add(serialisation_ps);
+        let arrive_ps = port
+            .busy_until_ps
+            .saturating_add(port.config.propagation_ns.saturating_mul(1_000));
+        port.counters.tx_packets += 1;
+        port.counters.tx_bytes += wire_bytes;
+        SimInstant(arrive_ps.div_ceil(1_000))
+    }
+
+    /// Asks the rules in order, then the background network.
+    fn decide(&mut self, packet: &Packet) -> Decision {
+        let mut decision = Decision {
+            verdict: Verdict::Pass,
+            by: None,
+            overtakers: 0,
+        };
+        let mut spent = false;
+        for installed in &mut self.rules {
+            let verdict = installed.rule.on_packet(packet, &mut self.rule_rng);
+            if verdict != Verdict::Pass {
+                if let Verdict::Reorder(window) = verdict {
+                    if window > 0 {
+                        decision.overtakers = 1 + self.rule_rng.below(u64::from(window)) as u32;
+                    }
+                }
+                decision.verdict = verdict;
+                decision.by = Some(installed.id);
+                spent = installed.rule.is_spent();
+                break;
+            }
+        }
+        if spent {
+            self.rules.retain(|r| !r.rule.is_spent());
+            self.refresh_faultless();
+        }
+        if decision.verdict == Verdict::Pass && !self.network.is_perfect() {
+            decision.verdict = self.network.decide(&mut self.network_rngs);
+            if let Verdict::Reorder(window) = decision.verdict {
+                decision.overtakers = 1 + self.network_rngs.reorder.below(u64::from(window)) as u32;
+            }
+        }
+        decision
+    }
+
+    fn drop_packet<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        src: usize,
+        packet: Packet,
+        reason: DropReason,
+        sink: &mut S,
+    ) -> SendOutcome {
+        self.ports[src].counters.dropped_packets += 1;
+        sink.record(FabricTrace::Dropped {
+            at: now,
+            packet,
+            reason,
+        });
+        SendOutcome::Dropped(reason)
+    }
+
+    /// Queues `packet` to arrive at `at`: in its source port's FIFO when
+    /// `in_port_order` and it does not arrive before the FIFO's last packet
+    /// (the usual case), else in the heap. Either way it comes out in
+    /// `(at, sequence)` order.
+    fn schedule_delivery(
+        &mut self,
+        src: usize,
+        at: SimInstant,
+        packet: Packet,
+        in_port_order: bool,
+    ) -> Result<(), FabricError> {
+        self.check_room()?;
+        let fifo_ok = in_port_order
+            && self.ports[src]
+                .arrivals
+                .back()
+                .is_none_or(|last| last.at <= at.0);
+        if fifo_ok {
+            let seq = self.queue.reserve_seq();
+            if self.ports[src].arrivals.is_empty() {
+                self.queue
+                    .push_reserved(at, seq, Queued::PortHead(src as u32))?;
+            }
+            self.ports[src].arrivals.push_back(Arrival {
+                at: at.0,
+                seq,
+                packet,
+            });
+            self.arrivals_queued += 1;
+        } else {
+            self.queue.push(at, Queued::Deliver(packet))?;
+        }
+        self.deliveries_queued += 1;
+        Ok(())
+    }
+
+    /// Fails when heap and FIFOs together hold `events_max` events.
+    fn check_room(&self) -> Result<(), FabricError> {
+        if self.events_queued() >= self.events_max {
+            return Err(FabricError::QueueFull(QueueFull {
+                limit: self.events_max,
+            }));
+        }
+        Ok(())
+    }
+
+    /// Takes the head of port `port`'s FIFO, due at `at`, and queues the
+    /// next head.
+    fn pop_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
+        let arrivals = &mut self.ports[port].arrivals;
+        let head = arrivals
+            .pop_front()
+            .expect("a PortHead entry always has its packet");
+        debug_assert_eq!(head.at, at.0);
+        self.arrivals_queued -= 1;
+        if let Some(next) = arrivals.front() {
+            // The heap just lost this port's entry, so it has room for the
+            // replacement.
+            self.queue
+                .push_reserved(SimInstant(next.at), next.seq, Queued::PortHead(port as u32))
+                .expect("replacing a popped entry cannot overflow");
+        }
+        head.packet
+    }
+
+    /// A packet falls due at `at`: hand it out unless a link of its is down.
+    fn arrive<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        at: SimInstant,
+        packet: Packet,
+        sink: &mut S,
+    ) -> Option<FabricEvent> {
+        // Both ports existed when the packet was sent and ports are never
+        // removed.
+        let src = self.port_index(packet.source.port_ref())?;
+        let dst = self.port_index(packet.destination.port_ref())?;
+        if !self.ports[src].up || !self.ports[dst].up {
+            self.ports[src].counters.dropped_packets += 1;
+            sink.record(FabricTrace::Dropped {
+                at,
+                packet,
+                reason: DropReason::LinkDown,
+            });
+            return None;
+        }
+        self.ports[dst].counters.rx_packets += 1;
+        sink.record(FabricTrace::Delivered { at, packet });
+        Some(FabricEvent::Delivered(packet))
+    }
+
+    fn hold<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        packet: Packet,
+        arrive_at: SimInstant,
+        overtakers: u32,
+        sink: &mut S,
+    ) -> Result<(), FabricError> {
+        debug_assert!(overtakers > 0);
+        let (slot, generation) = match self.held_free.pop() {
+            Some(slot) => (slot, self.held[slot as usize].generation),
+            None => {
+                let slot = u32::try_from(self.held.len())
+                    .map_err(|_| FabricError::TooMany("held packets"))?;
+                self.held.push(HeldSlot {
+                    packet,
+                    arrive_at,
+                    overtakers_left: 0,
+                    generation: 0,
+                    occupied: false,
+                });
+                (slot, 0)
+            }
+        };
+        let expires_at = arrive_at + self.reorder_hold;
+        let room = self.check_room();
+        if let Err(full) = room.and_then(|()| {
+            self.queue
+                .push(expires_at, Queued::Release { slot, generation })
+                .map_err(FabricError::from)
+        }) {
+            self.held_free.push(slot);
+            return Err(full);
+        }
+        self.held[slot as usize] = HeldSlot {
+            packet,
+            arrive_at,
+            overtakers_left: overtakers,
+            generation,
+            occupied: true,
+        };
+        self.held_count += 1;
+        sink.record(FabricTrace::Held {
+            at: now,
+            packet,
+            overtakers,
+        });
+        Ok(())
+    }
+
+    fn free_held(&mut self, slot: u32) {
+        let s = &mut self.held[slot as usize];
+        debug_assert!(s.occupied);
+        s.occupied = false;
+        s.generation = s.generation.wrapping_add(1);
+        self.held_count -= 1;
+        self.held_free.push(slot);
+    }
+
+    /// `packet`, arriving at `arrive_at`, overtakes every held packet of its
+    /// flow; those whose count reaches zero are released to arrive right
+    /// after it.
+    fn overtake<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        src: usize,
+        packet: &Packet,
+        arrive_at: SimInstant,
+        sink: &mut S,
+    ) -> Result<(), FabricError> {
+        if self.held_count == 0 {
+            return Ok(());
+        }
+        for slot in 0..self.held.len() {
+            let held = &mut self.held[slot];
+            if !held.occupied
+                || held.packet.source != packet.source
+                || held.packet.destination != packet.destination
+            {
+                continue;
+            }
+            held.overtakers_left -= 1;
+            if held.overtakers_left > 0 {
+                continue;
+            }
+            let (released, due) = (held.packet, held.arrive_at.max(arrive_at));
+            self.free_held(slot as u32);
+            sink.record(FabricTrace::Released {
+                at: now,
+                packet: released,
+            });
+            // Pushed after the overtaker, so it comes out after it even when
+            // both are due at the same instant.
+            self.schedule_delivery(src, due, released, true)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_entries_fit_a_cache_line() {
+        // Goal: the queue's element (key + event) stays within 64 bytes
+        // (perf.md: small Copy events).
+        // Method: assert the size of the internal event; the key adds 16.
+        assert!(size_of::<Queued>() <= 48, "{}", size_of::<Queued>());
+    }
+
+    #[test]
+    fn ib_rates_follow_the_port_attribute_encodings() {
+        // Goal: the rate table matches the published link speeds.
+        // Method: HDR 4x is 200 Gb/s, NDR 4x 400, EDR 4x 100, QDR 4x 32;
+        // unknown encodings give None.
+        assert_eq!(PortConfig::ib_rate_mbps(2, 64), Some(200_000));
+        assert_eq!(PortConfig::ib_rate_mbps(2, 128), Some(400_000));
+        assert_eq!(PortConfig::ib_rate_mbps(2, 32), Some(100_000));
+        assert_eq!(PortConfig::ib_rate_mbps(2, 4), Some(32_000));
+        assert_eq!(PortConfig::ib_rate_mbps(3, 4), None);
+        assert_eq!(PortConfig::ib_rate_mbps(1, 3), None);
+    }
+}

@@ -1,0 +1,187 @@
+//! The trace: what happened, with virtual time, as data (style rule R20).
+//!
+//! Every state change, completion and async event is a [`TraceRecord`]; the
+//! same seed and the same verb calls give the same trace. [`Trace::render`]
+//! prints one stable line per record for snapshot tests.
+
+use core::fmt;
+use verbs_api::{AsyncEventType, QpState, QpType, WcStatus};
+
+/// One thing that happened in the world.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// A QP was created (in RESET).
+    QpCreated {
+        /// Device index.
+        device: u32,
+        /// QP number.
+        qpn: u32,
+        /// QP type.
+        qp_type: QpType,
+    },
+    /// A QP changed state (by `ibv_modify_qp` or by the device).
+    QpState {
+        /// Device index.
+        device: u32,
+        /// QP number.
+        qpn: u32,
+        /// Previous state.
+        from: QpState,
+        /// New state.
+        to: QpState,
+    },
+    /// A QP was destroyed.
+    QpDestroyed {
+        /// Device index.
+        device: u32,
+        /// QP number.
+        qpn: u32,
+    },
+    /// A work completion was written to a CQ.
+    Completion {
+        /// Device index.
+        device: u32,
+        /// QP number of the completing work request.
+        qpn: u32,
+        /// `wr_id`.
+        wr_id: u64,
+        /// Status.
+        status: WcStatus,
+        /// `true` for a receive-queue (or SRQ) completion.
+        recv: bool,
+    },
+    /// A CQ overran: a completion was lost and the CQ is in error.
+    CqOverrun {
+        /// Device index.
+        device: u32,
+        /// CQ arena index.
+        cq: u32,
+    },
+    /// An asynchronous event was raised.
+    AsyncEvent {
+        /// Device index.
+        device: u32,
+        /// Event type.
+        event: AsyncEventType,
+        /// QP number, CQ/SRQ index or port, depending on the event.
+        element: u32,
+    },
+}
+
+impl fmt::Display for TraceEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::QpCreated {
+                device,
+                qpn,
+                qp_type,
+            } => {
+                write!(f, "dev{device} qp {qpn:#08x} created {qp_type}")
+            }
+            Self::QpState {
+                device,
+                qpn,
+                from,
+                to,
+            } => {
+                write!(f, "dev{device} qp {qpn:#08x} {from} -> {to}")
+            }
+            Self::QpDestroyed { device, qpn } => write!(f, "dev{device} qp {qpn:#08x} destroyed"),
+            Self::Completion {
+                device,
+                qpn,
+                wr_id,
+                status,
+                recv,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} {} completion wr_id={wr_id} status={status}",
+                if recv { "recv" } else { "send" }
+            ),
+            Self::CqOverrun { device, cq } => write!(f, "dev{device} cq {cq} overrun"),
+            Self::AsyncEvent {
+                device,
+                event,
+                element,
+            } => {
+                write!(f, "dev{device} async {event} element={element:#x}")
+            }
+        }
+    }
+}
+
+/// One trace entry: an event at a virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceRecord {
+    /// Virtual time in nanoseconds.
+    pub time_ns: u64,
+    /// What happened.
+    pub event: TraceEvent,
+}
+
+/// The world's trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    records: Vec<TraceRecord>,
+    dropped: u64,
+    enabled: bool,
+    events_max: usize,
+}
+
+impl Trace {
+    pub(crate) fn new(enabled: bool, events_max: usize) -> Self {
+        Self {
+            records: Vec::new(),
+            dropped: 0,
+            enabled,
+            events_max,
+        }
+    }
+
+    /// Appends an event (counted only, once the trace is full or disabled).
+    pub fn push(&mut self, time_ns: u64, event: TraceEvent) {
+        if self.enabled && self.records.len() < self.events_max {
+            self.records.push(TraceRecord { time_ns, event });
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// Every recorded event, oldest first.
+    pub fn records(&self) -> &[TraceRecord] {
+        &self.records
+    }
+
+    /// How many events were recorded.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// `true` when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// How many events were not kept (trace disabled or full).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The stable text form: one `[time_ns] event` line per record.
+    pub fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.records {
+            writeln!(f, "[{:>12}] {}", r.time_ns, r.event)?;
+        }
+        if self.dropped > 0 {
+            writeln!(f, "({} events not recorded)", self.dropped)?;
+        }
+        Ok(())
+    }
+}

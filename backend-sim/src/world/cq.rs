@@ -1,0 +1,312 @@
+//! Completion queues and completion channels.
+
+use std::collections::VecDeque;
+
+use verbs_api::{AsyncEventType, Error, ErrorKind, Result, Verb, Wc, WcStatus};
+
+use super::{busy, invalid, misuse, AsyncSubject, CompChannel, World};
+use crate::handles::{CompChannelHandle, ContextHandle, CqHandle, QpHandle};
+use crate::profile::DriverModel;
+use crate::trace::TraceEvent;
+
+/// Which work queue of a QP a completion came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueueKind {
+    Send,
+    Recv,
+}
+
+/// A completion waiting in a CQ, with the work request it frees when polled.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CqEntry {
+    pub(crate) wc: Wc,
+    pub(crate) qp: QpHandle,
+    pub(crate) queue: QueueKind,
+    pub(crate) seq: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Cq {
+    pub(crate) ctx: ContextHandle,
+    pub(crate) device: u32,
+    pub(crate) cqe: u32,
+    pub(crate) cq_context: u64,
+    pub(crate) channel: Option<CompChannelHandle>,
+    /// QPs (send and receive side counted once each) and SRQs using the CQ.
+    pub(crate) users: u32,
+    pub(crate) entries: VecDeque<CqEntry>,
+    /// `Some(solicited_only)` while armed by `ibv_req_notify_cq`.
+    pub(crate) armed: Option<bool>,
+    pub(crate) events_unacked: u32,
+    /// Set after an overrun: the CQ is unusable (data-path.md §6.3).
+    pub(crate) overrun: bool,
+}
+
+impl World {
+    /// `ibv_create_comp_channel`.
+    pub fn create_comp_channel(&mut self, ctx: ContextHandle) -> Result<CompChannelHandle> {
+        self.ctx_mut(ctx, Verb::CreateCompChannel)?.children += 1;
+        let ch = CompChannel {
+            ctx,
+            cqs: 0,
+            events: VecDeque::new(),
+        };
+        Ok(CompChannelHandle::from_parts(self.channels.insert(ch)))
+    }
+
+    /// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it.
+    pub fn destroy_comp_channel(&mut self, ch: CompChannelHandle) -> Result<()> {
+        let c = self.channel(ch, Verb::DestroyCompChannel)?;
+        if c.cqs > 0 {
+            return Err(busy(
+                Verb::DestroyCompChannel,
+                format!("{} CQs are still bound to the channel", c.cqs),
+            ));
+        }
+        let ctx = c.ctx;
+        self.channels.remove(ch.index, ch.generation);
+        if let Ok(c) = self.ctx_mut(ctx, Verb::DestroyCompChannel) {
+            c.children -= 1;
+        }
+        Ok(())
+    }
+
+    /// The actual CQ size for a request of `cqe` entries on `device`.
+    ///
+    /// Both drivers allocate `roundup_pow_of_two(cqe + 1)` entries and report
+    /// one less (rdma-core `providers/mlx5/verbs.c` `create_cq`:
+    /// `align_queue_size(cqe + 1)`, `cqe = ncqe - 1`; torvalds/linux
+    /// `drivers/infiniband/sw/rxe/rxe_queue.c` `rxe_queue_init`).
+    pub(crate) fn cq_size(&self, device: u32, cqe: u32) -> Result<u32> {
+        let d = self.device(device);
+        let max = d.profile.attr.max_cqe;
+        if cqe == 0 {
+            return Err(invalid(Verb::CreateCq, "cqe must be at least 1"));
+        }
+        if cqe > max {
+            return Err(invalid(
+                Verb::CreateCq,
+                format!("cqe {cqe} is above the device's max_cqe {max}"),
+            ));
+        }
+        let slots = (u64::from(cqe) + 1).next_power_of_two();
+        Ok((slots - 1) as u32)
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(
+        &mut self,
+        ctx: ContextHandle,
+        cqe: u32,
+        cq_context: u64,
+        channel: Option<CompChannelHandle>,
+        comp_vector: u32,
+    ) -> Result<CqHandle> {
+        let device = self.ctx(ctx, Verb::CreateCq)?.device;
+        let actual = self.cq_size(device, cqe)?;
+        if let Some(ch) = channel {
+            let c = self.channel(ch, Verb::CreateCq)?;
+            if c.ctx != ctx {
+                return Err(invalid(
+                    Verb::CreateCq,
+                    "the completion channel belongs to another context",
+                ));
+            }
+        }
+        // mlx5 reports 63 completion vectors on ConnectX-6 (num_comp_vectors);
+        // rxe has one. A vector past the count is EINVAL in both drivers.
+        let vectors = match self.device(device).profile.driver {
+            DriverModel::Mlx5 => 63,
+            DriverModel::Rxe => 1,
+        };
+        if comp_vector >= vectors {
+            return Err(invalid(
+                Verb::CreateCq,
+                format!("comp_vector {comp_vector} is past num_comp_vectors {vectors}"),
+            ));
+        }
+        if let Some(ch) = channel {
+            self.channel_mut(ch, Verb::CreateCq)?.cqs += 1;
+        }
+        self.ctx_mut(ctx, Verb::CreateCq)?.children += 1;
+        let cq = Cq {
+            ctx,
+            device,
+            cqe: actual,
+            cq_context,
+            channel,
+            users: 0,
+            entries: VecDeque::new(),
+            armed: None,
+            events_unacked: 0,
+            overrun: false,
+        };
+        Ok(CqHandle::from_parts(self.cqs.insert(cq)))
+    }
+
+    /// `ibv_destroy_cq`: `EBUSY` while a QP or SRQ uses it.
+    ///
+    /// # Divergence from hardware
+    /// With unacknowledged completion events libibverbs blocks forever; the
+    /// simulator refuses with `ApiMisuse` instead.
+    pub fn destroy_cq(&mut self, cq: CqHandle) -> Result<()> {
+        let c = self.cq(cq, Verb::DestroyCq)?;
+        if c.users > 0 {
+            return Err(busy(
+                Verb::DestroyCq,
+                format!("{} QP queues/SRQs still use the CQ", c.users),
+            ));
+        }
+        if c.events_unacked > 0 {
+            return Err(misuse(
+                Verb::DestroyCq,
+                format!("{} completion events of this CQ are not acknowledged (ibv_destroy_cq would block)", c.events_unacked),
+            ));
+        }
+        let (ctx, channel) = (c.ctx, c.channel);
+        self.cqs.remove(cq.index, cq.generation);
+        if let Some(ch) = channel {
+            if let Ok(c) = self.channel_mut(ch, Verb::DestroyCq) {
+                c.cqs -= 1;
+                c.events.retain(|e| *e != cq);
+            }
+        }
+        if let Ok(c) = self.ctx_mut(ctx, Verb::DestroyCq) {
+            c.children -= 1;
+        }
+        Ok(())
+    }
+
+    /// Writes a completion into `cq`: traces it, handles overrun
+    /// (data-path.md §6.3) and fires an armed notification (§6.4).
+    pub(crate) fn push_completion(&mut self, cq: CqHandle, entry: CqEntry, solicited: bool) {
+        let device;
+        let mut fire = None;
+        let mut overran = false;
+        {
+            let Some(c) = self.cqs.get_mut(cq.index, cq.generation) else {
+                return;
+            };
+            device = c.device;
+            if c.overrun {
+                return;
+            }
+            if c.entries.len() >= c.cqe as usize {
+                c.overrun = true;
+                overran = true;
+            } else {
+                c.entries.push_back(entry);
+                if let Some(solicited_only) = c.armed {
+                    let is_solicited = solicited || entry.wc.status != WcStatus::Success;
+                    if !solicited_only || is_solicited {
+                        c.armed = None;
+                        fire = c.channel;
+                    }
+                }
+            }
+        }
+        if overran {
+            self.record(TraceEvent::CqOverrun {
+                device,
+                cq: cq.index,
+            });
+            let ctx = self.cqs.get(cq.index, cq.generation).map(|c| c.ctx);
+            if let Some(ctx) = ctx {
+                self.raise_async(ctx, AsyncEventType::CqErr, AsyncSubject::Cq(cq));
+            }
+            return;
+        }
+        self.record(TraceEvent::Completion {
+            device,
+            qpn: entry.wc.qp_num,
+            wr_id: entry.wc.wr_id,
+            status: entry.wc.status,
+            recv: entry.queue == QueueKind::Recv,
+        });
+        if let Some(ch) = fire {
+            if let Some(c) = self.channels.get_mut(ch.index, ch.generation) {
+                c.events.push_back(cq);
+            }
+        }
+    }
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions out, freeing the
+    /// work-queue slots they cover.
+    pub fn poll_cq(&mut self, cq: CqHandle, wc: &mut [Wc]) -> Result<usize> {
+        let c = self.cq_mut(cq, Verb::PollCq)?;
+        if c.overrun {
+            return Err(Error::new(
+                Verb::PollCq,
+                ErrorKind::Other(verbs_api::errno::EIO),
+                "the CQ overran and is in error",
+            ));
+        }
+        let mut n = 0;
+        while n < wc.len() {
+            let Some(entry) = self
+                .cqs
+                .get_mut(cq.index, cq.generation)
+                .and_then(|c| c.entries.pop_front())
+            else {
+                break;
+            };
+            wc[n] = entry.wc;
+            n += 1;
+            self.release_wqes(entry.qp, entry.queue, entry.seq);
+        }
+        Ok(n)
+    }
+
+    /// `ibv_req_notify_cq`.
+    pub fn req_notify_cq(&mut self, cq: CqHandle, solicited_only: bool) -> Result<()> {
+        let c = self.cq_mut(cq, Verb::ReqNotifyCq)?;
+        if c.channel.is_none() {
+            return Err(invalid(
+                Verb::ReqNotifyCq,
+                "the CQ has no completion channel",
+            ));
+        }
+        // A later request of "any completion" widens an armed "solicited only".
+        c.armed = Some(match c.armed {
+            Some(prev) => prev && solicited_only,
+            None => solicited_only,
+        });
+        Ok(())
+    }
+
+    /// `ibv_get_cq_event`, non-blocking.
+    pub fn get_cq_event(&mut self, ch: CompChannelHandle) -> Result<Option<CqHandle>> {
+        let c = self.channel_mut(ch, Verb::GetCqEvent)?;
+        let Some(cq) = c.events.pop_front() else {
+            return Ok(None);
+        };
+        if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
+            c.events_unacked += 1;
+        }
+        Ok(Some(cq))
+    }
+
+    /// `ibv_ack_cq_events`.
+    pub fn ack_cq_events(&mut self, cq: CqHandle, nevents: u32) -> Result<()> {
+        let c = self.cq_mut(cq, Verb::AckCqEvents)?;
+        if nevents > c.events_unacked {
+            return Err(misuse(
+                Verb::AckCqEvents,
+                format!(
+                    "acknowledging {nevents} events but only {} were received",
+                    c.events_unacked
+                ),
+            ));
+        }
+        c.events_unacked -= nevents;
+        Ok(())
+    }
+
+    /// Removes every queued completion of `qp` from `cq` (mlx5
+    /// `__mlx5_cq_clean`, done on destroy and on entering RESET).
+    pub(crate) fn clean_cq(&mut self, cq: CqHandle, qp: QpHandle) {
+        if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
+            c.entries.retain(|e| e.qp != qp);
+        }
+    }
+}

@@ -1,0 +1,677 @@
+//! The World (style rule R1): every object, the virtual clock, the RNG
+//! streams and the trace. Verb calls are inputs (`handle_*`-style methods
+//! named after the verbs); nothing here reads a wall clock, spawns a thread
+//! or iterates a hash map.
+
+mod cq;
+mod modify;
+mod mr;
+mod post;
+mod qp;
+mod queues;
+mod srq;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use verbs_api::{
+    AhAttr, AsyncEventType, DeviceAttr, DeviceInfo, Error, ErrorKind, Gid, LinkLayer, PortAttr,
+    ProcessId, Result, Verb,
+};
+
+use crate::arena::Arena;
+use crate::handles::*;
+use crate::rng::{SimRng, Stream};
+use crate::trace::{Trace, TraceEvent};
+use crate::{DeviceProfile, SimConfig};
+
+pub(crate) use cq::Cq;
+pub(crate) use mr::Mr;
+pub(crate) use qp::Qp;
+pub(crate) use srq::Srq;
+
+/// Page size of the simulated processes' address spaces.
+pub(crate) const PAGE_SIZE: u64 = 4096;
+
+/// First virtual address handed out to MRs in every simulated process.
+const VA_BASE: u64 = 0x7f00_0000_0000;
+
+/// A QP-number → QP-index table with O(1) lookup and lazily allocated pages,
+/// so a 24-bit number space costs memory only where numbers are in use.
+#[derive(Debug, Default)]
+pub(crate) struct QpnTable {
+    pages: Vec<Option<Box<[u32; QPN_PAGE]>>>,
+}
+
+const QPN_PAGE: usize = 4096;
+const QPN_NONE: u32 = u32::MAX;
+
+impl QpnTable {
+    fn get(&self, qpn: u32) -> Option<u32> {
+        let (page, slot) = (qpn as usize / QPN_PAGE, qpn as usize % QPN_PAGE);
+        self.pages
+            .get(page)?
+            .as_ref()
+            .map(|p| p[slot])
+            .filter(|&v| v != QPN_NONE)
+    }
+
+    fn set(&mut self, qpn: u32, index: u32) {
+        let (page, slot) = (qpn as usize / QPN_PAGE, qpn as usize % QPN_PAGE);
+        if self.pages.len() <= page {
+            self.pages.resize_with(page + 1, || None);
+        }
+        self.pages[page].get_or_insert_with(|| Box::new([QPN_NONE; QPN_PAGE]))[slot] = index;
+    }
+
+    fn clear(&mut self, qpn: u32) {
+        let (page, slot) = (qpn as usize / QPN_PAGE, qpn as usize % QPN_PAGE);
+        if let Some(Some(p)) = self.pages.get_mut(page) {
+            p[slot] = QPN_NONE;
+        }
+    }
+}
+
+/// One simulated HCA.
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub(crate) profile: DeviceProfile,
+    pub(crate) node_guid: u64,
+    qpns: QpnTable,
+    next_qpn: u32,
+    pub(crate) qp_count: u32,
+}
+
+impl Device {
+    /// `ibv_query_device` of this instance.
+    pub(crate) fn attr(&self) -> DeviceAttr {
+        let mut a = self.profile.attr.clone();
+        a.node_guid = self.node_guid;
+        a.sys_image_guid = self.node_guid;
+        a
+    }
+
+    /// `ibv_query_port` of this instance (`port` already validated).
+    pub(crate) fn port_attr(&self, index: u32) -> PortAttr {
+        let mut p = self.profile.port.clone();
+        if p.link_layer == LinkLayer::Infiniband {
+            p.lid = u16::try_from(index + 2).unwrap_or(u16::MAX);
+        }
+        p
+    }
+
+    pub(crate) fn port_valid(&self, port: u8) -> bool {
+        port >= 1 && port <= self.profile.attr.phys_port_cnt
+    }
+}
+
+/// What an asynchronous event is about (`event.element`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncSubject {
+    /// A QP.
+    Qp(QpHandle),
+    /// A CQ.
+    Cq(CqHandle),
+    /// An SRQ.
+    Srq(SrqHandle),
+    /// A port.
+    Port(u8),
+    /// The device.
+    Device,
+}
+
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub(crate) device: u32,
+    pub(crate) process: ProcessId,
+    /// PDs, CQs, completion channels and QPs made through this context.
+    pub(crate) children: u32,
+    pub(crate) async_events: VecDeque<(AsyncEventType, AsyncSubject)>,
+    pub(crate) async_unacked: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Pd {
+    pub(crate) ctx: ContextHandle,
+    pub(crate) device: u32,
+    /// QPs, MRs, SRQs and AHs using this PD.
+    pub(crate) users: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Ah {
+    pub(crate) pd: PdHandle,
+    #[allow(dead_code)] // read by the data path (UD address vectors)
+    pub(crate) attr: AhAttr,
+}
+
+#[derive(Debug)]
+pub(crate) struct CompChannel {
+    pub(crate) ctx: ContextHandle,
+    pub(crate) cqs: u32,
+    pub(crate) events: VecDeque<CqHandle>,
+}
+
+/// A simulated process: its own virtual address space for MR addresses.
+#[derive(Debug)]
+pub(crate) struct Process {
+    next_va: u64,
+}
+
+/// The whole simulation.
+#[derive(Debug)]
+pub struct World {
+    pub(crate) config: SimConfig,
+    pub(crate) now_ns: u64,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) contexts: Arena<Context>,
+    pub(crate) pds: Arena<Pd>,
+    pub(crate) cqs: Arena<Cq>,
+    pub(crate) channels: Arena<CompChannel>,
+    pub(crate) mrs: Arena<Mr>,
+    pub(crate) srqs: Arena<Srq>,
+    pub(crate) qps: Arena<Qp>,
+    pub(crate) ahs: Arena<Ah>,
+    pub(crate) processes: BTreeMap<ProcessId, Process>,
+    pub(crate) mr_bytes_total: u64,
+    pub(crate) rng_rkey: SimRng,
+    pub(crate) trace: Trace,
+}
+
+pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
+    Error::invalid(verb, msg)
+}
+
+pub(crate) fn unsupported(verb: Verb, msg: impl Into<String>) -> Error {
+    Error::new(verb, ErrorKind::Unsupported, msg)
+}
+
+pub(crate) fn busy(verb: Verb, msg: impl Into<String>) -> Error {
+    Error::new(verb, ErrorKind::Busy, msg)
+}
+
+pub(crate) fn no_mem(verb: Verb, msg: impl Into<String>) -> Error {
+    Error::new(verb, ErrorKind::OutOfResources, msg)
+}
+
+pub(crate) fn misuse(verb: Verb, msg: impl Into<String>) -> Error {
+    Error::new(verb, ErrorKind::ApiMisuse, msg)
+}
+
+macro_rules! lookup {
+    ($(#[$m:meta])* $get:ident, $get_mut:ident, $field:ident, $h:ty, $t:ty, $what:literal) => {
+        pub(crate) fn $get(&self, h: $h, verb: Verb) -> Result<&$t> {
+            self.$field
+                .get(h.index, h.generation)
+                .ok_or_else(|| invalid(verb, format!(concat!("invalid or destroyed ", $what, " handle {:?}"), h)))
+        }
+
+        $(#[$m])*
+        pub(crate) fn $get_mut(&mut self, h: $h, verb: Verb) -> Result<&mut $t> {
+            self.$field
+                .get_mut(h.index, h.generation)
+                .ok_or_else(|| invalid(verb, format!(concat!("invalid or destroyed ", $what, " handle {:?}"), h)))
+        }
+    };
+}
+
+impl World {
+    /// Builds the world of `config`: devices from their profiles, empty arenas.
+    pub fn new(config: SimConfig) -> Self {
+        let devices = config
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, profile)| Device {
+                profile: profile.clone(),
+                node_guid: 0x0002_c903_0000_0000 | ((i as u64 + 1) << 16) | 0x1a2b,
+                qpns: QpnTable::default(),
+                next_qpn: config.qpn_start & 0xff_ffff,
+                qp_count: 0,
+            })
+            .collect();
+        Self {
+            rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
+            trace: Trace::new(config.trace_enabled, config.trace_events_max),
+            config,
+            now_ns: 0,
+            devices,
+            contexts: Arena::default(),
+            pds: Arena::default(),
+            cqs: Arena::default(),
+            channels: Arena::default(),
+            mrs: Arena::default(),
+            srqs: Arena::default(),
+            qps: Arena::default(),
+            ahs: Arena::default(),
+            processes: BTreeMap::new(),
+            mr_bytes_total: 0,
+        }
+    }
+
+    /// The configuration the world was built from.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// The root seed.
+    pub fn seed(&self) -> u64 {
+        self.config.seed
+    }
+
+    /// Virtual time in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Moves virtual time forward by `ns` (no events are modelled yet).
+    pub fn advance_ns(&mut self, ns: u64) {
+        self.now_ns = self.now_ns.saturating_add(ns);
+    }
+
+    /// The trace.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The trace, writable (for the fabric to append its events).
+    pub fn trace_mut(&mut self) -> &mut Trace {
+        &mut self.trace
+    }
+
+    /// Appends an event at the current virtual time.
+    pub(crate) fn record(&mut self, event: TraceEvent) {
+        let now = self.now_ns;
+        self.trace.push(now, event);
+    }
+
+    /// The number of simulated devices.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The profile of device `index`.
+    pub fn device_profile(&self, index: usize) -> Option<&DeviceProfile> {
+        self.devices.get(index).map(|d| &d.profile)
+    }
+
+    /// How many QPs are alive in the whole world.
+    pub fn qp_count(&self) -> usize {
+        self.qps.len()
+    }
+
+    /// The QP with number `qpn` on `device` (O(1)).
+    pub fn qp_by_num(&self, device: u32, qpn: u32) -> Option<QpHandle> {
+        let d = self.devices.get(device as usize)?;
+        let index = d.qpns.get(qpn & 0xff_ffff)?;
+        self.qps
+            .get_by_index(index)
+            .map(|(generation, _)| QpHandle { index, generation })
+    }
+
+    lookup!(ctx, ctx_mut, contexts, ContextHandle, Context, "context");
+    lookup!(pd, pd_mut, pds, PdHandle, Pd, "PD");
+    lookup!(cq, cq_mut, cqs, CqHandle, Cq, "CQ");
+    lookup!(
+        channel,
+        channel_mut,
+        channels,
+        CompChannelHandle,
+        CompChannel,
+        "completion channel"
+    );
+    lookup!(mr, mr_mut, mrs, MrHandle, Mr, "MR");
+    lookup!(srq, srq_mut, srqs, SrqHandle, Srq, "SRQ");
+    lookup!(qp, qp_mut, qps, QpHandle, Qp, "QP");
+    lookup!(
+        #[allow(dead_code)]
+        ah,
+        ah_mut,
+        ahs,
+        AhHandle,
+        Ah,
+        "AH"
+    );
+
+    pub(crate) fn device(&self, index: u32) -> &Device {
+        &self.devices[index as usize]
+    }
+
+    // ------------------------------------------------------------ QP numbers
+
+    /// Allocates the next free QP number of `device`: cyclic from the
+    /// configured start, 24-bit, never 0 or 1, skipping live numbers
+    /// (create-qp.md §7).
+    pub(crate) fn alloc_qpn(&mut self, device: u32, qp_index: u32) -> Option<u32> {
+        let d = &mut self.devices[device as usize];
+        for _ in 0..=0xff_ffffu32 {
+            let candidate = d.next_qpn & 0xff_ffff;
+            d.next_qpn = (candidate + 1) & 0xff_ffff;
+            if candidate <= 1 || d.qpns.get(candidate).is_some() {
+                continue;
+            }
+            d.qpns.set(candidate, qp_index);
+            return Some(candidate);
+        }
+        None
+    }
+
+    pub(crate) fn free_qpn(&mut self, device: u32, qpn: u32) {
+        self.devices[device as usize].qpns.clear(qpn);
+    }
+
+    // ---------------------------------------------------------------- device
+
+    /// `ibv_get_device_list`.
+    pub fn get_device_list(&self) -> Vec<DeviceInfo> {
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| DeviceInfo {
+                name: format!("sim_{}_{i}", d.profile.name),
+                guid: d.node_guid,
+            })
+            .collect()
+    }
+
+    /// `ibv_open_device` by `process`.
+    pub fn open_device(&mut self, index: usize, process: ProcessId) -> Result<ContextHandle> {
+        if index >= self.devices.len() {
+            return Err(Error::new(
+                Verb::OpenDevice,
+                ErrorKind::NoDevice,
+                format!(
+                    "no device at index {index} ({} simulated devices)",
+                    self.devices.len()
+                ),
+            ));
+        }
+        self.processes
+            .entry(process)
+            .or_insert(Process { next_va: VA_BASE });
+        let ctx = Context {
+            device: index as u32,
+            process,
+            children: 0,
+            async_events: VecDeque::new(),
+            async_unacked: 0,
+        };
+        Ok(ContextHandle::from_parts(self.contexts.insert(ctx)))
+    }
+
+    /// `ibv_close_device`: `EBUSY` while the context still has children.
+    pub fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
+        let c = self.ctx(ctx, Verb::CloseDevice)?;
+        if c.children > 0 {
+            return Err(busy(
+                Verb::CloseDevice,
+                format!(
+                    "{} PD/CQ/channel/QP objects of this context are still alive",
+                    c.children
+                ),
+            ));
+        }
+        self.contexts.remove(ctx.index, ctx.generation);
+        Ok(())
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self, ctx: ContextHandle) -> Result<DeviceAttr> {
+        let c = self.ctx(ctx, Verb::QueryDevice)?;
+        Ok(self.device(c.device).attr())
+    }
+
+    fn ctx_port(&self, ctx: ContextHandle, port: u8, verb: Verb) -> Result<u32> {
+        let c = self.ctx(ctx, verb)?;
+        let d = self.device(c.device);
+        if !d.port_valid(port) {
+            return Err(invalid(
+                verb,
+                format!(
+                    "port_num {port} is not a port of the device (1..={})",
+                    d.profile.attr.phys_port_cnt
+                ),
+            ));
+        }
+        Ok(c.device)
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&self, ctx: ContextHandle, port: u8) -> Result<PortAttr> {
+        let dev = self.ctx_port(ctx, port, Verb::QueryPort)?;
+        Ok(self.device(dev).port_attr(dev))
+    }
+
+    /// `ibv_query_gid`: index 0 is the link-local GID built from the node
+    /// GUID; on RoCE index 1 is the IPv4-mapped address `10.0.<dev>.1`;
+    /// other entries inside the table are zero, as empty hardware entries are.
+    pub fn query_gid(&self, ctx: ContextHandle, port: u8, index: u32) -> Result<Gid> {
+        let dev = self.ctx_port(ctx, port, Verb::QueryGid)?;
+        let d = self.device(dev);
+        let len = u32::try_from(d.profile.port.gid_tbl_len).unwrap_or(0);
+        if index >= len {
+            return Err(invalid(
+                Verb::QueryGid,
+                format!("GID index {index} is past gid_tbl_len {len}"),
+            ));
+        }
+        Ok(self.gid_of(dev, index))
+    }
+
+    pub(crate) fn gid_of(&self, dev: u32, index: u32) -> Gid {
+        let d = self.device(dev);
+        match index {
+            0 => Gid::from_parts(0xfe80_0000_0000_0000, d.node_guid),
+            1 if d.profile.port.link_layer == LinkLayer::Ethernet => {
+                Gid::from_ipv4(std::net::Ipv4Addr::new(10, 0, (dev & 0xff) as u8, 1))
+            }
+            _ => Gid::default(),
+        }
+    }
+
+    /// `ibv_query_pkey`: index 0 holds the default full-membership P_Key 0xffff.
+    pub fn query_pkey(&self, ctx: ContextHandle, port: u8, index: u16) -> Result<u16> {
+        let dev = self.ctx_port(ctx, port, Verb::QueryPkey)?;
+        let len = self.device(dev).profile.port.pkey_tbl_len;
+        if index >= len {
+            return Err(invalid(
+                Verb::QueryPkey,
+                format!("P_Key index {index} is past pkey_tbl_len {len}"),
+            ));
+        }
+        Ok(if index == 0 { 0xffff } else { 0 })
+    }
+
+    // -------------------------------------------------------------------- PD
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
+        let device = self.ctx(ctx, Verb::AllocPd)?.device;
+        self.ctx_mut(ctx, Verb::AllocPd)?.children += 1;
+        Ok(PdHandle::from_parts(self.pds.insert(Pd {
+            ctx,
+            device,
+            users: 0,
+        })))
+    }
+
+    /// `ibv_dealloc_pd`: `EBUSY` while a QP, MR, SRQ or AH uses it.
+    pub fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        let p = self.pd(pd, Verb::DeallocPd)?;
+        if p.users > 0 {
+            return Err(busy(
+                Verb::DeallocPd,
+                format!("{} QP/MR/SRQ/AH objects still use the PD", p.users),
+            ));
+        }
+        let ctx = p.ctx;
+        self.pds.remove(pd.index, pd.generation);
+        if let Ok(c) = self.ctx_mut(ctx, Verb::DeallocPd) {
+            c.children -= 1;
+        }
+        Ok(())
+    }
+
+    // -------------------------------------------------------------------- AH
+
+    /// Validates an address vector against `device` (port, GRH on RoCE,
+    /// `sgid_index`), as `ibv_create_ah` and `IBV_QP_AV` do.
+    pub(crate) fn check_ah_attr(
+        &self,
+        device: u32,
+        attr: &AhAttr,
+        verb: Verb,
+        what: &str,
+    ) -> Result<()> {
+        let d = self.device(device);
+        if !d.port_valid(attr.port_num) {
+            return Err(invalid(
+                verb,
+                format!(
+                    "{what}.port_num {} is not a port of the device (1..={})",
+                    attr.port_num, d.profile.attr.phys_port_cnt
+                ),
+            ));
+        }
+        if d.profile.grh_required() && !attr.is_global {
+            return Err(invalid(
+                verb,
+                format!("{what}: the port is RoCE (GRH required) but is_global is 0"),
+            ));
+        }
+        if attr.is_global {
+            let len = u32::try_from(d.profile.port.gid_tbl_len).unwrap_or(0);
+            if u32::from(attr.grh.sgid_index) >= len {
+                return Err(invalid(
+                    verb,
+                    format!(
+                        "{what}.grh.sgid_index {} is past gid_tbl_len {len}",
+                        attr.grh.sgid_index
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ibv_create_ah`.
+    pub fn create_ah(&mut self, pd: PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        let device = self.pd(pd, Verb::CreateAh)?.device;
+        self.check_ah_attr(device, attr, Verb::CreateAh, "ah_attr")?;
+        self.pd_mut(pd, Verb::CreateAh)?.users += 1;
+        Ok(AhHandle::from_parts(
+            self.ahs.insert(Ah { pd, attr: *attr }),
+        ))
+    }
+
+    /// `ibv_destroy_ah`.
+    pub fn destroy_ah(&mut self, ah: AhHandle) -> Result<()> {
+        let pd = self.ah(ah, Verb::DestroyAh)?.pd;
+        self.ahs.remove(ah.index, ah.generation);
+        if let Ok(p) = self.pd_mut(pd, Verb::DestroyAh) {
+            p.users -= 1;
+        }
+        Ok(())
+    }
+
+    // ----------------------------------------------------------- async events
+
+    /// Queues an asynchronous event on the context that owns the subject.
+    pub(crate) fn raise_async(
+        &mut self,
+        ctx: ContextHandle,
+        event: AsyncEventType,
+        subject: AsyncSubject,
+    ) {
+        let (device, element) = match subject {
+            AsyncSubject::Qp(q) => match self.qps.get(q.index, q.generation) {
+                Some(qp) => (qp.device, qp.qp_num),
+                None => return,
+            },
+            AsyncSubject::Cq(c) => (
+                self.cqs.get(c.index, c.generation).map_or(0, |c| c.device),
+                c.index,
+            ),
+            AsyncSubject::Srq(s) => (
+                self.srqs.get(s.index, s.generation).map_or(0, |s| s.device),
+                s.index,
+            ),
+            AsyncSubject::Port(p) => (
+                self.contexts
+                    .get(ctx.index, ctx.generation)
+                    .map_or(0, |c| c.device),
+                u32::from(p),
+            ),
+            AsyncSubject::Device => (
+                self.contexts
+                    .get(ctx.index, ctx.generation)
+                    .map_or(0, |c| c.device),
+                0,
+            ),
+        };
+        if let Some(c) = self.contexts.get_mut(ctx.index, ctx.generation) {
+            c.async_events.push_back((event, subject));
+            self.record(TraceEvent::AsyncEvent {
+                device,
+                event,
+                element,
+            });
+        }
+    }
+
+    /// `ibv_get_async_event`, non-blocking.
+    pub fn get_async_event(
+        &mut self,
+        ctx: ContextHandle,
+    ) -> Result<Option<(AsyncEventType, AsyncSubject)>> {
+        let c = self.ctx_mut(ctx, Verb::GetAsyncEvent)?;
+        let ev = c.async_events.pop_front();
+        if ev.is_some() {
+            c.async_unacked += 1;
+        }
+        Ok(ev)
+    }
+
+    /// `ibv_ack_async_event`.
+    pub fn ack_async_event(&mut self, ctx: ContextHandle) -> Result<()> {
+        let c = self.ctx_mut(ctx, Verb::AckAsyncEvent)?;
+        if c.async_unacked == 0 {
+            return Err(misuse(
+                Verb::AckAsyncEvent,
+                "no unacknowledged async event on this context",
+            ));
+        }
+        c.async_unacked -= 1;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- processes
+
+    /// Reserves `length` bytes of page-aligned virtual addresses in `process`.
+    pub(crate) fn alloc_va(&mut self, process: ProcessId, length: u64) -> u64 {
+        let p = self
+            .processes
+            .entry(process)
+            .or_insert(Process { next_va: VA_BASE });
+        let addr = p.next_va;
+        let pages = length.div_ceil(PAGE_SIZE).max(1);
+        // One unmapped guard page between regions.
+        p.next_va = p.next_va.saturating_add((pages + 1) * PAGE_SIZE);
+        addr
+    }
+}
+
+impl World {
+    /// Acknowledges the oldest unacknowledged async event of any context
+    /// (for port and device events, which name no object).
+    pub(crate) fn ack_any_async_event(&mut self) -> Result<()> {
+        let found = self
+            .contexts
+            .iter()
+            .find(|(_, _, c)| c.async_unacked > 0)
+            .map(|(i, g, _)| (i, g));
+        match found {
+            Some((index, generation)) => self.ack_async_event(ContextHandle { index, generation }),
+            None => Err(misuse(Verb::AckAsyncEvent, "no unacknowledged async event")),
+        }
+    }
+}

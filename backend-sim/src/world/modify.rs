@@ -1,0 +1,527 @@
+//! `ibv_modify_qp`: the kernel's validation, the range checks, and the
+//! state-entry side effects, all-or-nothing.
+
+use verbs_api::{
+    check_modify, strip_mask, transition_masks, AsyncEventType, Error, ErrorKind, Mtu,
+    PathMigState, QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
+};
+
+use super::qp::{AltPath, Bound, Path, QpPhase, Requester};
+use super::{invalid, AsyncSubject, World};
+use crate::handles::QpHandle;
+use crate::profile::DriverModel;
+use crate::trace::TraceEvent;
+
+const PSN_MASK: u32 = 0xff_ffff;
+
+/// The error of a modify the table refused, with the transition, the rule
+/// and what was wrong, e.g. `RTR->RTS for RC requires
+/// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`.
+fn table_error(
+    class: QpClass,
+    flavor: TableFlavor,
+    state: QpState,
+    attr: &QpAttr,
+    mask: M,
+    kind: ErrorKind,
+) -> Error {
+    let mask = strip_mask(class, mask);
+    let from = if mask.contains(M::CUR_STATE) {
+        attr.cur_qp_state
+    } else {
+        state
+    };
+    let to = if mask.contains(M::STATE) {
+        attr.qp_state
+    } else {
+        from
+    };
+    let msg = match kind {
+        ErrorKind::Unsupported => format!(
+            "attr_mask bits {:#x} are outside IB_QP_ATTR_STANDARD_BITS|IBV_QP_RATE_LIMIT",
+            mask.difference(M::STANDARD_BITS | M::RATE_LIMIT).bits()
+        ),
+        ErrorKind::InvalidTransition { from, to } => {
+            let mut m = format!("{from}->{to} is not a legal transition for {class}");
+            if flavor == TableFlavor::Mlx5 && transition_masks(class, from, to, TableFlavor::Kernel).is_some() {
+                m.push_str(" on mlx5 (no firmware command for it)");
+            }
+            if !mask.contains(M::STATE) {
+                m.push_str(" (no IBV_QP_STATE in the mask: validated as a modify within the current state)");
+            }
+            m
+        }
+        ErrorKind::InvalidAttrMask { missing, extra } => match transition_masks(class, from, to, flavor) {
+            Some(t) if !(extra == M::CUR_STATE && missing.is_empty() && t.optional.contains(M::CUR_STATE)) => {
+                let mut m = format!("{from}->{to} for {class} requires {}", names(t.required));
+                if !missing.is_empty() {
+                    m.push_str(&format!("; missing {missing}"));
+                }
+                if !extra.is_empty() {
+                    m.push_str(&format!("; {extra} not allowed (optional: {})", names(t.optional)));
+                }
+                m
+            }
+            _ => format!("IBV_QP_CUR_STATE is accepted only from RTR, RTS, SQD or SQE (current state {from})"),
+        },
+        other => other.to_string(),
+    };
+    Error::new(Verb::ModifyQp, kind, msg)
+}
+
+fn names(m: M) -> String {
+    if m.is_empty() {
+        "nothing but STATE".to_owned()
+    } else {
+        m.names()
+    }
+}
+
+fn mtu_ok(mtu: Mtu) -> bool {
+    matches!(
+        mtu,
+        Mtu::Mtu256 | Mtu::Mtu512 | Mtu::Mtu1024 | Mtu::Mtu2048 | Mtu::Mtu4096
+    )
+}
+
+impl World {
+    /// `ibv_modify_qp`, exactly as the kernel validates it:
+    ///
+    /// 1. [`check_modify`] (uverbs mask bits, `ib_modify_qp_is_ok`, the
+    ///    mlx5 gaps for mlx5 profiles);
+    /// 2. `cur_qp_state` must be the real state;
+    /// 3. the range checks of qp-state-machine.md §5.1–§5.2;
+    /// 4. the state-entry side effects of §7 (through `set_state`).
+    ///
+    /// Nothing changes on error.
+    ///
+    /// # Divergence from hardware
+    /// Out-of-range `timeout`, `retry_cnt`, `rnr_retry` and `min_rnr_timer`
+    /// are `EINVAL` (mlx5 truncates them to their field width); the
+    /// simulator validates against the QP's real state (there is no stale
+    /// cached state after a device-initiated ERR).
+    pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        let v = Verb::ModifyQp;
+        let q = self.qp(qp, v)?;
+        let d = self.device(q.device);
+        let flavor = d.profile.table_flavor;
+        let cur = q.phase.state();
+        let next = check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
+            .map_err(|k| table_error(q.class, flavor, cur, attr, mask, k))?;
+        let mask = strip_mask(q.class, mask);
+        if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
+            return Err(invalid(
+                v,
+                format!(
+                    "cur_qp_state {} does not match the QP's state {cur}",
+                    attr.cur_qp_state
+                ),
+            ));
+        }
+        if let QpPhase::SendQueueDrain(.., true) = q.phase {
+            if d.profile.driver == DriverModel::Rxe && next != QpState::Error {
+                return Err(invalid(
+                    v,
+                    "the send queue is still draining: only ERR is allowed (rxe)",
+                ));
+            }
+        }
+        let phase = self.next_phase(qp, cur, next, attr, mask)?;
+        self.set_state(qp, phase);
+        Ok(())
+    }
+
+    /// The phase after a validated modify: applies every attribute in `mask`
+    /// after its range check; pure (returns an error without side effects).
+    fn next_phase(
+        &self,
+        qp: QpHandle,
+        cur: QpState,
+        next: QpState,
+        attr: &QpAttr,
+        mask: M,
+    ) -> Result<QpPhase> {
+        let v = Verb::ModifyQp;
+        let q = self.qp(qp, v)?;
+        let d = self.device(q.device);
+        let p = &d.profile;
+        let (mut bound, mut path, mut req) = q.phase.parts();
+        if next == QpState::Reset {
+            return Ok(QpPhase::Reset);
+        }
+
+        // PORT (uverbs: 1..=phys_port_cnt).
+        let mut port = bound.map_or(1, |b| b.port_num);
+        if mask.contains(M::PORT) {
+            if !d.port_valid(attr.port_num) {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "port_num {} is not a port of the device (1..={})",
+                        attr.port_num, p.attr.phys_port_cnt
+                    ),
+                ));
+            }
+            port = attr.port_num;
+        }
+        // AV (uverbs, mlx5: port valid and equal to the QP's; GRH on RoCE; sgid_index).
+        if mask.contains(M::AV) {
+            self.check_ah_attr(q.device, &attr.ah_attr, v, "ah_attr")?;
+            if mask.contains(M::PORT) {
+                if attr.ah_attr.port_num != attr.port_num {
+                    return Err(invalid(
+                        v,
+                        format!(
+                            "ah_attr.port_num {} differs from port_num {}",
+                            attr.ah_attr.port_num, attr.port_num
+                        ),
+                    ));
+                }
+            } else if cur == QpState::Init && next == QpState::ReadyToReceive {
+                if attr.ah_attr.port_num != port {
+                    return Err(invalid(
+                        v,
+                        format!(
+                            "ah_attr.port_num {} differs from the QP's port {port}",
+                            attr.ah_attr.port_num
+                        ),
+                    ));
+                }
+            } else {
+                // The kernel sets PORT implicitly from the AV (K-UVERBS).
+                port = attr.ah_attr.port_num;
+            }
+        }
+        let pkey_tbl_len = p.port.pkey_tbl_len;
+        if mask.contains(M::PKEY_INDEX) && attr.pkey_index >= pkey_tbl_len {
+            return Err(invalid(
+                v,
+                format!(
+                    "pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
+                    attr.pkey_index
+                ),
+            ));
+        }
+        if mask.contains(M::PATH_MTU) {
+            if !mtu_ok(attr.path_mtu) {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "path_mtu {} is not an IBV_MTU value (1..=5)",
+                        attr.path_mtu.to_raw()
+                    ),
+                ));
+            }
+            if attr.path_mtu.to_raw() > p.port.max_mtu.to_raw() {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "path_mtu {} is above the port's max_mtu {}",
+                        attr.path_mtu, p.port.max_mtu
+                    ),
+                ));
+            }
+        }
+        for (bit, value, max, name) in [
+            (M::TIMEOUT, attr.timeout, 31, "timeout"),
+            (M::RETRY_CNT, attr.retry_cnt, 7, "retry_cnt"),
+            (M::RNR_RETRY, attr.rnr_retry, 7, "rnr_retry"),
+            (M::MIN_RNR_TIMER, attr.min_rnr_timer, 31, "min_rnr_timer"),
+        ] {
+            if mask.contains(bit) && value > max {
+                return Err(invalid(
+                    v,
+                    format!("{name} {value} is out of range 0..={max}"),
+                ));
+            }
+        }
+        let rxe = p.driver == DriverModel::Rxe;
+        let round = |n: u8| {
+            if rxe && n > 0 {
+                n.next_power_of_two()
+            } else {
+                n
+            }
+        };
+        if mask.contains(M::MAX_QP_RD_ATOMIC)
+            && u32::from(attr.max_rd_atomic) > p.attr.max_qp_init_rd_atom
+        {
+            return Err(invalid(
+                v,
+                format!(
+                    "max_rd_atomic {} is above max_qp_init_rd_atom {}",
+                    attr.max_rd_atomic, p.attr.max_qp_init_rd_atom
+                ),
+            ));
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC)
+            && u32::from(attr.max_dest_rd_atomic) > p.attr.max_qp_rd_atom
+        {
+            return Err(invalid(
+                v,
+                format!(
+                    "max_dest_rd_atomic {} is above max_qp_rd_atom {}",
+                    attr.max_dest_rd_atomic, p.attr.max_qp_rd_atom
+                ),
+            ));
+        }
+        if mask.contains(M::ALT_PATH) {
+            if p.grh_required() {
+                return Err(invalid(
+                    v,
+                    "IBV_QP_ALT_PATH is not supported on a RoCE port",
+                ));
+            }
+            if !d.port_valid(attr.alt_port_num) {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "alt_port_num {} is not a port of the device",
+                        attr.alt_port_num
+                    ),
+                ));
+            }
+            self.check_ah_attr(q.device, &attr.alt_ah_attr, v, "alt_ah_attr")?;
+            if attr.alt_ah_attr.port_num != attr.alt_port_num {
+                return Err(invalid(v, "alt_ah_attr.port_num differs from alt_port_num"));
+            }
+            if attr.alt_timeout > 31 {
+                return Err(invalid(
+                    v,
+                    format!("alt_timeout {} is out of range 0..=31", attr.alt_timeout),
+                ));
+            }
+            if attr.alt_pkey_index >= pkey_tbl_len {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "alt_pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
+                        attr.alt_pkey_index
+                    ),
+                ));
+            }
+        }
+        if mask.contains(M::PATH_MIG_STATE)
+            && !matches!(
+                attr.path_mig_state,
+                PathMigState::Migrated | PathMigState::Rearm | PathMigState::Armed
+            )
+        {
+            return Err(invalid(
+                v,
+                format!(
+                    "path_mig_state {} is not a valid value",
+                    attr.path_mig_state
+                ),
+            ));
+        }
+        if mask.contains(M::RATE_LIMIT)
+            && attr.rate_limit != 0
+            && attr.rate_limit > p.rate_limit_max_kbps
+        {
+            return Err(invalid(
+                v,
+                if p.rate_limit_max_kbps == 0 {
+                    format!(
+                        "rate_limit {} kbps: the device has no packet pacing",
+                        attr.rate_limit
+                    )
+                } else {
+                    format!(
+                        "rate_limit {} kbps is above the device's {} kbps",
+                        attr.rate_limit, p.rate_limit_max_kbps
+                    )
+                },
+            ));
+        }
+
+        // Every check passed: build the new phase data.
+        let needs_bound = next != QpState::Reset;
+        let needs_path = matches!(
+            next,
+            QpState::ReadyToReceive
+                | QpState::ReadyToSend
+                | QpState::SendQueueDrain
+                | QpState::SendQueueError
+        );
+        let needs_req = matches!(
+            next,
+            QpState::ReadyToSend | QpState::SendQueueDrain | QpState::SendQueueError
+        );
+        if needs_bound && next != QpState::Error {
+            bound.get_or_insert_with(Bound::default);
+        }
+        if needs_path {
+            path.get_or_insert_with(Path::default);
+        }
+        if needs_req {
+            req.get_or_insert_with(Requester::default);
+        }
+        if let Some(b) = bound.as_mut() {
+            if mask.contains(M::PORT) || mask.contains(M::AV) || b.port_num == 0 {
+                b.port_num = port;
+            }
+            if mask.contains(M::PKEY_INDEX) {
+                b.pkey_index = attr.pkey_index;
+            }
+            if mask.contains(M::QKEY) {
+                b.qkey = attr.qkey;
+            }
+            if mask.contains(M::ACCESS_FLAGS) {
+                b.access = attr.qp_access_flags;
+            }
+        }
+        if let Some(pa) = path.as_mut() {
+            if mask.contains(M::AV) {
+                pa.ah = attr.ah_attr;
+            }
+            if mask.contains(M::PATH_MTU) {
+                pa.path_mtu = attr.path_mtu;
+            }
+            if mask.contains(M::DEST_QPN) {
+                pa.dest_qpn = attr.dest_qp_num & PSN_MASK;
+            }
+            if mask.contains(M::RQ_PSN) {
+                pa.rq_psn = attr.rq_psn & PSN_MASK;
+            }
+            if mask.contains(M::MAX_DEST_RD_ATOMIC) {
+                pa.max_dest_rd_atomic = round(attr.max_dest_rd_atomic);
+            }
+            if mask.contains(M::MIN_RNR_TIMER) {
+                pa.min_rnr_timer = attr.min_rnr_timer;
+            }
+            if mask.contains(M::ALT_PATH) {
+                pa.alt = Some(AltPath {
+                    ah: attr.alt_ah_attr,
+                    pkey_index: attr.alt_pkey_index,
+                    port_num: attr.alt_port_num,
+                    timeout: attr.alt_timeout,
+                });
+            }
+            if mask.contains(M::PATH_MIG_STATE) {
+                pa.path_mig_state = attr.path_mig_state;
+            }
+        }
+        if let Some(r) = req.as_mut() {
+            if mask.contains(M::SQ_PSN) {
+                r.sq_psn = attr.sq_psn & PSN_MASK;
+            }
+            if mask.contains(M::TIMEOUT) {
+                r.timeout = attr.timeout;
+            }
+            if mask.contains(M::RETRY_CNT) {
+                r.retry_cnt = attr.retry_cnt;
+            }
+            if mask.contains(M::RNR_RETRY) {
+                r.rnr_retry = attr.rnr_retry;
+            }
+            if mask.contains(M::MAX_QP_RD_ATOMIC) {
+                r.max_rd_atomic = round(attr.max_rd_atomic);
+            }
+            if mask.contains(M::RATE_LIMIT) {
+                r.rate_limit = attr.rate_limit;
+            }
+            if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
+                r.en_sqd_async_notify = attr.en_sqd_async_notify != 0;
+            }
+        }
+        let (b, pa, r) = (
+            bound.unwrap_or_default(),
+            path.unwrap_or_default(),
+            req.unwrap_or_default(),
+        );
+        // One arm per target state (qp-state-machine.md §2, §7).
+        Ok(match next {
+            QpState::Reset => QpPhase::Reset,
+            // INIT: bound to a port; receives may be posted (IBA C10-25).
+            QpState::Init => QpPhase::Init(b),
+            // RTR: the responder accepts requests on the path.
+            QpState::ReadyToReceive => QpPhase::ReadyToReceive(b, pa),
+            // RTS: the requester may send.
+            QpState::ReadyToSend => QpPhase::ReadyToSend(b, pa, r),
+            // SQD: the simulator has nothing in flight, so draining ends at once.
+            QpState::SendQueueDrain => QpPhase::SendQueueDrain(b, pa, r, false),
+            QpState::SendQueueError => QpPhase::SendQueueError(b, pa, r),
+            // ERR: keep what was configured for ibv_query_qp.
+            QpState::Error => QpPhase::Error(bound, path, req),
+            QpState::UnknownState | QpState::Unknown(_) => {
+                unreachable!("check_modify never returns a state beyond ERR")
+            }
+        })
+    }
+
+    /// The one place a QP's phase changes (R5): traces `old -> new` and runs
+    /// the entry side effects of qp-state-machine.md §7.
+    pub(crate) fn set_state(&mut self, qp: QpHandle, phase: QpPhase) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let from = q.phase.state();
+        let to = phase.state();
+        q.phase = phase;
+        let (device, qpn, ctx, srq) = (q.device, q.qp_num, q.ctx, q.srq);
+        match to {
+            QpState::Reset => {
+                q.sq_open = false;
+                q.rq_open = false;
+            }
+            QpState::Init => q.rq_open = true,
+            QpState::ReadyToSend => q.sq_open = true,
+            _ => {}
+        }
+        self.record(TraceEvent::QpState {
+            device,
+            qpn,
+            from,
+            to,
+        });
+        match to {
+            // RESET: WQEs are dropped without completions; mlx5 also removes
+            // the QP's CQEs from its CQs (M5-VERBS `mlx5_modify_qp`).
+            QpState::Reset if from != QpState::Reset => {
+                self.discard_queues(qp);
+                if self.device(device).profile.driver == DriverModel::Mlx5 {
+                    let q = self.qps.get(qp.index, qp.generation).expect("live");
+                    let cqs = [q.send_cq, q.recv_cq];
+                    for cq in cqs.into_iter().flatten() {
+                        self.clean_cq(cq, qp);
+                    }
+                }
+            }
+            // ERR: every outstanding WR completes with WR_FLUSH_ERR; an
+            // SRQ-attached QP raises LAST_WQE_REACHED (§7).
+            QpState::Error if from != QpState::Error => {
+                self.flush_queues(qp);
+                if srq.is_some() {
+                    self.raise_async(ctx, AsyncEventType::QpLastWqeReached, AsyncSubject::Qp(qp));
+                }
+            }
+            // SQD: drained at once; notify if asked (ibv_get_async_event(3)).
+            QpState::SendQueueDrain if from != QpState::SendQueueDrain => {
+                let q = self.qps.get(qp.index, qp.generation).expect("live");
+                if let (_, _, Some(r)) = q.phase.parts() {
+                    if r.en_sqd_async_notify {
+                        self.raise_async(ctx, AsyncEventType::SqDrained, AsyncSubject::Qp(qp));
+                    }
+                }
+            }
+            _ => {}
+        }
+        // R5 invariants of the target state.
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        debug_assert_eq!(q.phase.state(), to);
+        if to == QpState::Error {
+            debug_assert_eq!(q.sq.outstanding(), 0, "entering ERR flushes the SQ");
+            debug_assert_eq!(q.rq.outstanding(), 0, "entering ERR flushes the RQ");
+        }
+    }
+
+    /// Moves a QP to ERR as the device does after a fatal error (for the
+    /// data path and tests); no validation.
+    pub fn force_error(&mut self, qp: QpHandle) -> Result<()> {
+        let q = self.qp(qp, Verb::ModifyQp)?;
+        let (b, p, r) = q.phase.parts();
+        self.set_state(qp, QpPhase::Error(b, p, r));
+        Ok(())
+    }
+}

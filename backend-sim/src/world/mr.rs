@@ -1,0 +1,182 @@
+//! Memory regions: the bytes live in the World; keys are index + variant.
+
+use verbs_api::{AccessFlags, MrInfo, Result, Verb};
+
+use super::{invalid, misuse, no_mem, unsupported, World};
+use crate::handles::{MrHandle, PdHandle};
+
+/// `IBV_ACCESS_OPTIONAL_RANGE`: flags libibverbs silently drops when the
+/// kernel does not know them (verbs.h comment on `ibv_reg_mr_iova2`).
+const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
+#[derive(Debug)]
+pub(crate) struct Mr {
+    pub(crate) pd: PdHandle,
+    pub(crate) device: u32,
+    pub(crate) addr: u64,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+    pub(crate) access: AccessFlags,
+    pub(crate) bytes: Vec<u8>,
+    /// Posted work requests whose SGEs name this MR and are not yet reaped.
+    pub(crate) pins: u32,
+}
+
+impl World {
+    /// `ibv_reg_mr` over `length` zeroed bytes the World allocates.
+    ///
+    /// Access rules (data-path.md §9.2): `REMOTE_WRITE`/`REMOTE_ATOMIC`
+    /// without `LOCAL_WRITE` → `EINVAL`; `ON_DEMAND` without ODP →
+    /// `EOPNOTSUPP`; unknown bits → `EINVAL`, except the optional range,
+    /// which is silently dropped; length 0 or above `max_mr_size` → `EINVAL`.
+    ///
+    /// # Divergence from hardware
+    /// On an ODP-capable profile `ON_DEMAND` is accepted but no page faults
+    /// are modelled. Registrations past `SimConfig::mr_bytes_max` fail with
+    /// `ENOMEM`.
+    pub fn reg_mr(&mut self, pd: PdHandle, length: usize, access: AccessFlags) -> Result<MrHandle> {
+        let v = Verb::RegMr;
+        let p = self.pd(pd, v)?;
+        let (device, ctx) = (p.device, p.ctx);
+        let process = self.ctx(ctx, v)?.process;
+        let profile = &self.device(device).profile;
+        let access = AccessFlags(access.bits() & !ACCESS_OPTIONAL_RANGE);
+        if access.unknown_bits() != 0 {
+            return Err(invalid(
+                v,
+                format!("unknown access flag bits {:#x}", access.unknown_bits()),
+            ));
+        }
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(invalid(
+                v,
+                format!(
+                    "access {access} asks for REMOTE_WRITE or REMOTE_ATOMIC without LOCAL_WRITE"
+                ),
+            ));
+        }
+        if access.contains(AccessFlags::ON_DEMAND) && !profile.odp {
+            return Err(unsupported(
+                v,
+                "ON_DEMAND: the device has no on-demand paging",
+            ));
+        }
+        if length == 0 {
+            return Err(invalid(v, "length 0"));
+        }
+        let max = profile.attr.max_mr_size;
+        if length as u64 > max {
+            return Err(invalid(
+                v,
+                format!("length {length} is above the device's max_mr_size {max:#x}"),
+            ));
+        }
+        let total = self.mr_bytes_total.saturating_add(length as u64);
+        if total > self.config.mr_bytes_max {
+            return Err(no_mem(
+                v,
+                format!(
+                    "the simulator's MR memory budget (SimConfig::mr_bytes_max = {}) is exhausted",
+                    self.config.mr_bytes_max
+                ),
+            ));
+        }
+        let addr = self.alloc_va(process, length as u64);
+        // lkey = rkey = (arena index << 8) | variant byte from the seeded
+        // `rkey_alloc` stream, the mlx5 mkey layout: O(1) lookup, and a
+        // stale key does not match a reused index.
+        let index = self.mrs.next_index();
+        let variant = self.rng_rkey.next_u32() & 0xff;
+        let key = (index << 8) | variant;
+        let mr = Mr {
+            pd,
+            device,
+            addr,
+            lkey: key,
+            rkey: key,
+            access,
+            bytes: vec![0u8; length],
+            pins: 0,
+        };
+        let h = MrHandle::from_parts(self.mrs.insert(mr));
+        debug_assert_eq!(h.index, index);
+        self.mr_bytes_total = total;
+        self.pd_mut(pd, v)?.users += 1;
+        Ok(h)
+    }
+
+    /// The MR an lkey/rkey names on `device`, if any (O(1)).
+    pub fn mr_by_key(&self, device: u32, key: u32) -> Option<MrHandle> {
+        let (generation, mr) = self.mrs.get_by_index(key >> 8)?;
+        (mr.lkey == key && mr.device == device).then_some(MrHandle {
+            index: key >> 8,
+            generation,
+        })
+    }
+
+    /// `addr`, `length`, keys and access of an MR.
+    pub fn mr_info(&self, mr: MrHandle) -> Result<MrInfo> {
+        let m = self.mr(mr, Verb::RegMr)?;
+        Ok(MrInfo {
+            addr: m.addr,
+            length: m.bytes.len() as u64,
+            lkey: m.lkey,
+            rkey: m.rkey,
+            access: m.access,
+        })
+    }
+
+    /// The MR's bytes.
+    pub fn mr_bytes(&self, mr: MrHandle) -> Result<&[u8]> {
+        Ok(&self.mr(mr, Verb::MrBytes)?.bytes)
+    }
+
+    /// The MR's bytes, writable: `ApiMisuse` while a posted work request
+    /// still names them (undefined behaviour on hardware).
+    pub fn mr_bytes_mut(&mut self, mr: MrHandle) -> Result<&mut [u8]> {
+        let m = self.mr_mut(mr, Verb::MrBytes)?;
+        if m.pins > 0 {
+            return Err(misuse(
+                Verb::MrBytes,
+                format!("{} posted work requests still own bytes of this MR", m.pins),
+            ));
+        }
+        Ok(&mut m.bytes)
+    }
+
+    /// `ibv_dereg_mr`: `ApiMisuse` while a posted work request names it.
+    pub fn dereg_mr(&mut self, mr: MrHandle) -> Result<()> {
+        let m = self.mr(mr, Verb::DeregMr)?;
+        if m.pins > 0 {
+            return Err(misuse(
+                Verb::DeregMr,
+                format!(
+                    "{} posted work requests still name this MR (undefined behaviour on hardware)",
+                    m.pins
+                ),
+            ));
+        }
+        let (pd, len) = (m.pd, m.bytes.len() as u64);
+        self.mrs.remove(mr.index, mr.generation);
+        self.mr_bytes_total -= len;
+        if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
+            p.users -= 1;
+        }
+        Ok(())
+    }
+
+    /// Adds `delta` (±1) to the pin count of the MR an SGE's lkey names.
+    pub(crate) fn pin_key(&mut self, device: u32, lkey: u32, add: bool) {
+        if let Some(h) = self.mr_by_key(device, lkey) {
+            if let Some(m) = self.mrs.get_mut(h.index, h.generation) {
+                if add {
+                    m.pins += 1;
+                } else {
+                    m.pins = m.pins.saturating_sub(1);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The verbsim documentation as a crate, so that every Rust example in the
+//! guide is compiled and run by `cargo test`.
+#![doc = include_str!("../user-guide.md")]
+#![deny(unsafe_code)]
+
+/// The script format reference (no Rust examples; included for rustdoc).
+#[doc = include_str!("../script-format.md")]
+pub mod script_format {}
+
+/// The architecture overview.
+#[doc = include_str!("../architecture.md")]
+pub mod architecture {}
+
+/// Semantics and the divergence-from-hardware table.
+#[doc = include_str!("../divergence.md")]
+pub mod divergence {}
