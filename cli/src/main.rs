@@ -1,0 +1,68 @@
+//! The `verbsim` command.
+//!
+//! ```text
+//! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
+//! ```
+//!
+//! Subcommands are dispatched by name in [`main`]; each lives in its own
+//! module with its own `--help` text. Arguments are parsed by hand (no
+//! argument-parsing dependency).
+
+mod run;
+
+use std::process::ExitCode;
+
+/// Exit status for a usage error (bad flag, missing argument, backend not built in).
+const EXIT_USAGE: u8 = 2;
+
+const HELP: &str = "\
+verbsim: the RDMA verbs simulator and conformance runner
+
+Usage:
+  verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
+                 run .verbs conformance scripts (files or directories)
+  verbsim help [COMMAND]
+                 this text, or a command's help
+
+Options:
+  -h, --help     print help
+  -V, --version  print the version
+
+See `verbsim run --help` and docs/script-format.md.
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(command) = args.first() else {
+        eprint!("{HELP}");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let rest = &args[1..];
+    match command.as_str() {
+        "run" => run::main(rest),
+        "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
+            Some("run") => {
+                print!("{}", run::HELP);
+                ExitCode::SUCCESS
+            }
+            Some(other) => {
+                eprintln!("verbsim: no such command `{other}`\n");
+                eprint!("{HELP}");
+                ExitCode::from(EXIT_USAGE)
+            }
+            None => {
+                print!("{HELP}");
+                ExitCode::SUCCESS
+            }
+        },
+        "-V" | "--version" => {
+            println!("verbsim {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("verbsim: unknown command `{other}`\n");
+            eprint!("{HELP}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! `verbsim run` end to end: the report lines, the closing line and the exit
+//! codes, on the conformance fixtures.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance/tests/fixtures")
+}
+
+fn verbsim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_verbsim"))
+        .args(args)
+        .env_remove("VERBS_SIM_SEED")
+        .output()
+        .expect("run verbsim");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Goal: one line per script, the closing line, exit 1 when a script fails.
+// Method: run the fixtures directory (which holds one failing fixture).
+#[test]
+fn run_reports_each_script_and_fails_on_failure() {
+    let dir = fixtures();
+    let (code, stdout, _) = verbsim(&["run", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let fail = lines
+        .iter()
+        .find(|l| l.starts_with("FAIL "))
+        .expect("a FAIL line");
+    assert!(
+        fail.contains("fail_expectation_line.verbs:10: modify_qp a"),
+        "{fail}"
+    );
+    assert!(
+        fail.ends_with("expected EINVAL, got success (VERBS_SIM_SEED=3)"),
+        "{fail}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("SKIP ") && l.ends_with("skip_requires.verbs: requires xrc")));
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("PASS ") && l.ends_with("pass_resources.verbs")));
+    let last = lines.last().unwrap();
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    assert!(
+        last.ends_with(" skipped") && last.contains(" passed, 1 failed, "),
+        "{last}"
+    );
+    assert_eq!(lines.len(), files + 1);
+}
+
+// Goal: --seed overrides the script's seed in the failure report; a passing
+// file exits 0.
+// Method: run single fixtures.
+#[test]
+fn run_seed_flag_and_success_exit() {
+    let failing = fixtures().join("fail_expectation_line.verbs");
+    let (code, stdout, _) = verbsim(&["run", "--seed", "77", failing.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("(VERBS_SIM_SEED=77)"), "{stdout}");
+    let passing = fixtures().join("pass_resources.verbs");
+    let (code, stdout, _) = verbsim(&["run", passing.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.ends_with("1 passed, 0 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+}
+
+// Goal: usage errors and the missing hardware backend exit 2 with a message.
+// Method: bad flags, no paths, a missing file, `--backend hw` without the feature.
+#[test]
+fn run_usage_errors() {
+    let (code, _, stderr) = verbsim(&["run"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no script or directory given"), "{stderr}");
+    let (code, _, stderr) = verbsim(&["run", "--bogus", "x"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown option `--bogus`"), "{stderr}");
+    let (code, _, stderr) = verbsim(&["run", "/nonexistent/x.verbs"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no such file or directory"), "{stderr}");
+    let (code, stdout, _) = verbsim(&["run", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("verbsim run: run .verbs conformance scripts"));
+    if !cfg!(feature = "hw") {
+        let (code, _, stderr) = verbsim(&["run", "--backend", "hw", "x.verbs"]);
+        assert_eq!(code, 2);
+        assert!(
+            stderr.contains("this build has no hardware backend"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("cargo run -p verbsim --features hw -- run --backend hw"),
+            "{stderr}"
+        );
+    }
+}
