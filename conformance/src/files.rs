@@ -121,16 +121,12 @@ where
         Ok(mut backend) => run_script_with(&mut backend, script, options),
         Err(outcome) => outcome,
     }));
-    result.unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "a panic".to_owned());
-        Outcome::Fail {
-            line: 0,
-            message: format!("the backend or runner panicked: {what}"),
-        }
+    result.unwrap_or_else(|panic| Outcome::Fail {
+        line: 0,
+        message: format!(
+            "the backend or runner panicked: {}",
+            crate::runner::panic_text(&*panic)
+        ),
     })
 }
 

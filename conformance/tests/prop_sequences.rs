@@ -427,7 +427,7 @@ proptest! {
             devices: vec![profile(case.profiles[0]), profile(case.profiles[1])],
             ..SimConfig::default()
         });
-        let r = run_sequence(&mut v, &case);
+        let r = catch_panics(|| run_sequence(&mut v, &case));
         prop_assert!(r.is_ok(), "seed {}: {}", case.seed, r.unwrap_err());
     }
 }

@@ -174,9 +174,9 @@ fn run_modify_case<V: Verbs>(v: &mut V, case: &ModifyCase) -> Result<(), String>
     let env = open_env(v, 0, &facts).map_err(|m| format!("setup: {m}"))?;
     let dev = env.model.clone();
     let qp_type = qp_type_of(case.class);
+    script.push(create_line("a", 0, qp_type, &small_cap()));
     let qp =
         create_qp(v, &env, qp_type, small_cap()).map_err(|e| format!("setup create_qp: {e}"))?;
-    script.push(create_line("a", 0, qp_type, &small_cap()));
     let qpn = v.qp_num(&qp).map_err(|e| format!("qp_num: {e}"))?;
     let mut model = QpModel::new(case.class);
     let lid = env.port.lid;
@@ -337,7 +337,7 @@ proptest! {
             devices: vec![profile(case.profile), profile(case.profile)],
             ..SimConfig::default()
         });
-        let r = run_modify_case(&mut v, &case);
+        let r = catch_panics(|| run_modify_case(&mut v, &case));
         prop_assert!(r.is_ok(), "seed {}: {}", case.seed, r.unwrap_err());
     }
 }

@@ -127,10 +127,6 @@ pub(crate) struct Qp {
     #[allow(dead_code)] // read by the data path (e.g. BLOCK_SELF_MCAST_LB)
     pub(crate) create_flags: QpCreateFlags,
     pub(crate) phase: QpPhase,
-    /// mlx5 `qp_state_max_gs`: the SQ accepts posts once the QP reached RTS
-    /// (and the RQ once it reached INIT) since creation or the last RESET.
-    pub(crate) sq_open: bool,
-    pub(crate) rq_open: bool,
     pub(crate) mcast: Vec<(Gid, u16)>,
     pub(crate) sq: Ring<SendWqe>,
     pub(crate) rq: Ring<RecvWqe>,
@@ -234,7 +230,11 @@ pub(crate) fn mlx5_caps(
             ));
         }
         let wqe = align(total, 64);
-        cap.max_inline_data = (wqe - overhead - 4) as u32;
+        // mlx5_calc_sq_size computes `wqe - overhead - 4` in C ints; with no
+        // SGE and no inline data the WQE can be the overhead alone, where the
+        // provider's result goes negative. Divergence from hardware: the
+        // simulator reports 0 instead of a wrapped value.
+        cap.max_inline_data = u32::try_from(wqe.saturating_sub(overhead + 4)).unwrap_or(u32::MAX);
         if u64::from(req.max_send_wr) > 0x7fff_ffff / desc {
             return Err(format!(
                 "max_send_wr {} overflows the SQ size",
@@ -620,8 +620,6 @@ impl World {
             qp_context: attr.qp_context,
             create_flags: flags,
             phase: QpPhase::Reset,
-            sq_open: false,
-            rq_open: false,
             mcast: Vec::new(),
             sq: Ring::new(cap.max_send_wr, cap.max_send_sge),
             rq: Ring::new(cap.max_recv_wr, cap.max_recv_sge),

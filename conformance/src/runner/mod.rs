@@ -164,7 +164,9 @@ pub fn run_script_with<V: Verbs>(
         if options.verbose {
             eprintln!("  {}:{}: {}", script.path, stmt.line, stmt.to_text());
         }
-        if let Err(why) = runner.exec(stmt) {
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| runner.exec(stmt)))
+            .unwrap_or_else(|panic| Err(format!("the backend panicked: {}", panic_text(&*panic))));
+        if let Err(why) = step {
             let mut message = format!("{}: {why}", stmt.to_text());
             if is_sim {
                 message.push_str(&format!(" (VERBS_SIM_SEED={seed})"));
@@ -176,6 +178,15 @@ pub fn run_script_with<V: Verbs>(
         }
     }
     Outcome::Pass
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// A statement's failure, in words (the caller adds the statement and line).

@@ -198,6 +198,29 @@ pub(crate) fn create_qp<V: Verbs>(
 // ---------------------------------------------------------------------------
 // Script printing
 
+thread_local! {
+    /// The script of the case running on this thread, as far as it got: what
+    /// [`catch_panics`] prints when the backend panics mid-case.
+    static LAST_SCRIPT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs a case; a panic (in the backend or the runner) becomes a failure that
+/// shows the script up to the verb that panicked.
+pub(crate) fn catch_panics(case: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(case)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "(no message)".to_owned());
+            let script = LAST_SCRIPT.with(|l| l.borrow().clone());
+            Err(format!("the backend panicked: {msg}\n--- as a script (the last line panicked) ---\n{script}"))
+        }
+    }
+}
+
 /// A `.verbs` script being written: headers and statement lines.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ScriptText {
@@ -210,7 +233,7 @@ pub(crate) struct ScriptText {
 impl ScriptText {
     /// A script with a description, the device profiles and the seed.
     pub(crate) fn new(description: &str, devices: &[&str], seed: u64) -> Self {
-        Self {
+        let script = Self {
             headers: vec![
                 format!("#! description: {description}"),
                 "#! backends: sim".to_owned(),
@@ -218,12 +241,27 @@ impl ScriptText {
                 format!("#! devices: {}", devices.join(" ")),
             ],
             lines: Vec::new(),
-        }
+        };
+        LAST_SCRIPT.with(|l| *l.borrow_mut() = script.text());
+        script
     }
 
-    /// Appends a line.
+    /// Appends a line (also to the copy [`catch_panics`] prints).
     pub(crate) fn push(&mut self, line: impl Into<String>) {
-        self.lines.push(line.into());
+        let line = line.into();
+        LAST_SCRIPT.with(|l| {
+            let mut l = l.borrow_mut();
+            l.push_str(&line);
+            l.push('\n');
+        });
+        self.lines.push(line);
+    }
+
+    /// Replaces the last line (the copy [`catch_panics`] prints keeps the first version).
+    pub(crate) fn replace_last(&mut self, line: impl Into<String>) {
+        if let Some(last) = self.lines.last_mut() {
+            *last = line.into();
+        }
     }
 
     /// The setup of [`open_env`] for device `i` (`d{i}`, `pd{i}`, `cq{i}`, `port{i}`, `gid{i}`).
