@@ -1,2 +1,369 @@
-//! Placeholder until the benchmark helper writes the real file.
-fn main() {}
+//! Every benchmark of `perf.md` in one binary, so that the calibration
+//! group (`phys_*`) and the simulator benchmarks are measured in the same
+//! run and their ratios mean something.
+//!
+//! ```text
+//! cargo bench -p verbsim-benches --bench sim [-- FILTER]
+//! VERBSIM_BENCH_QUICK=1 cargo bench -p verbsim-benches --bench sim     # CI smoke mode
+//! cargo run -p verbsim-benches --bin bench-report                      # ratios and targets
+//! ```
+//!
+//! One iteration is one unit of what the id names (one copy, one random
+//! number, one pop+push, one QP lifecycle, one modify, one work request,
+//! one SEND), so the median is the cost of one unit; groups also declare
+//! their throughput (bytes or elements) so criterion prints rates.
+//!
+//! The simulator runs with its trace off (as `SimConfig` allows for
+//! benchmarks) and a fixed seed. A simulator benchmark whose set-up or first
+//! request fails is skipped with a `SKIP` line on stderr (the data path
+//! returns "not implemented" until it lands), never aborting the binary.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use backend_sim::{SimConfig, SimVerbs};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand_chacha::rand_core::RngCore;
+use verbsim_benches::calibration::{chacha8, EventHeap, HotCopy, RandCopy, RandSpan, COPY_SIZES};
+use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
+use verbsim_benches::data::{MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig};
+use verbsim_benches::{quick_mode, WorkloadError};
+
+/// The criterion configuration: default, or the smoke settings of
+/// `VERBSIM_BENCH_QUICK=1` (criterion's command-line flags still win).
+fn config() -> Criterion {
+    let c = Criterion::default();
+    if quick_mode() {
+        c.sample_size(10)
+            .warm_up_time(Duration::from_millis(100))
+            .measurement_time(Duration::from_millis(300))
+    } else {
+        c
+    }
+}
+
+/// The simulator every `sim_*` benchmark runs on: default devices (two
+/// ConnectX-6-like), seed 0, trace off.
+fn sim() -> SimVerbs {
+    SimVerbs::new(SimConfig {
+        trace_enabled: false,
+        ..SimConfig::default()
+    })
+}
+
+// ---------------------------------------------------------------- filtering
+
+/// Whether the command line's filter may select `id`.
+///
+/// Criterion runs only the benchmarks its filter selects, but the set-up of
+/// a simulator benchmark (MRs up to 1 GiB, touched) happens before criterion
+/// decides. This skips the set-up when the filter clearly excludes the id:
+/// a filter made of plain `|`-separated words (optionally `^`-anchored) is
+/// matched as substrings; any other regex is assumed to select everything
+/// (criterion then decides, at the price of the set-up).
+fn selected(id: &str) -> bool {
+    let mut args = std::env::args().skip(1);
+    let mut filter = None;
+    while let Some(arg) = args.next() {
+        if arg.starts_with('-') {
+            if !arg.contains('=') && FLAGS_WITH_VALUE.contains(&arg.as_str()) {
+                args.next();
+            }
+            continue;
+        }
+        filter = Some(arg);
+        break;
+    }
+    let Some(filter) = filter else { return true };
+    let plain = |w: &str| {
+        w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/'))
+    };
+    let words: Vec<&str> = filter
+        .split('|')
+        .map(|w| w.strip_prefix('^').unwrap_or(w))
+        .collect();
+    if !words.iter().all(|w| plain(w)) {
+        return true;
+    }
+    words.iter().any(|w| id.contains(w))
+}
+
+/// Criterion flags followed by a value (so the value is not the filter).
+const FLAGS_WITH_VALUE: &[&str] = &[
+    "--warm-up-time",
+    "--measurement-time",
+    "--sample-size",
+    "--nresamples",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--save-baseline",
+    "--baseline",
+    "--baseline-lenient",
+    "--load-baseline",
+    "--profile-time",
+    "--output-format",
+    "--plotting-backend",
+    "--color",
+    "-c",
+    "-s",
+    "-b",
+];
+
+/// Builds a simulator workload and runs its probe; prints a SKIP line and
+/// returns `None` when either fails.
+fn prepare<W>(
+    id: &str,
+    v: &mut SimVerbs,
+    build: impl FnOnce(&mut SimVerbs) -> Result<W, WorkloadError>,
+    probe: impl FnOnce(&mut W, &mut SimVerbs) -> Result<(), WorkloadError>,
+) -> Option<W> {
+    if !selected(id) {
+        return None;
+    }
+    let result = build(v).and_then(|mut w| probe(&mut w, v).map(|()| w));
+    match result {
+        Ok(w) => Some(w),
+        Err(e) if e.is_not_implemented() => {
+            eprintln!("SKIP {id}: the simulator does not implement this yet ({e})");
+            None
+        }
+        Err(e) => {
+            eprintln!("SKIP {id}: set-up or first run failed: {e}");
+            None
+        }
+    }
+}
+
+/// Tears a workload down after its benchmark; a failure is reported, not
+/// fatal (the numbers are already recorded).
+fn finish(id: &str, torn_down: Result<(), WorkloadError>) {
+    if let Err(e) = torn_down {
+        eprintln!("WARN {id}: teardown failed: {e}");
+    }
+}
+
+/// Times `iters` calls of a batched workload step (`iter_custom`).
+fn timed(iters: u64, mut run: impl FnMut(u64)) -> Duration {
+    let start = Instant::now();
+    run(iters);
+    start.elapsed()
+}
+
+// -------------------------------------------------------------- calibration
+
+fn phys_memcpy_hot(c: &mut Criterion) {
+    let mut group = c.benchmark_group("phys_memcpy_hot");
+    for len in COPY_SIZES {
+        let mut copy = None;
+        group.throughput(Throughput::Bytes(len as u64));
+        group.bench_function(BenchmarkId::from_parameter(len), |b| {
+            let copy = copy.get_or_insert_with(|| HotCopy::new(len));
+            b.iter(|| copy.copy());
+        });
+    }
+    group.finish();
+}
+
+fn phys_memcpy_rand(c: &mut Criterion) {
+    // One touched 1 GiB span for every size, allocated only if one of them runs.
+    let mut span: Option<RandSpan> = None;
+    let mut group = c.benchmark_group("phys_memcpy_rand");
+    for len in COPY_SIZES {
+        let mut copy = None;
+        group.throughput(Throughput::Bytes(len as u64));
+        group.bench_function(BenchmarkId::from_parameter(len), |b| {
+            let span = span.get_or_insert_with(RandSpan::new);
+            let copy = copy.get_or_insert_with(|| RandCopy::new(len));
+            b.iter(|| copy.copy(span));
+        });
+    }
+    group.finish();
+}
+
+fn phys_chacha8_u64(c: &mut Criterion) {
+    let mut rng = chacha8();
+    c.bench_function("phys_chacha8_u64", |b| b.iter(|| black_box(rng.next_u64())));
+}
+
+fn phys_heap_poppush(c: &mut Criterion) {
+    let mut group = c.benchmark_group("phys_heap_poppush");
+    group.throughput(Throughput::Elements(1));
+    for (name, size) in [("1k", 1_000), ("100k", 100_000)] {
+        let mut heap = None;
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            let heap = heap.get_or_insert_with(|| EventHeap::new(size));
+            b.iter(|| black_box(heap.pop_push()));
+        });
+    }
+    group.finish();
+}
+
+// ------------------------------------------------------------- control path
+
+fn sim_qp_lifecycle_rate(c: &mut Criterion) {
+    const ID: &str = "sim_qp_lifecycle_rate";
+    let mut v = sim();
+    let Some(mut w) = prepare(ID, &mut v, QpLifecycle::new, |w, v| w.run(v)) else {
+        return;
+    };
+    c.bench_function(ID, |b| b.iter(|| w.run(&mut v).expect(ID)));
+    finish(ID, w.teardown(&mut v));
+}
+
+fn sim_modify_qp_rate(c: &mut Criterion) {
+    const ID: &str = "sim_modify_qp_rate";
+    let mut v = sim();
+    let Some(mut w) = prepare(
+        ID,
+        &mut v,
+        |v| ModifyMix::new(v, ModifyPlan::standard()),
+        |w, v| w.run(v).map(|_| ()),
+    ) else {
+        return;
+    };
+    c.bench_function(ID, |b| {
+        b.iter_custom(|iters| {
+            timed(iters, |n| {
+                black_box(w.run_steps(&mut v, n).expect(ID));
+            })
+        });
+    });
+    finish(ID, w.teardown(&mut v));
+}
+
+// ---------------------------------------------------------------- data path
+
+/// Requests the probe of a data-path workload posts (and drains).
+const PROBE_REQUESTS: u64 = 64;
+
+fn message_rate(c: &mut Criterion, group: &str, cases: &[(&str, MessageRateConfig)]) {
+    let ids: Vec<String> = cases
+        .iter()
+        .map(|(p, _)| {
+            if p.is_empty() {
+                group.to_owned()
+            } else {
+                format!("{group}/{p}")
+            }
+        })
+        .collect();
+    let mut prepared = Vec::new();
+    for ((param, cfg), id) in cases.iter().zip(&ids) {
+        let mut v = sim();
+        let probe = |w: &mut MessageRate<SimVerbs>, v: &mut SimVerbs| {
+            w.run(v, PROBE_REQUESTS)?;
+            w.drain(v)
+        };
+        if let Some(w) = prepare(id, &mut v, |v| MessageRate::new(v, *cfg), probe) {
+            prepared.push((*param, id.clone(), v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let bench = |b: &mut criterion::Bencher<'_>,
+                 v: &mut SimVerbs,
+                 w: &mut MessageRate<SimVerbs>,
+                 id: &str| {
+        b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
+    };
+    if cases.len() == 1 && cases[0].0.is_empty() {
+        let (_, id, mut v, mut w) = prepared.pop().expect("one case");
+        c.bench_function(&id, |b| bench(b, &mut v, &mut w, &id));
+        finish(&id, w.teardown(&mut v));
+        return;
+    }
+    let mut g = c.benchmark_group(group);
+    g.throughput(Throughput::Elements(1));
+    for (param, id, v, w) in &mut prepared {
+        g.bench_function(BenchmarkId::from_parameter(*param), |b| bench(b, v, w, id));
+    }
+    g.finish();
+    for (_, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
+}
+
+fn sim_rc_write_msg_rate(c: &mut Criterion) {
+    message_rate(
+        c,
+        "sim_rc_write_msg_rate",
+        &[
+            ("64", MessageRateConfig::rc_write_64()),
+            ("64_1GiB", MessageRateConfig::rc_write_64_1gib()),
+        ],
+    );
+}
+
+fn sim_read_rate(c: &mut Criterion) {
+    message_rate(c, "sim_read_rate", &[("", MessageRateConfig::read_64())]);
+}
+
+fn sim_atomic_rate(c: &mut Criterion) {
+    message_rate(
+        c,
+        "sim_atomic_rate",
+        &[
+            ("fadd", MessageRateConfig::atomic(RateOp::FetchAdd)),
+            ("cswap", MessageRateConfig::atomic(RateOp::CompSwap)),
+        ],
+    );
+}
+
+fn sim_send_recv_bw(c: &mut Criterion) {
+    const GROUP: &str = "sim_send_recv_bw";
+    let mut prepared = Vec::new();
+    for (param, size) in [("4K", 4096u32), ("64K", 65536), ("1M", 1 << 20)] {
+        let id = format!("{GROUP}/{param}");
+        let mut v = sim();
+        let probe = |w: &mut SendRecvBw<SimVerbs>, v: &mut SimVerbs| {
+            w.run(v, PROBE_REQUESTS)?;
+            w.drain(v)
+        };
+        if let Some(w) = prepare(
+            &id,
+            &mut v,
+            |v| SendRecvBw::new(v, SendRecvConfig::bw(size)),
+            probe,
+        ) {
+            prepared.push((param, size, id, v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    for (param, size, id, v, w) in &mut prepared {
+        g.throughput(Throughput::Bytes(u64::from(*size)));
+        g.bench_function(BenchmarkId::from_parameter(*param), |b| {
+            b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
+        });
+    }
+    g.finish();
+    for (_, _, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
+}
+
+/// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
+#[allow(missing_docs, unreachable_pub)]
+mod groups {
+    use super::*;
+
+    criterion_group! {
+        name = calibration;
+        config = config();
+        targets = phys_memcpy_hot, phys_memcpy_rand, phys_chacha8_u64, phys_heap_poppush
+    }
+
+    criterion_group! {
+        name = simulator;
+        config = config();
+        targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
+            sim_read_rate, sim_atomic_rate
+    }
+}
+
+criterion_main!(groups::calibration, groups::simulator);

@@ -100,6 +100,7 @@ fn create_case() -> impl Strategy<Value = CreateCase> {
             cap_pick(4),
             cap_pick(4),
             prop_oneof![
+                2 => Just(CapPick::Small(0)),
                 6 => (0u32..=256).prop_map(CapPick::Small),
                 1 => Just(CapPick::Small(400)),
                 1 => Just(CapPick::Small(401)),

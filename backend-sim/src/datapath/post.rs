@@ -6,11 +6,12 @@
 //! stops there and reports that index as `bad_wr` (MAN-PS), keeping the
 //! earlier requests posted.
 //!
-//! The [`ErrorKind`] of a refusal is the errno class of the spec (rxe): a
-//! check the drivers answer with different errnos keeps one kind, and only
-//! the raw errno follows the flavour (as [`verbs_api::Error::with_errno`]
-//! describes for mlx5's `ENOMEM` on a send in INIT). Queue-full refusals
-//! are `ENOMEM` / [`ErrorKind::OutOfResources`] in both.
+//! The [`ErrorKind`] of a refusal is always [`ErrorKind::from_errno`] of
+//! the errno the modelled driver returns, exactly as the hardware backend
+//! classifies it: mlx5's `ENOMEM` for a send in INIT is
+//! [`ErrorKind::OutOfResources`], rxe's `EINVAL` for the same post is
+//! [`ErrorKind::InvalidArgument`], so a script compares the same kind on
+//! either backend. Queue-full refusals are `ENOMEM` in both flavours.
 
 use verbs_api::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use verbs_api::{
@@ -24,7 +25,7 @@ use crate::ErrnoFlavor;
 /// Why a work request was refused at post time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PostReject {
-    /// The errno class (the same in both flavours).
+    /// The errno class: [`ErrorKind::from_errno`] of `errno`.
     pub kind: ErrorKind,
     /// The raw errno the modelled driver returns.
     pub errno: i32,
@@ -33,31 +34,33 @@ pub struct PostReject {
 }
 
 impl PostReject {
-    const fn new(kind: ErrorKind, errno: i32, message: &'static str) -> Self {
+    /// A refusal with `errno`; the kind follows from it.
+    fn new(errno: i32, message: &'static str) -> Self {
         Self {
-            kind,
+            kind: ErrorKind::from_errno(errno),
             errno,
             message,
         }
     }
 
     /// `EINVAL` in both flavours.
-    const fn invalid(message: &'static str) -> Self {
-        Self::new(ErrorKind::InvalidArgument, EINVAL, message)
+    fn invalid(message: &'static str) -> Self {
+        Self::new(EINVAL, message)
     }
 
-    /// An `EINVAL`-class refusal that mlx5 reports as `ENOMEM`.
-    const fn invalid_or_nomem(flavor: ErrnoFlavor, message: &'static str) -> Self {
+    /// A refusal that rxe reports as `EINVAL` and mlx5 as `ENOMEM` (kind
+    /// `InvalidArgument` and `OutOfResources` respectively).
+    fn invalid_or_nomem(flavor: ErrnoFlavor, message: &'static str) -> Self {
         let errno = match flavor {
             ErrnoFlavor::Mlx5 => ENOMEM,
             ErrnoFlavor::Spec => EINVAL,
         };
-        Self::new(ErrorKind::InvalidArgument, errno, message)
+        Self::new(errno, message)
     }
 
     /// A full work queue: `ENOMEM` everywhere.
-    const fn full(message: &'static str) -> Self {
-        Self::new(ErrorKind::OutOfResources, ENOMEM, message)
+    fn full(message: &'static str) -> Self {
+        Self::new(ENOMEM, message)
     }
 
     /// The verb error, with `bad_wr` set to the refused request's index.
@@ -250,7 +253,6 @@ pub fn check_post_send(
         if info.class == OpClass::Atomic {
             if !q.atomics_supported {
                 return Err(PostReject::new(
-                    ErrorKind::Unsupported,
                     EOPNOTSUPP,
                     "the device does not support atomics",
                 ));
@@ -425,7 +427,8 @@ mod tests {
     #[test]
     fn send_state_table_section_1_1() {
         // Goal: the §1.1 table: sends refused in RESET/INIT/RTR (rxe EINVAL,
-        // mlx5 ENOMEM, kind EINVAL-class either way), accepted in RTS/SQD,
+        // mlx5 ENOMEM, kind = from_errno: InvalidArgument / OutOfResources),
+        // accepted in RTS/SQD,
         // flushed in SQE/ERR.
         // Method: post a valid SEND in every state with both flavours.
         let send = wr(WrOpcode::Send, &SGE8);
@@ -439,7 +442,7 @@ mod tests {
             let m = check_post_send(&rc_queue(s), &send, Mlx5).unwrap_err();
             assert_eq!(
                 (m.kind, m.errno),
-                (ErrorKind::InvalidArgument, ENOMEM),
+                (ErrorKind::OutOfResources, ENOMEM),
                 "{s}"
             );
         }
@@ -794,7 +797,8 @@ mod tests {
         let e = check_post_send(&rc_queue(QpState::Init), &wr(WrOpcode::Send, &SGE8), Mlx5)
             .unwrap_err()
             .to_error(Verb::PostSend, 3);
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(e.kind(), ErrorKind::OutOfResources);
+        assert_eq!(e.kind(), ErrorKind::from_errno(e.errno()));
         assert_eq!(e.errno(), ENOMEM);
         assert_eq!(e.bad_wr(), Some(3));
     }

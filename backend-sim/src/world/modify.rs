@@ -460,15 +460,6 @@ impl World {
         let to = phase.state();
         q.phase = phase;
         let (device, qpn, ctx, srq) = (q.device, q.qp_num, q.ctx, q.srq);
-        match to {
-            QpState::Reset => {
-                q.sq_open = false;
-                q.rq_open = false;
-            }
-            QpState::Init => q.rq_open = true,
-            QpState::ReadyToSend => q.sq_open = true,
-            _ => {}
-        }
         self.record(TraceEvent::QpState {
             device,
             qpn,

@@ -1,6 +1,14 @@
-//! Posting: the post-time checks that need no fabric (data-path.md §1.1,
-//! §1.2), the rings, flushing on ERR (§4, qp-state-machine.md §7) and slot
-//! release at poll time.
+//! Posting: the post-time checks (data-path.md §1.1, §1.2), the rings,
+//! flushing on ERR (§4, qp-state-machine.md §7) and slot release at poll
+//! time.
+//!
+//! The checks themselves are the datapath's pure rules
+//! ([`crate::datapath::check_post_send`], `check_post_recv`,
+//! `check_post_srq_recv`), the one source of truth; this module only builds
+//! their views from the QP and adds what needs the arenas (a UD send's AH).
+//! A refusal's kind is `ErrorKind::from_errno` of its errno. A request mlx5
+//! accepts but completes in error (an opcode invalid for the QP type) keeps
+//! that status in [`SendWqe::deferred_error`] for the executor.
 //!
 //! Execution of work requests in RTS (packets, placement, success
 //! completions) belongs to the data path and is not modelled yet: accepted
@@ -8,48 +16,37 @@
 //! (dropped).
 
 use verbs_api::{
-    errno, AtomicCap, Error, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Verb, Wc,
-    WcOpcode, WcStatus, WrOpcode,
+    QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Verb, Wc, WcOpcode, WcStatus,
 };
 
 use super::cq::{CqEntry, QueueKind};
 use super::queues::{RecvWqe, SendWqe};
-use super::{invalid, no_mem, unsupported, Mr, World};
+use super::{invalid, Mr, World};
 use crate::arena::Arena;
+use crate::datapath::{
+    check_post_recv, check_post_send, check_post_srq_recv, opcode_info, RecvAdmission,
+    RecvQueueView, SendAdmission, SendQueueView, SendWrView, Transport,
+};
 use crate::handles::{QpHandle, SrqHandle};
-use crate::{ErrnoFlavor, SimVerbs};
+use crate::SimVerbs;
 
-/// Whether `op` is a valid send opcode for `qp_type` (data-path.md §2.1).
-fn opcode_valid_for(op: WrOpcode, qp_type: QpType) -> bool {
-    use WrOpcode as O;
-    match qp_type {
-        QpType::Ud => matches!(op, O::Send | O::SendWithImm | O::Tso),
-        QpType::Uc => matches!(
-            op,
-            O::RdmaWrite
-                | O::RdmaWriteWithImm
-                | O::Send
-                | O::SendWithImm
-                | O::LocalInv
-                | O::BindMw
-                | O::SendWithInv
-        ),
-        QpType::Rc | QpType::XrcSend => !matches!(op, O::Tso | O::Driver1 | O::Unknown(_)),
-        QpType::RawPacket => matches!(op, O::Send | O::Tso),
-        _ => false,
+/// The data-path transport of a QP class (data-path §2.1 columns).
+pub(crate) const fn transport_of(class: QpClass) -> Transport {
+    match class {
+        QpClass::Rc => Transport::Rc,
+        QpClass::Uc => Transport::Uc,
+        QpClass::Ud => Transport::Ud,
+        QpClass::RawPacket => Transport::RawPacket,
+        QpClass::XrcIni => Transport::XrcSend,
+        QpClass::XrcTgt => Transport::XrcRecv,
+        QpClass::Dci => Transport::Dci,
+        QpClass::Dct => Transport::Dct,
     }
 }
 
-fn is_atomic(op: WrOpcode) -> bool {
-    matches!(op, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)
-}
-
-/// A post error with the driver's errno for this flavor.
-fn post_error(verb: Verb, flavor: ErrnoFlavor, mlx5_errno: i32, msg: String) -> Error {
-    match flavor {
-        ErrnoFlavor::Mlx5 => Error::from_errno(verb, mlx5_errno, msg),
-        ErrnoFlavor::Spec => Error::invalid(verb, msg),
-    }
+/// Ring occupancy as the `u32` the post checks compare with the caps.
+fn occupancy(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
@@ -73,11 +70,9 @@ impl World {
     /// (`bad_wr`), queues the rest; in ERR or SQE they are flushed at once.
     pub(crate) fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
         let v = Verb::PostSend;
-        let flavor = self.config.errno_flavor;
         let result = (|| {
             for (i, wr) in wrs.iter().enumerate() {
-                self.post_one_send(qp, wr, flavor)
-                    .map_err(|e| e.with_bad_wr(i))?;
+                self.post_one_send(qp, wr).map_err(|e| e.with_bad_wr(i))?;
             }
             Ok(())
         })();
@@ -88,101 +83,24 @@ impl World {
         result
     }
 
-    fn post_one_send(
-        &mut self,
-        qp: QpHandle,
-        wr: &SendWr<'_, SimVerbs>,
-        flavor: ErrnoFlavor,
-    ) -> Result<()> {
+    /// One request: the datapath rules (`check_post_send`, data-path §1.1,
+    /// §1.2) decide; the UD address vector is checked here (it needs the AH
+    /// arena).
+    fn post_one_send(&mut self, qp: QpHandle, wr: &SendWr<'_, SimVerbs>) -> Result<()> {
         let v = Verb::PostSend;
+        let flavor = self.config.errno_flavor;
         let q = self.qp(qp, v)?;
         let p = &self.device(q.device).profile;
-        let state = q.phase.state();
-        let mlx5 = flavor == ErrnoFlavor::Mlx5;
-        // mlx5 checks the ring first (`mlx5_wq_overflow`), then the state.
-        if mlx5 && q.sq.is_full() {
-            return Err(no_mem(
-                v,
-                format!("the send queue is full ({} outstanding)", q.sq.occupied()),
-            ));
-        }
-        let state_ok = if mlx5 {
-            q.sq_open
-        } else {
-            !matches!(
-                state,
-                QpState::Reset | QpState::Init | QpState::ReadyToReceive
-            )
+        let view = SendQueueView {
+            transport: transport_of(q.class),
+            state: q.phase.state(),
+            cap: q.cap,
+            outstanding: occupancy(q.sq.occupied()),
+            atomics_supported: p.attr.atomic_cap != verbs_api::AtomicCap::None,
+            ip_csum_supported: false,
         };
-        if !state_ok {
-            return Err(post_error(
-                v,
-                flavor,
-                errno::ENOMEM,
-                format!("the QP is in {state}: sends are accepted only once it has reached RTS (IBA C10-22, C10-25)"),
-            ));
-        }
-        if matches!(wr.opcode, WrOpcode::Unknown(_) | WrOpcode::Driver1) {
-            return Err(invalid(
-                v,
-                format!("opcode {} is not a valid ibv_wr_opcode", wr.opcode),
-            ));
-        }
-        if !opcode_valid_for(wr.opcode, q.qp_type) && !mlx5 {
-            return Err(invalid(
-                v,
-                format!("opcode {} is not valid on a {} QP", wr.opcode, q.qp_type),
-            ));
-        }
-        if is_atomic(wr.opcode) && p.attr.atomic_cap == AtomicCap::None {
-            return Err(unsupported(v, "the device has no atomics"));
-        }
-        let num_sge = wr.sg_list.len() as u32;
-        if num_sge > q.cap.max_send_sge {
-            return Err(post_error(
-                v,
-                flavor,
-                errno::ENOMEM,
-                format!(
-                    "num_sge {num_sge} is above max_send_sge {}",
-                    q.cap.max_send_sge
-                ),
-            ));
-        }
-        let length: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
-        let inline = wr.send_flags.contains(SendFlags::INLINE);
-        if inline {
-            if length > u64::from(q.cap.max_inline_data) {
-                return Err(post_error(
-                    v,
-                    flavor,
-                    errno::ENOMEM,
-                    format!(
-                        "{length} inline bytes are above max_inline_data {}",
-                        q.cap.max_inline_data
-                    ),
-                ));
-            }
-            if !mlx5 && (wr.opcode == WrOpcode::RdmaRead || is_atomic(wr.opcode)) {
-                return Err(invalid(
-                    v,
-                    format!("IBV_SEND_INLINE is not valid for {}", wr.opcode),
-                ));
-            }
-        }
-        if !mlx5 {
-            if is_atomic(wr.opcode)
-                && (num_sge != 1 || wr.sg_list[0].length != 8 || wr.atomic.remote_addr % 8 != 0)
-            {
-                return Err(invalid(
-                    v,
-                    "an atomic needs one 8-byte SGE and an 8-byte aligned remote_addr",
-                ));
-            }
-            if length > 1 << 31 {
-                return Err(invalid(v, format!("message length {length} is above 2^31")));
-            }
-        }
+        let admission =
+            check_post_send(&view, &SendWrView::of(wr), flavor).map_err(|r| r.to_error(v, 0))?;
         let (ah, remote_qpn, remote_qkey) = match (q.qp_type, wr.ud.as_ref()) {
             (QpType::Ud, None) => {
                 return Err(invalid(
@@ -196,12 +114,8 @@ impl World {
             }
             _ => (None, 0, 0),
         };
-        if !mlx5 && q.sq.is_full() {
-            return Err(no_mem(
-                v,
-                format!("the send queue is full ({} outstanding)", q.sq.occupied()),
-            ));
-        }
+        let length: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        let inline = wr.send_flags.contains(SendFlags::INLINE);
         let wqe = SendWqe {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
@@ -213,9 +127,13 @@ impl World {
             remote_qpn,
             remote_qkey,
             remote_srqn: wr.remote_srqn,
-            num_sge,
+            num_sge: wr.sg_list.len() as u32,
             signaled: q.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED),
             length,
+            deferred_error: match admission {
+                SendAdmission::CompleteInError(status) => Some(status),
+                SendAdmission::Execute | SendAdmission::Flush => None,
+            },
         };
         let device = q.device;
         let Self { qps, mrs, .. } = self;
@@ -232,11 +150,9 @@ impl World {
     /// `ibv_post_recv`.
     pub(crate) fn post_recv(&mut self, qp: QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let v = Verb::PostRecv;
-        let flavor = self.config.errno_flavor;
         let result = (|| {
             for (i, wr) in wrs.iter().enumerate() {
-                self.post_one_recv(qp, wr, flavor)
-                    .map_err(|e| e.with_bad_wr(i))?;
+                self.post_one_recv(qp, wr).map_err(|e| e.with_bad_wr(i))?;
             }
             Ok(())
         })();
@@ -246,59 +162,24 @@ impl World {
         result
     }
 
-    fn post_one_recv(&mut self, qp: QpHandle, wr: &RecvWr<'_>, flavor: ErrnoFlavor) -> Result<()> {
+    /// One receive request, validated by `check_post_recv` (data-path §1.1,
+    /// §1.2).
+    fn post_one_recv(&mut self, qp: QpHandle, wr: &RecvWr<'_>) -> Result<()> {
         let v = Verb::PostRecv;
+        let flavor = self.config.errno_flavor;
         let q = self.qp(qp, v)?;
-        let mlx5 = flavor == ErrnoFlavor::Mlx5;
-        let num_sge = wr.sg_list.len() as u32;
-        if q.srq.is_some() {
-            return Err(post_error(
-                v,
-                flavor,
-                errno::ENOMEM,
-                "the QP receives from an SRQ: use ibv_post_srq_recv (it has no receive queue)"
-                    .to_owned(),
-            ));
-        }
-        if mlx5 && q.rq.is_full() {
-            return Err(no_mem(
-                v,
-                format!(
-                    "the receive queue is full ({} outstanding)",
-                    q.rq.occupied()
-                ),
-            ));
-        }
-        let state = q.phase.state();
-        let state_ok = if mlx5 {
-            q.rq_open
-        } else {
-            state != QpState::Reset
+        let view = RecvQueueView {
+            transport: transport_of(q.class),
+            state: q.phase.state(),
+            has_srq: q.srq.is_some(),
+            max_recv_wr: q.cap.max_recv_wr,
+            max_recv_sge: q.cap.max_recv_sge,
+            outstanding: occupancy(q.rq.occupied()),
         };
-        if !state_ok {
-            return Err(invalid(
-                v,
-                format!("the QP is in {state}: receives are accepted from INIT on (IBA C10-22)"),
-            ));
-        }
-        if num_sge > q.cap.max_recv_sge {
-            return Err(invalid(
-                v,
-                format!(
-                    "num_sge {num_sge} is above max_recv_sge {}",
-                    q.cap.max_recv_sge
-                ),
-            ));
-        }
-        if q.rq.is_full() {
-            return Err(no_mem(
-                v,
-                format!(
-                    "the receive queue is full ({} outstanding)",
-                    q.rq.occupied()
-                ),
-            ));
-        }
+        // Queue or flush: both take a slot; `post_recv` flushes in ERR.
+        let _: RecvAdmission =
+            check_post_recv(&view, wr.sg_list, flavor).map_err(|r| r.to_error(v, 0))?;
+        let num_sge = wr.sg_list.len() as u32;
         let length = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
         let device = q.device;
         let Self { qps, mrs, .. } = self;
@@ -317,25 +198,20 @@ impl World {
         Ok(())
     }
 
-    /// `ibv_post_srq_recv`: `max_sge` exceeded → `EINVAL`, full → `ENOMEM`.
+    /// `ibv_post_srq_recv`: `check_post_srq_recv` (full → `ENOMEM`, too many
+    /// SGEs → `EINVAL`).
     pub(crate) fn post_srq_recv(&mut self, srq: SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let v = Verb::PostSrqRecv;
         for (i, wr) in wrs.iter().enumerate() {
             let s = self.srq(srq, v)?;
+            check_post_srq_recv(
+                s.max_wr,
+                s.max_sge,
+                occupancy(s.ring.occupied()),
+                wr.sg_list,
+            )
+            .map_err(|r| r.to_error(v, i))?;
             let num_sge = wr.sg_list.len() as u32;
-            if num_sge > s.max_sge {
-                return Err(invalid(
-                    v,
-                    format!("num_sge {num_sge} is above the SRQ's max_sge {}", s.max_sge),
-                )
-                .with_bad_wr(i));
-            }
-            if s.ring.is_full() {
-                return Err(
-                    no_mem(v, format!("the SRQ is full ({} posted)", s.ring.occupied()))
-                        .with_bad_wr(i),
-                );
-            }
             let device = s.device;
             let length = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
             let Self { srqs, mrs, .. } = self;
@@ -373,13 +249,8 @@ impl World {
             let (wr_id, opcode, cq) = match queue {
                 QueueKind::Send => {
                     let w = *q.sq.get(seq).0;
-                    let op = match w.opcode {
-                        WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => WcOpcode::RdmaWrite,
-                        WrOpcode::RdmaRead => WcOpcode::RdmaRead,
-                        WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
-                        WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
-                        _ => WcOpcode::Send,
-                    };
+                    // The WR's requester opcode (data-path §2.2, one table).
+                    let op = opcode_info(w.opcode).map_or(WcOpcode::Send, |i| i.requester_opcode);
                     q.sq.done += 1;
                     (w.wr_id, op, q.send_cq)
                 }

@@ -7,7 +7,7 @@
 //! still hold their slot until the CQE covering them is polled (mlx5 frees
 //! SQ slots at poll time, data-path.md §1.2); `[done, tail)` are outstanding.
 
-use verbs_api::{AtomicInfo, RdmaInfo, SendFlags, Sge, WrOpcode};
+use verbs_api::{AtomicInfo, RdmaInfo, SendFlags, Sge, WcStatus, WrOpcode};
 
 use crate::handles::AhHandle;
 
@@ -31,6 +31,10 @@ pub(crate) struct SendWqe {
     pub(crate) signaled: bool,
     /// Total bytes of the gather list.
     pub(crate) length: u64,
+    /// Accepted at post time but completes with this status when it reaches
+    /// the head of the queue (mlx5: opcode invalid for the QP type →
+    /// `LOC_QP_OP_ERR`, data-path §1.2).
+    pub(crate) deferred_error: Option<WcStatus>,
 }
 
 /// One posted receive work request.

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         }
     }
     let dir = dir.unwrap_or_else(report::default_dir);
+    let dir = dir.canonicalize().unwrap_or(dir);
     let measurements = match report::load(&dir) {
         Ok(m) if !m.is_empty() => m,
         Ok(_) => {
