@@ -254,7 +254,11 @@ fn run_create_case<V: Verbs>(v: &mut V, case: &CreateCase) -> Result<(), String>
         source_qpn: 0x200,
         ..QpInitAttrEx::default()
     };
-    let first = if want.ok_allowed { Ok(()) } else { Err(want.errnos[0]) };
+    let first = if want.ok_allowed {
+        Ok(())
+    } else {
+        Err(want.errnos[0])
+    };
     script.push(format!("{}{}", create_text(&req), expect_suffix(first)));
     let result = match req.api {
         CreateApi::Legacy => v.create_qp(&env.pd, &mut attr),
