@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
+//! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
 //! ```
 //!
 //! Subcommands are dispatched by name in [`main`]; each lives in its own
 //! module with its own `--help` text. Arguments are parsed by hand (no
 //! argument-parsing dependency).
 
+mod perf;
 mod run;
 
 use std::process::ExitCode;
@@ -21,6 +23,9 @@ verbsim: the RDMA verbs simulator and conformance runner
 Usage:
   verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
                  run .verbs conformance scripts (files or directories)
+  verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
+                 perftest-like benchmarks (write_bw, write_lat, send_bw,
+                 send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
   verbsim help [COMMAND]
                  this text, or a command's help
 
@@ -28,7 +33,7 @@ Options:
   -h, --help     print help
   -V, --version  print the version
 
-See `verbsim run --help` and docs/script-format.md.
+See `verbsim run --help`, `verbsim perf --help` and docs/script-format.md.
 ";
 
 fn main() -> ExitCode {
@@ -40,9 +45,14 @@ fn main() -> ExitCode {
     let rest = &args[1..];
     match command.as_str() {
         "run" => run::main(rest),
+        "perf" => perf::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);
+                ExitCode::SUCCESS
+            }
+            Some("perf") => {
+                print!("{}", perf::HELP);
                 ExitCode::SUCCESS
             }
             Some(other) => {

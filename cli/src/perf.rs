@@ -1,0 +1,1114 @@
+//! `verbsim perf`: the benchmark workloads of `verbsim-benches`, run once
+//! and printed as perftest-like tables (or one JSON object), on either
+//! backend.
+//!
+//! One generic function, [`measure`], runs every test on any `V: Verbs`;
+//! the backends differ only in how they are built. On the simulator both
+//! clocks are reported: wall time (how fast the simulator runs) and
+//! simulated time (what the modelled fabric would achieve), read with
+//! `sim_control(SimCommand::Now)` before and after the measured section.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use backend_sim::{SimConfig, SimVerbs};
+use verbs_api::{SimCommand, SimReply, Verbs};
+use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
+use verbsim_benches::data::{
+    MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, Spread, MAX_POST_LIST,
+};
+use verbsim_benches::WorkloadError;
+
+use crate::EXIT_USAGE;
+
+/// `verbsim perf --help`.
+pub(crate) const HELP: &str = "\
+verbsim perf: perftest-like benchmarks on the simulator or on hardware
+
+Usage:
+  verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [-s SIZE] [-n ITERS]
+               [-q QPS] [-c RC|UC|UD] [--tx-depth N] [--post-list N]
+               [--atomic fetch_add|cmp_swap]
+
+Tests:
+  write_bw      RDMA WRITE bandwidth and message rate (one RC pair)
+  write_lat     RDMA WRITE latency (one signalled WRITE at a time)
+  send_bw       SEND/RECV bandwidth and message rate
+  send_lat      SEND/RECV latency (one SEND and its receive at a time)
+  read_bw       RDMA READ bandwidth and message rate
+  read_lat      RDMA READ latency
+  atomic_rate   8-byte atomics rate (--atomic fetch_add|cmp_swap)
+  qp_lifecycle  create an RC QP, RESET->INIT->RTR->RTS, destroy: QPs/sec
+  modify_qp     80 % legal / 20 % illegal ibv_modify_qp calls: calls/sec
+
+Bandwidth tests print `#bytes #iterations BW average[Gb/sec] MsgRate[Mpps]`,
+latency tests `#bytes #iterations t_min[usec] t_typical[usec] t_avg[usec]
+t_99%[usec]` (the completion time of one request, not half a round trip),
+control-path tests `#iterations time[usec] rate[Mops/sec]`. On the simulator
+each table has a `wall` row (how fast the simulator runs) and a `simulated`
+row (virtual time: what the modelled device would do). Exits 2 on a usage
+error, when the backend is missing, or when the backend cannot run the test
+yet (the simulator has no data path yet); 1 when a workload fails.
+
+Options:
+  --backend sim|hw   the backend (default sim); hw needs a build with the `hw`
+                     feature: cargo run -p verbsim --features hw -- perf --backend hw TEST
+  --seed N           the simulator's root seed (default VERBS_SIM_SEED, else 0)
+  --json             print one JSON object instead of the table
+  -s, --size SIZE    bytes per message (K, M, G suffixes allowed; default
+                     65536 for *_bw, 2 for *_lat, 8 and fixed for atomic_rate)
+  -n, --iters N      requests, QP lifecycles or modify calls to time (default
+                     5000 for *_bw and atomic_rate, 1000 for *_lat and
+                     qp_lifecycle, 10000 for modify_qp)
+  -q, --qps N        QPs: 1 for the data-path tests and qp_lifecycle; the QPs
+                     the modify_qp plan runs over (default 64)
+  -c, --connection T transport: RC (UC and UD are not in the workloads yet)
+  --tx-depth N       requests in flight at most (default 128 for write_bw and
+                     send_bw, 16 for read_bw and atomic_rate, 1 for *_lat)
+  --post-list N      requests per ibv_post_send, the last one signalled,
+                     1..=16 (default 16 for write_bw and send_bw, 4 for read_bw
+                     and atomic_rate, 1 for *_lat)
+  --atomic OP        fetch_add (default) or cmp_swap, for atomic_rate
+  -h, --help         print this help
+";
+
+/// Largest message `-s` accepts (the workloads register MRs of this size).
+const MAX_SIZE: u64 = 1 << 30;
+
+/// Largest `--tx-depth` accepted.
+const MAX_TX_DEPTH: u32 = 8192;
+
+/// Which backend `--backend` selected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Sim,
+    Hw,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sim => "sim",
+            Self::Hw => "hw",
+        }
+    }
+}
+
+/// The test `TEST` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TestKind {
+    WriteBw,
+    WriteLat,
+    SendBw,
+    SendLat,
+    ReadBw,
+    ReadLat,
+    AtomicRate,
+    QpLifecycle,
+    ModifyQp,
+}
+
+impl TestKind {
+    const ALL: [Self; 9] = [
+        Self::WriteBw,
+        Self::WriteLat,
+        Self::SendBw,
+        Self::SendLat,
+        Self::ReadBw,
+        Self::ReadLat,
+        Self::AtomicRate,
+        Self::QpLifecycle,
+        Self::ModifyQp,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::WriteBw => "write_bw",
+            Self::WriteLat => "write_lat",
+            Self::SendBw => "send_bw",
+            Self::SendLat => "send_lat",
+            Self::ReadBw => "read_bw",
+            Self::ReadLat => "read_lat",
+            Self::AtomicRate => "atomic_rate",
+            Self::QpLifecycle => "qp_lifecycle",
+            Self::ModifyQp => "modify_qp",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    fn is_data_path(self) -> bool {
+        !matches!(self, Self::QpLifecycle | Self::ModifyQp)
+    }
+
+    /// The title line, in perftest's words where perftest has the test.
+    fn title(self, atomic: RateOp) -> &'static str {
+        match self {
+            Self::WriteBw => "RDMA_Write BW Test",
+            Self::WriteLat => "RDMA_Write Latency Test",
+            Self::SendBw => "Send BW Test",
+            Self::SendLat => "Send Latency Test",
+            Self::ReadBw => "RDMA_Read BW Test",
+            Self::ReadLat => "RDMA_Read Latency Test",
+            Self::AtomicRate if atomic == RateOp::CompSwap => "Atomic CMP_AND_SWAP Rate Test",
+            Self::AtomicRate => "Atomic FETCH_AND_ADD Rate Test",
+            Self::QpLifecycle => "QP Lifecycle Rate Test (create, RESET->INIT->RTR->RTS, destroy)",
+            Self::ModifyQp => "Modify QP Rate Test (80 % legal, 20 % illegal transitions)",
+        }
+    }
+
+    /// Default `(size, iterations, tx_depth, post_list)`.
+    fn defaults(self) -> (u32, u64, u32, u32) {
+        match self {
+            Self::WriteBw | Self::SendBw => (65_536, 5_000, 128, 16),
+            Self::ReadBw => (65_536, 5_000, 16, 4),
+            Self::AtomicRate => (8, 5_000, 16, 4),
+            Self::WriteLat | Self::SendLat | Self::ReadLat => (2, 1_000, 1, 1),
+            Self::QpLifecycle => (0, 1_000, 1, 1),
+            Self::ModifyQp => (0, 10_000, 1, 1),
+        }
+    }
+}
+
+/// What one `verbsim perf` run measures: everything [`measure`] needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct PerfTest {
+    kind: TestKind,
+    /// Bytes per message (0 for the control-path tests).
+    size: u32,
+    /// Requests, lifecycles or modify calls timed.
+    iterations: u64,
+    /// QPs (1, or the QPs of the modify_qp plan).
+    qps: u32,
+    /// Requests in flight at most.
+    tx_depth: u32,
+    /// Requests per post list.
+    post_list: u32,
+    /// The atomic operation of atomic_rate.
+    atomic: RateOp,
+    /// The seed of the modify_qp plan (the simulator's seed, or 0).
+    plan_seed: u64,
+}
+
+/// The parsed command line of `verbsim perf`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Args {
+    backend: Backend,
+    seed: Option<u64>,
+    json: bool,
+    test: PerfTest,
+}
+
+/// Parses a count: decimal or 0x hex, with an optional K/M/G (binary) suffix.
+fn parse_count(s: &str) -> Option<u64> {
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n = conformance::literal::parse_int(digits).and_then(|n| u64::try_from(n).ok())?;
+    n.checked_mul(scale)
+}
+
+/// Parses `verbsim perf`'s arguments; `Ok(None)` for `--help`.
+fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
+    let mut backend = Backend::Sim;
+    let mut seed = None;
+    let mut json = false;
+    let mut test = None;
+    let mut size = None;
+    let mut iters = None;
+    let mut qps = None;
+    let mut tx_depth = None;
+    let mut post_list = None;
+    let mut atomic = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        let number = |v: String, what: &str| -> Result<u64, String> {
+            parse_count(&v).ok_or_else(|| format!("{what} needs a number, got `{v}`"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "--json" => json = true,
+            "--backend" => {
+                backend = match value()?.as_str() {
+                    "sim" => Backend::Sim,
+                    "hw" => Backend::Hw,
+                    other => return Err(format!("unknown backend `{other}` (sim or hw)")),
+                }
+            }
+            "--seed" => seed = Some(number(value()?, "--seed")?),
+            "-s" | "--size" => size = Some(number(value()?, "-s")?),
+            "-n" | "--iters" => iters = Some(number(value()?, "-n")?),
+            "-q" | "--qps" => qps = Some(number(value()?, "-q")?),
+            "--tx-depth" | "-t" => tx_depth = Some(number(value()?, "--tx-depth")?),
+            "--post-list" | "-l" => post_list = Some(number(value()?, "--post-list")?),
+            "-c" | "--connection" => match value()?.to_ascii_uppercase().as_str() {
+                "RC" => {}
+                t @ ("UC" | "UD") => {
+                    return Err(format!(
+                        "-c {t}: the workloads run RC only for now (use -c RC)"
+                    ))
+                }
+                other => return Err(format!("unknown transport `{other}` (RC, UC or UD)")),
+            },
+            "--atomic" => {
+                atomic = Some(match value()?.as_str() {
+                    "fetch_add" | "fadd" => RateOp::FetchAdd,
+                    "cmp_swap" | "cswap" => RateOp::CompSwap,
+                    other => {
+                        return Err(format!("unknown atomic `{other}` (fetch_add or cmp_swap)"))
+                    }
+                })
+            }
+            f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option `{f}`")),
+            name => {
+                if test.is_some() {
+                    return Err(format!("one test at a time (extra argument `{name}`)"));
+                }
+                test = Some(TestKind::parse(name).ok_or_else(|| {
+                    let known: Vec<_> = TestKind::ALL.iter().map(|t| t.name()).collect();
+                    format!("unknown test `{name}` (known: {})", known.join(" "))
+                })?);
+            }
+        }
+    }
+    let kind = test.ok_or("no test given")?;
+    let (d_size, d_iters, d_depth, d_list) = kind.defaults();
+
+    let size = match (kind, size) {
+        (_, None) => d_size,
+        (TestKind::QpLifecycle | TestKind::ModifyQp, Some(_)) => {
+            return Err(format!("-s does not apply to {}", kind.name()))
+        }
+        (TestKind::AtomicRate, Some(s)) if s != 8 => {
+            return Err(format!("atomics move exactly 8 bytes (got -s {s})"))
+        }
+        (_, Some(s)) if s == 0 || s > MAX_SIZE => {
+            return Err(format!("-s must be 1..={MAX_SIZE} bytes (got {s})"))
+        }
+        (_, Some(s)) => s as u32,
+    };
+    let iterations = match iters {
+        None => d_iters,
+        Some(0) => return Err("-n must be at least 1".to_owned()),
+        Some(n) => n,
+    };
+    let qps = match (kind, qps) {
+        (TestKind::ModifyQp, None) => 64,
+        (_, None | Some(1)) => 1,
+        (TestKind::ModifyQp, Some(q)) if (1..=65_536).contains(&q) => q as u32,
+        (TestKind::ModifyQp, Some(q)) => return Err(format!("-q must be 1..=65536 (got {q})")),
+        (_, Some(q)) => {
+            return Err(format!(
+                "-q {q}: {} runs on one QP (pair) for now",
+                kind.name()
+            ))
+        }
+    };
+    if !kind.is_data_path() && (tx_depth.is_some() || post_list.is_some()) {
+        return Err(format!(
+            "--tx-depth and --post-list do not apply to {}",
+            kind.name()
+        ));
+    }
+    if kind != TestKind::AtomicRate && atomic.is_some() {
+        return Err("--atomic applies to atomic_rate only".to_owned());
+    }
+    let tx_depth = match tx_depth {
+        None => d_depth,
+        Some(d) if (1..=u64::from(MAX_TX_DEPTH)).contains(&d) => d as u32,
+        Some(d) => return Err(format!("--tx-depth must be 1..={MAX_TX_DEPTH} (got {d})")),
+    };
+    let post_list = match post_list {
+        // A smaller --tx-depth caps the default post list.
+        None => d_list.min(tx_depth),
+        Some(l) if (1..=MAX_POST_LIST as u64).contains(&l) => l as u32,
+        Some(l) => return Err(format!("--post-list must be 1..={MAX_POST_LIST} (got {l})")),
+    };
+    if post_list > tx_depth {
+        return Err(format!(
+            "--post-list {post_list} is more than --tx-depth {tx_depth}"
+        ));
+    }
+    let plan_seed = seed.unwrap_or(0);
+    Ok(Some(Args {
+        backend,
+        seed,
+        json,
+        test: PerfTest {
+            kind,
+            size,
+            iterations,
+            qps,
+            tx_depth,
+            post_list,
+            atomic: atomic.unwrap_or(RateOp::FetchAdd),
+            plan_seed,
+        },
+    }))
+}
+
+/// Wall-clock and simulated-time figures of one clock.
+#[derive(Clone, Debug, PartialEq)]
+enum Figures {
+    /// A bandwidth or rate test: `iterations` requests of `bytes` in `ns`.
+    Bw { ns: u64 },
+    /// A latency test: each request's completion time, sorted.
+    Lat { samples_ns: Vec<u64> },
+    /// A control-path test: `iterations` operations in `ns`.
+    Rate { ns: u64 },
+}
+
+/// What [`measure`] found.
+#[derive(Clone, Debug, PartialEq)]
+struct PerfReport {
+    /// The backend's name (`sim` or `hw`).
+    backend: &'static str,
+    /// Measured with the wall clock.
+    wall: Figures,
+    /// Measured in simulated time (`None` off the simulator).
+    sim: Option<Figures>,
+    /// For modify_qp: calls that succeeded and calls refused as predicted.
+    modify_tally: Option<(u64, u64)>,
+}
+
+/// The simulator's virtual time, or `None` on a backend without one.
+fn sim_now<V: Verbs>(v: &mut V) -> Option<u64> {
+    match v.sim_control(SimCommand::Now) {
+        Ok(SimReply::TimeNs(ns)) => Some(ns),
+        _ => None,
+    }
+}
+
+/// Both clocks around a section of work.
+struct Stopwatch {
+    wall: Instant,
+    sim: Option<u64>,
+}
+
+impl Stopwatch {
+    fn start<V: Verbs>(v: &mut V) -> Self {
+        let sim = sim_now(v);
+        Self {
+            wall: Instant::now(),
+            sim,
+        }
+    }
+
+    /// `(wall ns, simulated ns)` since `start`.
+    fn stop<V: Verbs>(self, v: &mut V) -> (u64, Option<u64>) {
+        let wall = u64::try_from(self.wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let sim = self.sim.zip(sim_now(v)).map(|(a, b)| b.saturating_sub(a));
+        (wall, sim)
+    }
+}
+
+/// Runs `test` on `v` and measures it with the wall clock and, where the
+/// backend has one, the simulated clock. Every workload is set up, run and
+/// torn down here; a failure during the run still tears down (best effort)
+/// and reports the run's error.
+///
+/// # Errors
+/// The workload's error: [`WorkloadError::is_not_implemented`] when the
+/// backend cannot run this test yet.
+fn measure<V: Verbs>(v: &mut V, test: &PerfTest) -> Result<PerfReport, WorkloadError> {
+    let backend = v.backend().name();
+    let n = test.iterations;
+    let mut modify_tally = None;
+    let (wall, sim) = match test.kind {
+        TestKind::WriteBw | TestKind::ReadBw | TestKind::AtomicRate => {
+            let op = match test.kind {
+                TestKind::WriteBw => RateOp::Write,
+                TestKind::ReadBw => RateOp::Read,
+                _ => test.atomic,
+            };
+            let mut w = MessageRate::new(v, rate_config(op, test))?;
+            let timed = (|| {
+                let clock = Stopwatch::start(v);
+                w.run(v, n)?;
+                w.drain(v)?;
+                Ok::<_, WorkloadError>(clock.stop(v))
+            })();
+            let torn = w.teardown(v);
+            let (wall, sim) = timed?;
+            torn?;
+            (Figures::Bw { ns: wall }, sim.map(|ns| Figures::Bw { ns }))
+        }
+        TestKind::SendBw => {
+            let mut w = SendRecvBw::new(v, send_config(test))?;
+            let timed = (|| {
+                let clock = Stopwatch::start(v);
+                w.run(v, n)?;
+                w.drain(v)?;
+                Ok::<_, WorkloadError>(clock.stop(v))
+            })();
+            let torn = w.teardown(v);
+            let (wall, sim) = timed?;
+            torn?;
+            (Figures::Bw { ns: wall }, sim.map(|ns| Figures::Bw { ns }))
+        }
+        TestKind::WriteLat | TestKind::ReadLat => {
+            let op = if test.kind == TestKind::WriteLat {
+                RateOp::Write
+            } else {
+                RateOp::Read
+            };
+            let mut w = MessageRate::new(v, rate_config(op, test))?;
+            let timed = latency(v, n, |v| {
+                w.run(v, 1)?;
+                w.drain(v)
+            });
+            let torn = w.teardown(v);
+            let figures = timed?;
+            torn?;
+            figures
+        }
+        TestKind::SendLat => {
+            let mut w = SendRecvBw::new(v, send_config(test))?;
+            let timed = latency(v, n, |v| {
+                w.run(v, 1)?;
+                w.drain(v)
+            });
+            let torn = w.teardown(v);
+            let figures = timed?;
+            torn?;
+            figures
+        }
+        TestKind::QpLifecycle => {
+            let mut w = QpLifecycle::new(v)?;
+            let timed = (|| {
+                let clock = Stopwatch::start(v);
+                for _ in 0..n {
+                    w.run(v)?;
+                }
+                Ok::<_, WorkloadError>(clock.stop(v))
+            })();
+            let torn = w.teardown(v);
+            let (wall, sim) = timed?;
+            torn?;
+            (
+                Figures::Rate { ns: wall },
+                sim.map(|ns| Figures::Rate { ns }),
+            )
+        }
+        TestKind::ModifyQp => {
+            let plan = ModifyPlan::generate(test.qps as usize, 5_000, test.plan_seed);
+            let mut w = ModifyMix::new(v, plan)?;
+            let timed = (|| {
+                let clock = Stopwatch::start(v);
+                let tally = w.run_steps(v, n)?;
+                Ok::<_, WorkloadError>((clock.stop(v), tally))
+            })();
+            // The QPs may be anywhere in the plan: teardown destroys them
+            // from any state.
+            let torn = w.teardown(v);
+            let ((wall, sim), tally) = timed?;
+            torn?;
+            modify_tally = Some((tally.succeeded as u64, tally.refused as u64));
+            (
+                Figures::Rate { ns: wall },
+                sim.map(|ns| Figures::Rate { ns }),
+            )
+        }
+    };
+    Ok(PerfReport {
+        backend,
+        wall,
+        sim,
+        modify_tally,
+    })
+}
+
+/// Times `n` calls of `one`, each on its own, with both clocks.
+fn latency<V: Verbs>(
+    v: &mut V,
+    n: u64,
+    mut one: impl FnMut(&mut V) -> Result<(), WorkloadError>,
+) -> Result<(Figures, Option<Figures>), WorkloadError> {
+    let cap = usize::try_from(n).unwrap_or(usize::MAX).min(1 << 24);
+    let mut wall = Vec::with_capacity(cap);
+    let mut sim = Vec::with_capacity(cap);
+    let mut has_sim = true;
+    for _ in 0..n {
+        let clock = Stopwatch::start(v);
+        one(v)?;
+        let (w, s) = clock.stop(v);
+        wall.push(w);
+        match s {
+            Some(s) if has_sim => sim.push(s),
+            _ => has_sim = false,
+        }
+    }
+    wall.sort_unstable();
+    sim.sort_unstable();
+    Ok((
+        Figures::Lat { samples_ns: wall },
+        has_sim.then_some(Figures::Lat { samples_ns: sim }),
+    ))
+}
+
+/// The [`MessageRateConfig`] of a WRITE, READ or atomic test.
+fn rate_config(op: RateOp, test: &PerfTest) -> MessageRateConfig {
+    MessageRateConfig {
+        op,
+        msg_bytes: test.size,
+        outstanding: test.tx_depth,
+        signal_every: test.post_list,
+        poll_batch: 16,
+        remote_mr_bytes: (test.size as usize).max(1 << 20),
+        spread: Spread::Sequential,
+    }
+}
+
+/// The [`SendRecvConfig`] of a SEND test.
+fn send_config(test: &PerfTest) -> SendRecvConfig {
+    SendRecvConfig {
+        msg_bytes: test.size,
+        rq_depth: test.tx_depth.max(256),
+        outstanding: test.tx_depth,
+        signal_every: test.post_list,
+        poll_batch: 16,
+    }
+}
+
+/// Derived numbers of one clock, for the table and the JSON.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Derived {
+    Bw {
+        seconds: f64,
+        gbps: f64,
+        mpps: f64,
+    },
+    Lat {
+        min_us: f64,
+        typical_us: f64,
+        avg_us: f64,
+        p99_us: f64,
+    },
+    Rate {
+        seconds: f64,
+        mops: f64,
+    },
+}
+
+fn derive(f: &Figures, test: &PerfTest) -> Derived {
+    let n = test.iterations as f64;
+    let per_sec = |ns: u64, x: f64| {
+        if ns == 0 {
+            f64::NAN
+        } else {
+            x * 1e9 / ns as f64
+        }
+    };
+    match f {
+        Figures::Bw { ns } => Derived::Bw {
+            seconds: *ns as f64 / 1e9,
+            gbps: per_sec(*ns, n * f64::from(test.size) * 8.0) / 1e9,
+            mpps: per_sec(*ns, n) / 1e6,
+        },
+        Figures::Lat { samples_ns } => {
+            let us = |ns: u64| ns as f64 / 1e3;
+            let at = |q: f64| {
+                let i = ((samples_ns.len() as f64 * q).ceil() as usize).saturating_sub(1);
+                samples_ns.get(i).copied().map_or(f64::NAN, us)
+            };
+            let sum: u128 = samples_ns.iter().map(|&s| u128::from(s)).sum();
+            Derived::Lat {
+                min_us: samples_ns.first().copied().map_or(f64::NAN, us),
+                typical_us: at(0.5),
+                avg_us: if samples_ns.is_empty() {
+                    f64::NAN
+                } else {
+                    sum as f64 / samples_ns.len() as f64 / 1e3
+                },
+                p99_us: at(0.99),
+            }
+        }
+        Figures::Rate { ns } => Derived::Rate {
+            seconds: *ns as f64 / 1e9,
+            mops: per_sec(*ns, n) / 1e6,
+        },
+    }
+}
+
+/// A number for the table: `-` when undefined (no simulated time passed).
+fn cell(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// A number for the JSON: `null` when undefined.
+fn json_num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".to_owned()
+    }
+}
+
+const RULE: &str =
+    "---------------------------------------------------------------------------------------";
+
+/// The perftest-like table.
+fn table(args: &Args, report: &PerfReport) -> String {
+    let t = &args.test;
+    let mut out = String::new();
+    let _ = writeln!(out, "{RULE}");
+    let _ = writeln!(out, "                    {}", t.kind.title(t.atomic));
+    let seed = match args.backend {
+        Backend::Sim => format!(" seed: {}", args.seed.unwrap_or(0)),
+        Backend::Hw => String::new(),
+    };
+    let shape = if t.kind.is_data_path() {
+        format!(
+            " QPs: 1 | tx depth: {} | post list: {}",
+            t.tx_depth, t.post_list
+        )
+    } else {
+        format!(" QPs: {}", t.qps)
+    };
+    let _ = writeln!(
+        out,
+        " backend: {}{seed} | connection: RC |{shape}",
+        report.backend
+    );
+    let _ = writeln!(out, "{RULE}");
+    let rows: Vec<(&str, Derived)> = std::iter::once(("wall", derive(&report.wall, t)))
+        .chain(report.sim.iter().map(|f| ("simulated", derive(f, t))))
+        .collect();
+    let label = |clock: &str| {
+        if report.sim.is_some() {
+            format!("   {clock}")
+        } else {
+            String::new()
+        }
+    };
+    let clock_head = if report.sim.is_some() { "   clock" } else { "" };
+    match rows[0].1 {
+        Derived::Bw { .. } => {
+            let _ = writeln!(
+                out,
+                " #bytes     #iterations    BW average[Gb/sec]   MsgRate[Mpps]{clock_head}"
+            );
+            for (clock, d) in &rows {
+                if let Derived::Bw { gbps, mpps, .. } = d {
+                    let _ = writeln!(
+                        out,
+                        " {:<10} {:<14} {:<20} {:<13}{}",
+                        t.size,
+                        t.iterations,
+                        cell(*gbps),
+                        cell(*mpps),
+                        label(clock)
+                    );
+                }
+            }
+        }
+        Derived::Lat { .. } => {
+            let _ = writeln!(
+                out,
+                " #bytes #iterations    t_min[usec]    t_typical[usec]    t_avg[usec]    t_99%[usec]{clock_head}"
+            );
+            for (clock, d) in &rows {
+                if let Derived::Lat {
+                    min_us,
+                    typical_us,
+                    avg_us,
+                    p99_us,
+                } = d
+                {
+                    let _ = writeln!(
+                        out,
+                        " {:<6} {:<14} {:<14} {:<18} {:<14} {:<11}{}",
+                        t.size,
+                        t.iterations,
+                        cell(*min_us),
+                        cell(*typical_us),
+                        cell(*avg_us),
+                        cell(*p99_us),
+                        label(clock)
+                    );
+                }
+            }
+        }
+        Derived::Rate { .. } => {
+            let _ = writeln!(
+                out,
+                " #iterations    time[usec]      rate[Mops/sec]{clock_head}"
+            );
+            for (clock, d) in &rows {
+                if let Derived::Rate { seconds, mops } = d {
+                    let _ = writeln!(
+                        out,
+                        " {:<14} {:<15} {:<14}{}",
+                        t.iterations,
+                        cell(seconds * 1e6),
+                        cell(*mops),
+                        label(clock)
+                    );
+                }
+            }
+        }
+    }
+    if let Some((ok, refused)) = report.modify_tally {
+        let _ = writeln!(
+            out,
+            " modify calls: {ok} succeeded, {refused} refused with the predicted error"
+        );
+    }
+    let _ = write!(out, "{RULE}");
+    out
+}
+
+/// The numbers of one clock as a JSON object.
+fn json_figures(d: &Derived) -> String {
+    match *d {
+        Derived::Bw {
+            seconds,
+            gbps,
+            mpps,
+        } => format!(
+            "{{\"seconds\":{},\"bw_gbps\":{},\"msg_rate_mpps\":{}}}",
+            json_num(seconds),
+            json_num(gbps),
+            json_num(mpps)
+        ),
+        Derived::Lat {
+            min_us,
+            typical_us,
+            avg_us,
+            p99_us,
+        } => format!(
+            "{{\"t_min_us\":{},\"t_typical_us\":{},\"t_avg_us\":{},\"t_p99_us\":{}}}",
+            json_num(min_us),
+            json_num(typical_us),
+            json_num(avg_us),
+            json_num(p99_us)
+        ),
+        Derived::Rate { seconds, mops } => format!(
+            "{{\"seconds\":{},\"rate_mops\":{}}}",
+            json_num(seconds),
+            json_num(mops)
+        ),
+    }
+}
+
+/// One JSON object with the table's numbers (hand-written: every string in
+/// it is a fixed identifier, nothing needs escaping).
+fn json(args: &Args, report: &PerfReport) -> String {
+    let t = &args.test;
+    let seed = match args.backend {
+        Backend::Sim => args.seed.unwrap_or(0).to_string(),
+        Backend::Hw => "null".to_owned(),
+    };
+    let atomic = match (t.kind, t.atomic) {
+        (TestKind::AtomicRate, RateOp::CompSwap) => "\"cmp_swap\"",
+        (TestKind::AtomicRate, _) => "\"fetch_add\"",
+        _ => "null",
+    };
+    let sim = report
+        .sim
+        .as_ref()
+        .map_or_else(|| "null".to_owned(), |f| json_figures(&derive(f, t)));
+    let tally = report.modify_tally.map_or_else(
+        || "null".to_owned(),
+        |(ok, refused)| format!("{{\"succeeded\":{ok},\"refused\":{refused}}}"),
+    );
+    // Message size, depth and post list mean nothing to the control-path tests.
+    let data = |x: u32| {
+        if t.kind.is_data_path() {
+            x.to_string()
+        } else {
+            "null".to_owned()
+        }
+    };
+    format!(
+        "{{\"test\":\"{}\",\"backend\":\"{}\",\"seed\":{seed},\"connection\":\"RC\",\
+         \"bytes\":{},\"iterations\":{},\"qps\":{},\"tx_depth\":{},\"post_list\":{},\
+         \"atomic\":{atomic},\"wall\":{},\"sim\":{sim},\"modify\":{tally}}}",
+        t.kind.name(),
+        report.backend,
+        data(t.size),
+        t.iterations,
+        t.qps,
+        data(t.tx_depth),
+        data(t.post_list),
+        json_figures(&derive(&report.wall, t)),
+    )
+}
+
+/// Measures on `v` and prints the result; the exit status.
+fn run_on<V: Verbs>(v: &mut V, args: &Args) -> ExitCode {
+    let name = args.test.kind.name();
+    match measure(v, &args.test) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", json(args, &report));
+            } else {
+                println!("{}", table(args, &report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.is_not_implemented() => {
+            eprintln!(
+                "verbsim perf: {name} is not available on the {} backend yet: {e}",
+                args.backend.name()
+            );
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) if e.is_skip() => {
+            eprintln!(
+                "verbsim perf: {name} cannot run on the {} backend: {e}",
+                args.backend.name()
+            );
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) => {
+            eprintln!(
+                "verbsim perf: {name} failed on the {} backend: {e}",
+                args.backend.name()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Entry point of `verbsim perf`.
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    let args = match parse_args(args) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(why) => {
+            eprintln!("verbsim perf: {why}\n");
+            eprint!("{HELP}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match args.backend {
+        Backend::Sim => {
+            let seed = args.seed.or_else(conformance::seed_from_env).unwrap_or(0);
+            let args = Args {
+                seed: Some(seed),
+                test: PerfTest {
+                    plan_seed: seed,
+                    ..args.test.clone()
+                },
+                ..args
+            };
+            let mut sim = SimVerbs::new(SimConfig {
+                seed,
+                // A benchmark measures the verbs, not the trace recorder.
+                trace_enabled: false,
+                ..SimConfig::default()
+            });
+            run_on(&mut sim, &args)
+        }
+        Backend::Hw => run_hw(&args),
+    }
+}
+
+#[cfg(feature = "hw")]
+fn run_hw(args: &Args) -> ExitCode {
+    if args.seed.is_some() {
+        eprintln!("verbsim perf: note: --seed only affects the simulator");
+    }
+    match backend_hw::HwVerbs::new() {
+        Ok(mut hw) => run_on(&mut hw, args),
+        Err(e) => {
+            eprintln!("verbsim perf: no RDMA device for --backend hw: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+#[cfg(not(feature = "hw"))]
+fn run_hw(_: &Args) -> ExitCode {
+    eprintln!(
+        "verbsim perf: this build has no hardware backend.\n\
+         Build with the `hw` feature (needs libibverbs-dev, librdmacm-dev, libclang-dev):\n\
+         \n    cargo run -p verbsim --features hw -- perf --backend hw TEST ..."
+    );
+    ExitCode::from(EXIT_USAGE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(&strings(args)).map(|a| a.expect("not --help"))
+    }
+
+    // Goal: the documented forms parse, with the documented defaults, and
+    // the rest is refused with a message naming the problem.
+    // Method: table of command lines.
+    #[test]
+    fn perf_arguments_parse() {
+        let a = parse(&[
+            "--backend=hw",
+            "--seed",
+            "7",
+            "--json",
+            "write_bw",
+            "-s",
+            "4K",
+            "-n",
+            "100",
+            "--tx-depth",
+            "64",
+            "--post-list=8",
+            "-c",
+            "rc",
+        ])
+        .unwrap();
+        assert_eq!(a.backend, Backend::Hw);
+        assert_eq!(a.seed, Some(7));
+        assert!(a.json);
+        assert_eq!(
+            (a.test.kind, a.test.size, a.test.iterations),
+            (TestKind::WriteBw, 4096, 100)
+        );
+        assert_eq!((a.test.tx_depth, a.test.post_list, a.test.qps), (64, 8, 1));
+
+        let d = parse(&["send_lat"]).unwrap();
+        assert_eq!(
+            (
+                d.test.size,
+                d.test.iterations,
+                d.test.tx_depth,
+                d.test.post_list
+            ),
+            (2, 1000, 1, 1)
+        );
+        let m = parse(&["modify_qp", "-q", "8"]).unwrap();
+        assert_eq!((m.test.qps, m.test.iterations), (8, 10_000));
+        let c = parse(&["atomic_rate", "--atomic", "cmp_swap"]).unwrap();
+        assert_eq!((c.test.atomic, c.test.size), (RateOp::CompSwap, 8));
+        // A small tx depth caps the default post list.
+        assert_eq!(
+            parse(&["write_bw", "--tx-depth", "4"])
+                .unwrap()
+                .test
+                .post_list,
+            4
+        );
+        assert!(parse_args(&strings(&["write_bw", "-h"])).unwrap().is_none());
+
+        let errors = [
+            (&["frobnicate"][..], "unknown test `frobnicate`"),
+            (&["write_bw", "-s", "big"], "-s needs a number, got `big`"),
+            (&["write_bw", "-s", "0"], "-s must be 1..="),
+            (&["write_bw", "-s", "2G"], "-s must be 1..="),
+            (&["write_bw", "-n", "0"], "-n must be at least 1"),
+            (&["write_bw", "-n"], "-n needs a value"),
+            (&[], "no test given"),
+            (&["write_bw", "read_bw"], "one test at a time"),
+            (&["write_bw", "-c", "UD"], "RC only"),
+            (&["write_bw", "-c", "XRC"], "unknown transport `XRC`"),
+            (&["write_bw", "-q", "4"], "one QP"),
+            (
+                &["write_bw", "--post-list", "17"],
+                "--post-list must be 1..=16",
+            ),
+            (
+                &["write_bw", "--tx-depth", "4", "--post-list", "8"],
+                "more than",
+            ),
+            (&["atomic_rate", "-s", "64"], "exactly 8 bytes"),
+            (&["qp_lifecycle", "-s", "64"], "-s does not apply"),
+            (&["qp_lifecycle", "--tx-depth", "4"], "do not apply"),
+            (&["write_bw", "--atomic", "cmp_swap"], "atomic_rate only"),
+            (&["write_bw", "--backend", "gpu"], "unknown backend `gpu`"),
+            (&["write_bw", "--bogus"], "unknown option `--bogus`"),
+        ];
+        for (args, want) in errors {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+
+    // Goal: the control-path tests run through the one generic `measure`
+    // on the simulator and report both clocks; data-path tests come back
+    // as not implemented while the simulator lacks a data path.
+    // Method: measure each on a fresh simulator.
+    #[test]
+    fn measure_on_the_simulator() {
+        let test = |kind, iterations| PerfTest {
+            kind,
+            size: kind.defaults().0,
+            iterations,
+            qps: if kind == TestKind::ModifyQp { 8 } else { 1 },
+            tx_depth: kind.defaults().2,
+            post_list: kind.defaults().3,
+            atomic: RateOp::FetchAdd,
+            plan_seed: 1,
+        };
+        let mut v = SimVerbs::new(SimConfig::default());
+        let r = measure(&mut v, &test(TestKind::QpLifecycle, 50)).expect("lifecycle");
+        assert_eq!(r.backend, "sim");
+        assert!(matches!(r.wall, Figures::Rate { .. }) && r.sim.is_some());
+        let r = measure(&mut v, &test(TestKind::ModifyQp, 1_003)).expect("modify");
+        let (ok, refused) = r.modify_tally.expect("tally");
+        assert_eq!(ok + refused, 1_003);
+        for kind in TestKind::ALL.into_iter().filter(|k| k.is_data_path()) {
+            match measure(&mut v, &test(kind, 10)) {
+                Ok(r) => assert!(r.sim.is_some(), "{kind:?}"),
+                Err(e) => assert!(e.is_not_implemented(), "{kind:?}: {e}"),
+            }
+        }
+    }
+
+    // Goal: latency percentiles follow perftest's definitions.
+    // Method: 100 known samples.
+    #[test]
+    fn latency_percentiles() {
+        let t = PerfTest {
+            kind: TestKind::WriteLat,
+            size: 2,
+            iterations: 100,
+            qps: 1,
+            tx_depth: 1,
+            post_list: 1,
+            atomic: RateOp::FetchAdd,
+            plan_seed: 0,
+        };
+        let samples_ns: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let d = derive(&Figures::Lat { samples_ns }, &t);
+        assert_eq!(
+            d,
+            Derived::Lat {
+                min_us: 1.0,
+                typical_us: 50.0,
+                avg_us: 50.5,
+                p99_us: 99.0
+            }
+        );
+        assert_eq!(json_num(f64::NAN), "null");
+        assert_eq!(cell(f64::INFINITY), "-");
+    }
+}
