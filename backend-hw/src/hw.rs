@@ -19,12 +19,13 @@ use rdma_sys as sys;
 use verbs_api::errno::{EINVAL, ENOMEM};
 use verbs_api::*;
 
+use crate::cm::{HwCmChannel, HwCmId};
 use crate::errors::{c_error, foreign, no_device_error, stale};
 use crate::ffi::verbs as fv;
 use crate::ffi::verbs::last_errno;
+use crate::registry::{ack_type_for, ElementKind, Live, PtrRegistry};
 use crate::xrc_legacy::LegacyXrcRegistry;
 
-const BACKEND: &str = "hw";
 /// MR buffers are aligned to the x86-64 / aarch64-4K page size.
 const PAGE: usize = 4096;
 
@@ -36,10 +37,12 @@ static NEXT_XRCD_ID: AtomicU64 = AtomicU64::new(1);
 // ---------------------------------------------------------------------------
 
 /// A C object kind: its type, how to destroy it, and the verb that does.
-trait CKind {
+pub(crate) trait CKind {
     type C;
     const DESTROY: Verb;
     const WHAT: &'static str;
+    /// How async events name objects of this kind (`None`: they never do).
+    const ELEMENT: Option<ElementKind> = None;
     /// # Safety
     /// `p` is a live object of this kind with no live dependants in C.
     unsafe fn destroy(p: *mut Self::C) -> c_int;
@@ -47,11 +50,15 @@ trait CKind {
 
 macro_rules! ckind {
     ($name:ident, $c:ty, $verb:ident, $what:literal, |$p:ident| $body:expr) => {
-        struct $name;
+        ckind!($name, $c, $verb, $what, None, |$p| $body);
+    };
+    ($name:ident, $c:ty, $verb:ident, $what:literal, $el:expr, |$p:ident| $body:expr) => {
+        pub(crate) struct $name;
         impl CKind for $name {
             type C = $c;
             const DESTROY: Verb = Verb::$verb;
             const WHAT: &'static str = $what;
+            const ELEMENT: Option<ElementKind> = $el;
             unsafe fn destroy($p: *mut $c) -> c_int {
                 // SAFETY: forwarded contract: `p` is live and has no dependants.
                 unsafe { $body }
@@ -70,16 +77,31 @@ ckind!(
     "completion channel",
     |p| sys::ibv_destroy_comp_channel(p)
 );
-ckind!(KCq, sys::ibv_cq, DestroyCq, "CQ", |p| sys::ibv_destroy_cq(
-    p
-));
+ckind!(
+    KCq,
+    sys::ibv_cq,
+    DestroyCq,
+    "CQ",
+    Some(ElementKind::Cq),
+    |p| sys::ibv_destroy_cq(p)
+);
 ckind!(KMr, sys::ibv_mr, DeregMr, "MR", |p| sys::ibv_dereg_mr(p));
-ckind!(KSrq, sys::ibv_srq, DestroySrq, "SRQ", |p| {
-    sys::ibv_destroy_srq(p)
-});
-ckind!(KQp, sys::ibv_qp, DestroyQp, "QP", |p| sys::ibv_destroy_qp(
-    p
-));
+ckind!(
+    KSrq,
+    sys::ibv_srq,
+    DestroySrq,
+    "SRQ",
+    Some(ElementKind::Srq),
+    |p| sys::ibv_destroy_srq(p)
+);
+ckind!(
+    KQp,
+    sys::ibv_qp,
+    DestroyQp,
+    "QP",
+    Some(ElementKind::Qp),
+    |p| sys::ibv_destroy_qp(p)
+);
 ckind!(KAh, sys::ibv_ah, DestroyAh, "AH", |p| sys::ibv_destroy_ah(
     p
 ));
@@ -94,22 +116,51 @@ ckind!(KXrcd, sys::ibv_xrcd, CloseXrcd, "XRCD", |p| {
 /// object; `Drop` (the last handle gone) destroys it and, if C refuses,
 /// prints the error to stderr and leaks the object — it never panics, since
 /// a panic in drop during unwinding aborts the process.
-struct Owned<K: CKind> {
-    raw: Cell<*mut K::C>,
-    ctx: Arc<ContextInner>,
+///
+/// Events: libibverbs' destroy verbs wait (forever) until every async event
+/// and completion event fetched for the object has been acknowledged. The
+/// counts below make an explicit destroy with events outstanding an `EBUSY`
+/// error instead of a hang, and `Drop` acknowledges them first.
+///
+/// A *borrowed* object belongs to librdmacm (the QP, CQs, completion
+/// channels and default PD of an `rdma_cm_id`): we never destroy it, and
+/// librdmacm's own teardown marks it stale through [`Owned::invalidate`].
+pub(crate) struct Owned<K: CKind> {
+    pub(crate) raw: Cell<*mut K::C>,
+    pub(crate) ctx: Arc<ContextInner>,
+    /// Owned by librdmacm, not by this handle.
+    pub(crate) borrowed: bool,
+    /// Async events fetched for this object and not acknowledged yet.
+    pub(crate) async_unacked: Cell<u32>,
+    /// Completion events fetched for this CQ and not acknowledged yet.
+    pub(crate) comp_unacked: Cell<u32>,
 }
 
 impl<K: CKind> Owned<K> {
-    fn new(p: NonNull<K::C>, ctx: &Arc<ContextInner>) -> Self {
+    pub(crate) fn new(p: NonNull<K::C>, ctx: &Arc<ContextInner>) -> Self {
         ctx.live.set(ctx.live.get() + 1);
         Self {
             raw: Cell::new(p.as_ptr()),
             ctx: Arc::clone(ctx),
+            borrowed: false,
+            async_unacked: Cell::new(0),
+            comp_unacked: Cell::new(0),
+        }
+    }
+
+    /// Wraps an object librdmacm owns (see the type docs).
+    pub(crate) fn borrowed(p: NonNull<K::C>, ctx: &Arc<ContextInner>) -> Self {
+        Self {
+            raw: Cell::new(p.as_ptr()),
+            ctx: Arc::clone(ctx),
+            borrowed: true,
+            async_unacked: Cell::new(0),
+            comp_unacked: Cell::new(0),
         }
     }
 
     /// The live pointer, or a "stale handle" error for `verb`.
-    fn get(&self, verb: Verb) -> Result<*mut K::C> {
+    pub(crate) fn get(&self, verb: Verb) -> Result<*mut K::C> {
         let p = self.raw.get();
         if p.is_null() {
             Err(stale(verb, K::WHAT))
@@ -118,9 +169,73 @@ impl<K: CKind> Owned<K> {
         }
     }
 
+    /// Marks a borrowed object destroyed (librdmacm freed it).
+    pub(crate) fn invalidate(&self) {
+        self.raw.set(ptr::null_mut());
+    }
+
+    /// `EBUSY` while events of this object are unacknowledged.
+    pub(crate) fn check_no_unacked(&self, verb: Verb) -> Result<()> {
+        let (a, c) = (self.async_unacked.get(), self.comp_unacked.get());
+        if a == 0 && c == 0 {
+            return Ok(());
+        }
+        Err(Error::new(
+            verb,
+            ErrorKind::Busy,
+            format!(
+                "the {} has {a} async and {c} completion event(s) not acknowledged; \
+                 {} would wait for them forever (ack_async_event / ack_cq_events first)",
+                K::WHAT,
+                K::DESTROY.c_name()
+            ),
+        ))
+    }
+
+    /// Acknowledges every event still counted against the object (before it
+    /// is destroyed without the user's help: `Drop`, `rdma_destroy_qp`).
+    pub(crate) fn ack_outstanding(&self) {
+        let p = self.raw.get();
+        if p.is_null() {
+            return;
+        }
+        if let Some(kind) = K::ELEMENT {
+            for _ in 0..self.async_unacked.get() {
+                let mut ev = fv::ibv_async_event_raw {
+                    element: sys::ibv_async_event_element_t { qp: p.cast() },
+                    event_type: ack_type_for(kind),
+                };
+                // SAFETY: (1) the element is this live object (all union
+                // members are the same pointer; the event type selects this
+                // kind's counter); (2) `async_unacked` counts events fetched
+                // for it and not acknowledged, so we never over-acknowledge.
+                unsafe { fv::ibv_ack_async_event(&mut ev) };
+            }
+            if kind == ElementKind::Cq && self.comp_unacked.get() > 0 {
+                // SAFETY: `ELEMENT == Cq` only for `KCq`, whose `C` is
+                // `ibv_cq`: `p` is a live CQ; the count is exactly the
+                // completion events fetched and not acknowledged.
+                unsafe { sys::ibv_ack_cq_events(p.cast(), self.comp_unacked.get()) };
+            }
+        }
+        self.async_unacked.set(0);
+        self.comp_unacked.set(0);
+    }
+
     /// Destroys the object now; on failure nothing changes.
-    fn destroy(&self) -> Result<()> {
+    pub(crate) fn destroy(&self) -> Result<()> {
         let p = self.get(K::DESTROY)?;
+        if self.borrowed {
+            return Err(Error::new(
+                K::DESTROY,
+                ErrorKind::Busy,
+                format!(
+                    "this {} belongs to an rdma_cm id: rdma_destroy_qp (or dropping the id) destroys it",
+                    K::WHAT
+                ),
+            ));
+        }
+        self.check_no_unacked(K::DESTROY)?;
         // SAFETY: `p` is live (non-null and not destroyed: `raw` is nulled
         // only below, after a successful destroy). C checks dependants itself
         // and answers EBUSY; the kernel refuses to free objects still in use.
@@ -136,7 +251,8 @@ impl<K: CKind> Owned<K> {
 
 impl<K: CKind> Drop for Owned<K> {
     fn drop(&mut self) {
-        if !self.raw.get().is_null() {
+        if !self.raw.get().is_null() && !self.borrowed {
+            self.ack_outstanding();
             if let Err(e) = self.destroy() {
                 eprintln!(
                     "backend-hw: leaking a {} whose last handle was dropped: {e}",
@@ -154,19 +270,55 @@ impl<K: CKind> Drop for Owned<K> {
 // a parent therefore always outlives its children in C.
 // ---------------------------------------------------------------------------
 
-struct ContextInner {
-    raw: *mut sys::ibv_context,
+/// The QPs, CQs and SRQs of one context by C address, so that events name
+/// the handles the user holds (see `crate::registry`).
+#[derive(Default)]
+pub(crate) struct Objects {
+    pub(crate) qps: PtrRegistry<QpInner>,
+    pub(crate) cqs: PtrRegistry<CqInner>,
+    pub(crate) srqs: PtrRegistry<SrqInner>,
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) raw: *mut sys::ibv_context,
     /// The `HwVerbs` instance that opened it.
-    owner: u64,
-    process: ProcessId,
-    name: String,
+    pub(crate) owner: u64,
+    pub(crate) process: ProcessId,
+    pub(crate) name: String,
     /// Objects created on this context and not yet destroyed.
-    live: Cell<usize>,
-    closed: Cell<bool>,
+    pub(crate) live: Cell<usize>,
+    pub(crate) closed: Cell<bool>,
+    /// Opened by librdmacm (the `verbs` of an `rdma_cm_id`): librdmacm
+    /// closes it, never us.
+    pub(crate) borrowed: bool,
+    /// `async_fd` has been made non-blocking.
+    pub(crate) async_nonblock: Cell<bool>,
+    /// Objects of this context by address, for events.
+    pub(crate) objects: RefCell<Objects>,
 }
 
 impl ContextInner {
-    fn get(&self, verb: Verb, owner: u64) -> Result<*mut sys::ibv_context> {
+    pub(crate) fn new(
+        raw: *mut sys::ibv_context,
+        owner: u64,
+        process: ProcessId,
+        name: String,
+        borrowed: bool,
+    ) -> Self {
+        Self {
+            raw,
+            owner,
+            process,
+            name,
+            live: Cell::new(0),
+            closed: Cell::new(false),
+            borrowed,
+            async_nonblock: Cell::new(false),
+            objects: RefCell::default(),
+        }
+    }
+
+    pub(crate) fn get(&self, verb: Verb, owner: u64) -> Result<*mut sys::ibv_context> {
         if self.owner != owner {
             return Err(foreign(verb, "device context"));
         }
@@ -179,6 +331,13 @@ impl ContextInner {
     fn close(&self) -> Result<()> {
         if self.closed.get() {
             return Err(stale(Verb::CloseDevice, "device context"));
+        }
+        if self.borrowed {
+            return Err(Error::new(
+                Verb::CloseDevice,
+                ErrorKind::Busy,
+                "this device context was opened by librdmacm (an rdma_cm id's `verbs`); librdmacm closes it",
+            ));
         }
         // SAFETY: `raw` came from `ibv_open_device`, is not closed yet, and no
         // object created on it is alive (`live == 0`, checked by callers).
@@ -194,7 +353,7 @@ impl ContextInner {
 impl Drop for ContextInner {
     fn drop(&mut self) {
         // Every child holds an Arc to this inner, so none is alive here.
-        if !self.closed.get() {
+        if !self.closed.get() && !self.borrowed {
             if let Err(e) = self.close() {
                 eprintln!("backend-hw: leaking device context {}: {e}", self.name);
             }
@@ -206,7 +365,7 @@ macro_rules! handle {
     ($(#[$m:meta])* $name:ident, $inner:ident) => {
         $(#[$m])*
         #[derive(Clone)]
-        pub struct $name(Arc<$inner>);
+        pub struct $name(pub(crate) Arc<$inner>);
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, concat!(stringify!($name), "({:p})"), Arc::as_ptr(&self.0))
@@ -221,27 +380,29 @@ handle!(
     HwContext, ContextInner
 );
 
-struct PdInner {
-    obj: Owned<KPd>,
+pub(crate) struct PdInner {
+    pub(crate) obj: Owned<KPd>,
 }
 handle!(
     /// A protection domain.
     HwPd, PdInner
 );
 
-struct ChanInner {
-    obj: Owned<KChan>,
+pub(crate) struct ChanInner {
+    pub(crate) obj: Owned<KChan>,
+    /// The channel's fd has been made non-blocking.
+    pub(crate) nonblock: Cell<bool>,
 }
 handle!(
     /// A completion channel.
     HwCompChannel, ChanInner
 );
 
-struct CqInner {
-    obj: Owned<KCq>,
+pub(crate) struct CqInner {
+    pub(crate) obj: Owned<KCq>,
     /// Released after the CQ is destroyed (a channel must outlive its CQs).
-    _channel: Option<HwCompChannel>,
-    cq_context: u64,
+    pub(crate) _channel: Option<HwCompChannel>,
+    pub(crate) cq_context: u64,
 }
 handle!(
     /// A completion queue; keeps its completion channel alive.
@@ -271,7 +432,7 @@ impl Drop for PageBuf {
     }
 }
 
-struct MrInner {
+pub(crate) struct MrInner {
     /// Deregistered first (R12: the registration dies before the buffer)...
     obj: Owned<KMr>,
     /// ...then the bytes are freed...
@@ -285,8 +446,8 @@ handle!(
     HwMr, MrInner
 );
 
-struct SrqInner {
-    obj: Owned<KSrq>,
+pub(crate) struct SrqInner {
+    pub(crate) obj: Owned<KSrq>,
     _pd: Option<HwPd>,
     _cq: Option<HwCq>,
     _xrcd: Option<HwXrcd>,
@@ -296,16 +457,32 @@ handle!(
     HwSrq, SrqInner
 );
 
-struct QpInner {
-    obj: Owned<KQp>,
-    qp_num: u32,
-    qp_type: QpType,
-    dc_type: Option<DcType>,
-    _send_cq: Option<HwCq>,
-    _recv_cq: Option<HwCq>,
-    _srq: Option<HwSrq>,
-    _pd: Option<HwPd>,
-    _xrcd: Option<HwXrcd>,
+pub(crate) struct QpInner {
+    pub(crate) obj: Owned<KQp>,
+    pub(crate) qp_num: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) dc_type: Option<DcType>,
+    pub(crate) _send_cq: Option<HwCq>,
+    pub(crate) _recv_cq: Option<HwCq>,
+    pub(crate) _srq: Option<HwSrq>,
+    pub(crate) _pd: Option<HwPd>,
+    pub(crate) _xrcd: Option<HwXrcd>,
+}
+
+impl Live for QpInner {
+    fn is_live_at(&self, addr: usize) -> bool {
+        addr != 0 && self.obj.raw.get() as usize == addr
+    }
+}
+impl Live for CqInner {
+    fn is_live_at(&self, addr: usize) -> bool {
+        addr != 0 && self.obj.raw.get() as usize == addr
+    }
+}
+impl Live for SrqInner {
+    fn is_live_at(&self, addr: usize) -> bool {
+        addr != 0 && self.obj.raw.get() as usize == addr
+    }
 }
 handle!(
     /// A queue pair (also DCI/DCT and opened XRC_TGT QPs); keeps its PD,
@@ -313,8 +490,8 @@ handle!(
     HwQp, QpInner
 );
 
-struct AhInner {
-    obj: Owned<KAh>,
+pub(crate) struct AhInner {
+    pub(crate) obj: Owned<KAh>,
     _pd: HwPd,
 }
 handle!(
@@ -322,7 +499,7 @@ handle!(
     HwAh, AhInner
 );
 
-struct XrcdInner {
+pub(crate) struct XrcdInner {
     obj: Owned<KXrcd>,
     id: u64,
 }
@@ -330,16 +507,6 @@ handle!(
     /// An XRC domain (modern `ibv_xrcd` and legacy `ibv_xrc_domain`).
     HwXrcd, XrcdInner
 );
-
-/// rdma_cm is not implemented by this backend yet: no value of this type
-/// can exist.
-#[derive(Clone, Debug)]
-pub struct HwCmChannel(core::convert::Infallible);
-
-/// rdma_cm is not implemented by this backend yet: no value of this type
-/// can exist.
-#[derive(Clone, Debug)]
-pub struct HwCmId(core::convert::Infallible);
 
 // ---------------------------------------------------------------------------
 // HwVerbs
@@ -352,9 +519,12 @@ pub struct HwCmId(core::convert::Infallible);
 /// sees a child outlive its parent. Handles from one `HwVerbs` are refused by
 /// another (so two instances cannot hand out aliasing MR slices).
 pub struct HwVerbs {
-    id: u64,
+    pub(crate) id: u64,
     /// Legacy XRC receive-QP registrations, kept in the library.
     legacy_xrc: RefCell<LegacyXrcRegistry<HwQp>>,
+    /// The device contexts librdmacm opened, by address, as handles
+    /// (`rdma_id_info`'s `verbs`).
+    pub(crate) cm_contexts: RefCell<std::collections::BTreeMap<usize, HwContext>>,
 }
 
 impl fmt::Debug for HwVerbs {
@@ -463,7 +633,7 @@ fn cap_to_c(c: &QpCap) -> sys::ibv_qp_cap {
     }
 }
 
-fn cap_from_c(c: &sys::ibv_qp_cap) -> QpCap {
+pub(crate) fn cap_from_c(c: &sys::ibv_qp_cap) -> QpCap {
     QpCap {
         max_send_wr: c.max_send_wr,
         max_recv_wr: c.max_recv_wr,
@@ -538,7 +708,7 @@ fn qp_attr_from_c(a: &sys::ibv_qp_attr) -> QpAttr {
 /// C structs for which the all-zero bit pattern is a valid value: each is
 /// made only of integers, raw pointers, `Option<fn>`s, byte arrays and
 /// unions of those.
-trait ZeroValid {}
+pub(crate) trait ZeroValid {}
 impl ZeroValid for sys::ibv_qp_attr {}
 impl ZeroValid for sys::ibv_qp_init_attr {}
 impl ZeroValid for sys::ibv_qp_init_attr_ex {}
@@ -551,9 +721,10 @@ impl ZeroValid for sys::ibv_srq_init_attr {}
 impl ZeroValid for sys::ibv_srq_init_attr_ex {}
 impl ZeroValid for sys::ibv_qp_open_attr {}
 impl ZeroValid for sys::ibv_xrcd_init_attr {}
+impl ZeroValid for sys::rdma_conn_param {}
 
 /// A zero-initialised C struct.
-fn zeroed<T: ZeroValid>() -> T {
+pub(crate) fn zeroed<T: ZeroValid>() -> T {
     // SAFETY: `ZeroValid` is implemented only for types whose all-zero bit
     // pattern is a valid value (see the trait).
     unsafe { core::mem::MaybeUninit::<T>::zeroed().assume_init() }
@@ -582,10 +753,11 @@ impl HwVerbs {
         Self {
             id: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             legacy_xrc: RefCell::default(),
+            cm_contexts: RefCell::default(),
         }
     }
 
-    fn ctx<'a>(
+    pub(crate) fn ctx<'a>(
         &self,
         c: &'a HwContext,
         verb: Verb,
@@ -593,7 +765,7 @@ impl HwVerbs {
         Ok((c.0.get(verb, self.id)?, &c.0))
     }
 
-    fn check_owner(&self, ctx: &ContextInner, verb: Verb, what: &str) -> Result<()> {
+    pub(crate) fn check_owner(&self, ctx: &ContextInner, verb: Verb, what: &str) -> Result<()> {
         if ctx.owner == self.id {
             Ok(())
         } else {
@@ -612,7 +784,7 @@ impl HwVerbs {
         // SAFETY: `p` is a QP just returned by the library.
         let qp_num = unsafe { (*p.as_ptr()).qp_num };
         let _ = verb;
-        HwQp(Arc::new(QpInner {
+        let qp = HwQp(Arc::new(QpInner {
             obj: Owned::new(p, ctx),
             qp_num,
             qp_type: attr.qp_type,
@@ -622,11 +794,13 @@ impl HwVerbs {
             _srq: attr.srq.cloned(),
             _pd: attr.pd.cloned(),
             _xrcd: attr.xrcd.cloned(),
-        }))
+        }));
+        register_qp(&qp);
+        qp
     }
 
     /// Builds the C `ibv_qp_init_attr_ex`, checking every handle.
-    fn qp_init_to_c(
+    pub(crate) fn qp_init_to_c(
         &self,
         verb: Verb,
         attr: &QpInitAttrEx<'_, Self>,
@@ -664,7 +838,7 @@ impl HwVerbs {
         Ok(c)
     }
 
-    fn qp_ptr(&self, qp: &HwQp, verb: Verb) -> Result<*mut sys::ibv_qp> {
+    pub(crate) fn qp_ptr(&self, qp: &HwQp, verb: Verb) -> Result<*mut sys::ibv_qp> {
         self.check_owner(&qp.0.obj.ctx, verb, "QP")?;
         qp.0.obj.get(verb)
     }
@@ -703,6 +877,204 @@ impl HwVerbs {
             }
             _ => c_error(Verb::ModifyQp, EINVAL, "ibv_modify_qp"),
         }
+    }
+
+    /// One `SendWr` as a C `ibv_send_wr` (unlinked) and its SGE array.
+    fn send_wr_to_c(&self, w: &SendWr<'_, Self>) -> Result<(sys::ibv_send_wr, Vec<sys::ibv_sge>)> {
+        let verb = Verb::PostSend;
+        if w.dc.is_some() {
+            return Err(Error::invalid(
+                verb,
+                "DC addressing (dc: Some) on a QP that is not a DCI",
+            ));
+        }
+        let mut c: sys::ibv_send_wr = zeroed();
+        c.wr_id = w.wr_id;
+        c.opcode = w.opcode.to_raw();
+        c.send_flags = w.send_flags.bits();
+        c.imm_data_invalidated_rkey_union.imm_data = if w.opcode == WrOpcode::SendWithInv {
+            w.imm_data
+        } else {
+            w.imm_data.to_be()
+        };
+        match w.opcode {
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+                c.wr.atomic = sys::atomic_t {
+                    remote_addr: w.atomic.remote_addr,
+                    compare_add: w.atomic.compare_add,
+                    swap: w.atomic.swap,
+                    rkey: w.atomic.rkey,
+                };
+            }
+            _ => {
+                c.wr.rdma = sys::rdma_t {
+                    remote_addr: w.rdma.remote_addr,
+                    rkey: w.rdma.rkey,
+                }
+            }
+        }
+        if let Some(ud) = &w.ud {
+            self.check_owner(&ud.ah.0.obj.ctx, verb, "AH")?;
+            let ah = ud.ah.0.obj.get(verb)?;
+            c.wr.ud = sys::ud_t {
+                ah,
+                remote_qpn: ud.remote_qpn,
+                remote_qkey: ud.remote_qkey,
+            };
+        }
+        c.qp_type.xrc = sys::xrc_t {
+            remote_srqn: w.remote_srqn,
+        };
+        c.num_sge =
+            c_int::try_from(w.sg_list.len()).map_err(|_| Error::invalid(verb, "too many SGEs"))?;
+        Ok((c, sges_to_c(w.sg_list)))
+    }
+
+    /// Posts on a DCI through the `ibv_wr_*` API (see `crate::dc` for how
+    /// `bad_wr` maps onto it).
+    ///
+    /// # Safety
+    ///
+    /// `p` is the live DCI of `qp`; the SGE memory follows `post_send`'s
+    /// contract.
+    #[cfg(feature = "mlx5")]
+    unsafe fn post_send_dci(&self, p: *mut sys::ibv_qp, wrs: &[SendWr<'_, Self>]) -> Result<()> {
+        use crate::dc;
+        use crate::ffi::mlx5dv as dv;
+        use verbs_api::errno::EOPNOTSUPP;
+        let verb = Verb::PostSend;
+        // SAFETY: live QP; returns NULL unless it was created extended.
+        let qpx = unsafe { sys::ibv_qp_to_qp_ex(p) };
+        if qpx.is_null() {
+            return Err(Error::from_errno(
+                verb,
+                EOPNOTSUPP,
+                "the DCI was created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, so it has no ibv_wr_* API",
+            )
+            .with_bad_wr(0));
+        }
+        // SAFETY: `qpx` is the live extended QP of an mlx5 QP (a DCI is
+        // only made by mlx5dv_create_qp).
+        let mqpx = unsafe { dv::mlx5dv_qp_ex_from_ibv_qp_ex(qpx) };
+        if mqpx.is_null() {
+            return Err(Error::from_errno(
+                verb,
+                EOPNOTSUPP,
+                "mlx5dv_qp_ex_from_ibv_qp_ex returned NULL",
+            )
+            .with_bad_wr(0));
+        }
+        let mut batch = Vec::with_capacity(wrs.len());
+        let mut failure = None;
+        for (i, w) in wrs.iter().enumerate() {
+            // SAFETY: live tables of this live DCI.
+            match unsafe { self.dc_wr_to_c(w, qpx, mqpx) } {
+                Ok(d) => batch.push(d),
+                Err(e) => {
+                    failure = Some(e.with_bad_wr(i));
+                    break;
+                }
+            }
+        }
+        // SAFETY: (1) live tables, `&mut self` excludes other posters;
+        // (2) every request passed `unbuildable`; (3) AHs checked live and
+        // ours; (4) our caller's contract.
+        let rc = unsafe { dc::post_batch(qpx, mqpx, &batch) };
+        if rc != 0 {
+            let name = errno::name(rc).unwrap_or("E?");
+            return Err(Error::from_errno(
+                verb,
+                rc,
+                format!(
+                    "ibv_wr_complete failed: {name}: the provider refused the batch, so none of its {} \
+                     work request(s) was posted (the ibv_wr API fails whole batches)",
+                    batch.len()
+                ),
+            )
+            .with_bad_wr(0));
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// One DC request, checked against the DCI's builders.
+    ///
+    /// # Safety
+    ///
+    /// `qpx`/`mqpx` are the live extended tables of a live DCI.
+    #[cfg(feature = "mlx5")]
+    unsafe fn dc_wr_to_c(
+        &self,
+        w: &SendWr<'_, Self>,
+        qpx: *mut sys::ibv_qp_ex,
+        mqpx: *mut crate::ffi::mlx5dv::mlx5dv_qp_ex,
+    ) -> Result<crate::dc::DcWr> {
+        use crate::ffi::verbs::WrBuilder as B;
+        use verbs_api::errno::EOPNOTSUPP;
+        let verb = Verb::PostSend;
+        let Some(dc) = &w.dc else {
+            return Err(Error::invalid(
+                verb,
+                "a work request on a DCI needs DC addressing (dc: Some(DcInfo))",
+            ));
+        };
+        self.check_owner(&dc.ah.0.obj.ctx, verb, "AH")?;
+        let ah = dc.ah.0.obj.get(verb)?;
+        let (r, a) = (&w.rdma, &w.atomic);
+        let op = match w.opcode {
+            WrOpcode::RdmaWrite => B::RdmaWrite {
+                rkey: r.rkey,
+                addr: r.remote_addr,
+            },
+            WrOpcode::RdmaWriteWithImm => B::RdmaWriteImm {
+                rkey: r.rkey,
+                addr: r.remote_addr,
+                imm_be: w.imm_data.to_be(),
+            },
+            WrOpcode::Send => B::Send,
+            WrOpcode::SendWithImm => B::SendImm {
+                imm_be: w.imm_data.to_be(),
+            },
+            WrOpcode::RdmaRead => B::RdmaRead {
+                rkey: r.rkey,
+                addr: r.remote_addr,
+            },
+            WrOpcode::AtomicCmpAndSwp => B::CmpSwp {
+                rkey: a.rkey,
+                addr: a.remote_addr,
+                compare: a.compare_add,
+                swap: a.swap,
+            },
+            WrOpcode::AtomicFetchAndAdd => B::FetchAdd {
+                rkey: a.rkey,
+                addr: a.remote_addr,
+                add: a.compare_add,
+            },
+            other => {
+                return Err(Error::from_errno(
+                    verb,
+                    EOPNOTSUPP,
+                    format!(
+                        "opcode {other} is not supported on a DCI by the backend's ibv_wr path"
+                    ),
+                ))
+            }
+        };
+        let d = crate::dc::DcWr {
+            wr_id: w.wr_id,
+            wr_flags: (w.send_flags - SendFlags::INLINE).bits(),
+            op,
+            ah,
+            remote_dctn: dc.remote_dctn,
+            remote_dc_key: dc.remote_dc_key,
+            stream_id: dc.stream_id,
+            sges: sges_to_c(w.sg_list),
+            inline: w.send_flags.contains(SendFlags::INLINE),
+        };
+        // SAFETY: live tables (caller).
+        if let Some(why) = unsafe { crate::dc::unbuildable(qpx, mqpx, &d) } {
+            return Err(Error::from_errno(verb, EOPNOTSUPP, why));
+        }
+        Ok(d)
     }
 
     fn legacy_key(xrcd: &HwXrcd, qp_num: u32) -> (String, u32) {
@@ -801,14 +1173,9 @@ impl Verbs for HwVerbs {
                 )
             }
         };
-        Ok(HwContext(Arc::new(ContextInner {
-            raw,
-            owner: self.id,
-            process,
-            name,
-            live: Cell::new(0),
-            closed: Cell::new(false),
-        })))
+        Ok(HwContext(Arc::new(ContextInner::new(
+            raw, self.id, process, name, false,
+        ))))
     }
 
     fn close_device(&mut self, ctx: &HwContext) -> Result<()> {
@@ -958,9 +1325,13 @@ impl Verbs for HwVerbs {
                 "ibv_create_comp_channel",
             )
         })?;
-        Ok(HwCompChannel(Arc::new(ChanInner {
+        let ch = HwCompChannel(Arc::new(ChanInner {
             obj: Owned::new(p, inner),
-        })))
+            nonblock: Cell::new(false),
+        }));
+        // `ibv_get_cq_event` is non-blocking in this API: make the fd so now.
+        ensure_chan_nonblocking(&ch, Verb::CreateCompChannel)?;
+        Ok(ch)
     }
 
     fn destroy_comp_channel(&mut self, channel: &HwCompChannel) -> Result<()> {
@@ -991,11 +1362,13 @@ impl Verbs for HwVerbs {
             unsafe { sys::ibv_create_cq(c, cqe, init.cq_context as usize as *mut _, chan, vector) };
         let p = NonNull::new(p)
             .ok_or_else(|| c_error(Verb::CreateCq, last_errno(), "ibv_create_cq"))?;
-        Ok(HwCq(Arc::new(CqInner {
+        let cq = HwCq(Arc::new(CqInner {
             obj: Owned::new(p, inner),
             _channel: init.channel.cloned(),
             cq_context: init.cq_context,
-        })))
+        }));
+        register_cq(&cq);
+        Ok(cq)
     }
 
     fn cq_info(&mut self, cq: &HwCq) -> Result<CqInfo> {
@@ -1025,12 +1398,19 @@ impl Verbs for HwVerbs {
     }
 
     fn ack_cq_events(&mut self, cq: &HwCq, nevents: u32) -> Result<()> {
-        self.check_owner(&cq.0.obj.ctx, Verb::AckCqEvents, "CQ")?;
-        let p = cq.0.obj.get(Verb::AckCqEvents)?;
-        // SAFETY: live CQ; acknowledging more events than were received is
-        // the caller's logic error, which libibverbs tolerates (a counter).
-        unsafe { sys::ibv_ack_cq_events(p, nevents) };
-        Ok(())
+        crate::events::ack_cq_events(self, cq, nevents)
+    }
+
+    fn get_cq_event(&mut self, channel: &HwCompChannel) -> Result<Option<HwCq>> {
+        crate::events::get_cq_event(self, channel)
+    }
+
+    fn get_async_event(&mut self, ctx: &HwContext) -> Result<Option<AsyncEvent<Self>>> {
+        crate::events::get_async_event(self, ctx)
+    }
+
+    fn ack_async_event(&mut self, event: &AsyncEvent<Self>) -> Result<()> {
+        crate::events::ack_async_event(self, event)
     }
 
     fn poll_cq(&mut self, cq: &HwCq, wc: &mut [Wc]) -> Result<usize> {
@@ -1155,12 +1535,14 @@ impl Verbs for HwVerbs {
             .ok_or_else(|| c_error(Verb::CreateSrq, last_errno(), "ibv_create_srq"))?;
         attr.max_wr = init.attr.max_wr;
         attr.max_sge = init.attr.max_sge;
-        Ok(HwSrq(Arc::new(SrqInner {
+        let srq = HwSrq(Arc::new(SrqInner {
             obj: Owned::new(s, &pd.0.obj.ctx),
             _pd: Some(pd.clone()),
             _cq: None,
             _xrcd: None,
-        })))
+        }));
+        register_srq(&srq);
+        Ok(srq)
     }
 
     fn create_srq_ex(
@@ -1197,12 +1579,14 @@ impl Verbs for HwVerbs {
             .map_err(|e| c_error(verb, e, "ibv_create_srq_ex"))?;
         attr.attr.max_wr = init.attr.max_wr;
         attr.attr.max_sge = init.attr.max_sge;
-        Ok(HwSrq(Arc::new(SrqInner {
+        let srq = HwSrq(Arc::new(SrqInner {
             obj: Owned::new(s, inner),
             _pd: attr.pd.cloned(),
             _cq: attr.cq.cloned(),
             _xrcd: attr.xrcd.cloned(),
-        })))
+        }));
+        register_srq(&srq);
+        Ok(srq)
     }
 
     fn modify_srq(&mut self, srq: &HwSrq, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
@@ -1407,65 +1791,35 @@ impl Verbs for HwVerbs {
         if wrs.is_empty() {
             return Ok(());
         }
+        #[cfg(feature = "mlx5")]
+        if qp.0.dc_type == Some(DcType::Dci) {
+            // SAFETY: `p` is this live DCI; the memory contract is ours,
+            // passed on unchanged.
+            return unsafe { self.post_send_dci(p, wrs) };
+        }
+        // Convert up to the first request that fails a check; the ones
+        // before it are posted (C's `bad_wr` contract), then its error is
+        // reported.
         let mut sges: Vec<Vec<sys::ibv_sge>> = Vec::with_capacity(wrs.len());
         let mut cw: Vec<sys::ibv_send_wr> = Vec::with_capacity(wrs.len());
+        let mut failure = None;
         for (i, w) in wrs.iter().enumerate() {
-            if w.dc.is_some() {
-                return Err(Error::not_implemented(verb, BACKEND).with_bad_wr(i));
-            }
-            let mut c: sys::ibv_send_wr = zeroed();
-            c.wr_id = w.wr_id;
-            c.opcode = w.opcode.to_raw();
-            c.send_flags = w.send_flags.bits();
-            c.imm_data_invalidated_rkey_union.imm_data = if w.opcode == WrOpcode::SendWithInv {
-                w.imm_data
-            } else {
-                w.imm_data.to_be()
-            };
-            match w.opcode {
-                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
-                    c.wr.atomic = sys::atomic_t {
-                        remote_addr: w.atomic.remote_addr,
-                        compare_add: w.atomic.compare_add,
-                        swap: w.atomic.swap,
-                        rkey: w.atomic.rkey,
-                    };
+            match self.send_wr_to_c(w) {
+                Ok((c, s)) => {
+                    cw.push(c);
+                    sges.push(s);
                 }
-                _ => {
-                    c.wr.rdma = sys::rdma_t {
-                        remote_addr: w.rdma.remote_addr,
-                        rkey: w.rdma.rkey,
-                    }
+                Err(e) => {
+                    failure = Some(e.with_bad_wr(i));
+                    break;
                 }
             }
-            if let Some(ud) = &w.ud {
-                self.check_owner(&ud.ah.0.obj.ctx, verb, "AH")
-                    .map_err(|e| e.with_bad_wr(i))?;
-                let ah = ud.ah.0.obj.get(verb).map_err(|e| e.with_bad_wr(i))?;
-                c.wr.ud = sys::ud_t {
-                    ah,
-                    remote_qpn: ud.remote_qpn,
-                    remote_qkey: ud.remote_qkey,
-                };
-            }
-            c.qp_type.xrc = sys::xrc_t {
-                remote_srqn: w.remote_srqn,
-            };
-            sges.push(
-                w.sg_list
-                    .iter()
-                    .map(|s| sys::ibv_sge {
-                        addr: s.addr,
-                        length: s.length,
-                        lkey: s.lkey,
-                    })
-                    .collect(),
-            );
-            c.num_sge = c_int::try_from(w.sg_list.len())
-                .map_err(|_| Error::invalid(verb, "too many SGEs").with_bad_wr(i))?;
-            cw.push(c);
+        }
+        if cw.is_empty() {
+            return failure.map_or(Ok(()), Err);
         }
         // Link the chain now that neither vector moves any more.
+        let n = cw.len();
         let base = cw.as_mut_ptr();
         for (i, (c, s)) in cw.iter_mut().zip(sges.iter_mut()).enumerate() {
             c.sg_list = if s.is_empty() {
@@ -1473,8 +1827,8 @@ impl Verbs for HwVerbs {
             } else {
                 s.as_mut_ptr()
             };
-            // SAFETY: `i + 1 <= len`, so the pointer stays inside (or one past) `cw`.
-            c.next = if i + 1 < wrs.len() {
+            c.next = if i + 1 < n {
+                // SAFETY: `i + 1 < n`, so the pointer stays inside `cw`.
                 unsafe { base.add(i + 1) }
             } else {
                 ptr::null_mut()
@@ -1487,15 +1841,15 @@ impl Verbs for HwVerbs {
         // (4) the memory named by the SGEs is this method's own `# Safety`
         // contract, passed on to our caller.
         let rc = unsafe { fv::ibv_post_send(p, base, &mut bad) };
-        if rc == 0 {
-            return Ok(());
+        if rc != 0 {
+            let idx = if bad.is_null() {
+                0
+            } else {
+                (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
+            };
+            return Err(c_error(verb, rc, "ibv_post_send").with_bad_wr(idx));
         }
-        let idx = if bad.is_null() {
-            0
-        } else {
-            (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
-        };
-        Err(c_error(verb, rc, "ibv_post_send").with_bad_wr(idx))
+        failure.map_or(Ok(()), Err)
     }
 
     #[allow(unsafe_code)]
@@ -1691,6 +2045,98 @@ impl Verbs for HwVerbs {
         Ok(())
     }
 
+    fn rdma_create_event_channel(&mut self) -> Result<HwCmChannel> {
+        self.cm_create_event_channel()
+    }
+
+    fn rdma_destroy_event_channel(&mut self, channel: &HwCmChannel) -> Result<()> {
+        self.cm_destroy_event_channel(channel)
+    }
+
+    fn rdma_create_id(
+        &mut self,
+        channel: &HwCmChannel,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<HwCmId> {
+        self.cm_create_id(channel, context, ps)
+    }
+
+    fn rdma_destroy_id(&mut self, id: &HwCmId) -> Result<()> {
+        self.cm_destroy_id(id)
+    }
+
+    fn rdma_id_info(&mut self, id: &HwCmId) -> Result<CmIdInfo<Self>> {
+        self.cm_id_info(id)
+    }
+
+    fn rdma_bind_addr(&mut self, id: &HwCmId, addr: std::net::SocketAddr) -> Result<()> {
+        self.cm_bind_addr(id, addr)
+    }
+
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &HwCmId,
+        src: Option<std::net::SocketAddr>,
+        dst: std::net::SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        self.cm_resolve_addr(id, src, dst, timeout_ms)
+    }
+
+    fn rdma_resolve_route(&mut self, id: &HwCmId, timeout_ms: u32) -> Result<()> {
+        self.cm_resolve_route(id, timeout_ms)
+    }
+
+    fn rdma_listen(&mut self, id: &HwCmId, backlog: i32) -> Result<()> {
+        self.cm_listen(id, backlog)
+    }
+
+    fn rdma_connect(&mut self, id: &HwCmId, param: &ConnParam) -> Result<()> {
+        self.cm_connect(id, param, false)
+    }
+
+    fn rdma_accept(&mut self, id: &HwCmId, param: &ConnParam) -> Result<()> {
+        self.cm_connect(id, param, true)
+    }
+
+    fn rdma_reject(&mut self, id: &HwCmId, private_data: &[u8]) -> Result<()> {
+        self.cm_reject(id, private_data)
+    }
+
+    fn rdma_disconnect(&mut self, id: &HwCmId) -> Result<()> {
+        self.cm_disconnect(id)
+    }
+
+    fn rdma_get_cm_event(&mut self, channel: &HwCmChannel) -> Result<Option<CmEvent<Self>>> {
+        self.cm_get_event(channel)
+    }
+
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {
+        self.cm_ack_event(event)
+    }
+
+    fn rdma_create_qp(
+        &mut self,
+        id: &HwCmId,
+        pd: Option<&HwPd>,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<HwQp> {
+        self.cm_create_qp(id, Some(pd), attr)
+    }
+
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &HwCmId,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<HwQp> {
+        self.cm_create_qp(id, None, attr)
+    }
+
+    fn rdma_destroy_qp(&mut self, id: &HwCmId) -> Result<()> {
+        self.cm_destroy_qp(id)
+    }
+
     #[cfg(feature = "mlx5")]
     fn mlx5dv_query_device(
         &mut self,
@@ -1795,6 +2241,48 @@ impl Verbs for HwVerbs {
     }
 }
 
+fn sges_to_c(s: &[Sge]) -> Vec<sys::ibv_sge> {
+    s.iter()
+        .map(|s| sys::ibv_sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+        .collect()
+}
+
+/// Records a new QP in its context's registry (for events).
+pub(crate) fn register_qp(qp: &HwQp) {
+    let addr = qp.0.obj.raw.get() as usize;
+    qp.0.obj.ctx.objects.borrow_mut().qps.insert(addr, &qp.0);
+}
+
+/// Records a new CQ in its context's registry (for events).
+pub(crate) fn register_cq(cq: &HwCq) {
+    let addr = cq.0.obj.raw.get() as usize;
+    cq.0.obj.ctx.objects.borrow_mut().cqs.insert(addr, &cq.0);
+}
+
+/// Records a new SRQ in its context's registry (for events).
+pub(crate) fn register_srq(srq: &HwSrq) {
+    let addr = srq.0.obj.raw.get() as usize;
+    srq.0.obj.ctx.objects.borrow_mut().srqs.insert(addr, &srq.0);
+}
+
+/// Makes a completion channel's fd non-blocking (once).
+pub(crate) fn ensure_chan_nonblocking(ch: &HwCompChannel, verb: Verb) -> Result<()> {
+    if ch.0.nonblock.get() {
+        return Ok(());
+    }
+    let p = ch.0.obj.get(verb)?;
+    // SAFETY: `p` is a live completion channel; `fd` is a plain field.
+    let fd = unsafe { (*p).fd };
+    crate::ffi::posix::set_nonblocking(fd)
+        .map_err(|e| c_error(verb, e, "fcntl(channel->fd, F_SETFL, O_NONBLOCK)"))?;
+    ch.0.nonblock.set(true);
+    Ok(())
+}
+
 fn open_xrcd_impl(
     hw: &HwVerbs,
     ctx: &HwContext,
@@ -1870,8 +2358,8 @@ fn post_recv_chain(
         } else {
             s.as_mut_ptr()
         };
-        // SAFETY: `i + 1 < len`, so the pointer is inside `cw`.
         c.next = if i + 1 < wrs.len() {
+            // SAFETY: `i + 1 < len`, so the pointer is inside `cw`.
             unsafe { base.add(i + 1) }
         } else {
             ptr::null_mut()
@@ -1933,6 +2421,296 @@ mod tests {
             PageBuf::new(0).is_some(),
             "a zero-length MR still gets a page"
         );
+    }
+
+    // ----------------------------------------------------------------------
+    // rdma_cm, events and DC posting without a device
+    // ----------------------------------------------------------------------
+
+    #[test]
+    fn event_channel_without_kernel_rdma_is_a_clear_error() {
+        // Goal: on a machine without kernel RDMA (this one, CI)
+        // rdma_create_event_channel fails with a kind and a message naming
+        // the C function, the errno and the likely cause; no panic.
+        let mut hw = HwVerbs::unprobed();
+        match hw.rdma_create_event_channel() {
+            Ok(_) => eprintln!("kernel rdma_cm present; skipping the no-RDMA check"),
+            Err(e) => {
+                eprintln!("{e}");
+                assert_eq!(e.verb(), Verb::RdmaCreateEventChannel);
+                assert!(!e.is_not_implemented(), "{e}");
+                let name = errno::name(e.errno()).unwrap();
+                assert!(
+                    e.message()
+                        .starts_with(&format!("rdma_create_event_channel failed: {name}")),
+                    "{e}"
+                );
+                if e.errno() == errno::ENODEV {
+                    assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
+                    assert!(e.message().contains("no RDMA device"), "{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cm_verbs_on_a_destroyed_id_name_the_verb_and_do_not_touch_c() {
+        // Goal: every rdma_cm verb refuses a stale id or channel with EINVAL
+        // and a message, before any C call (the pointers are NULL here, so
+        // a C call would crash the test).
+        let mut hw = HwVerbs::unprobed();
+        let id = HwCmId::stale_for_tests(hw.id);
+        let ch = HwCmChannel::stale_for_tests(hw.id);
+        let addr: std::net::SocketAddr = "10.0.0.1:7471".parse().unwrap();
+        let param = ConnParam::default();
+        let pd: Option<&HwPd> = None;
+        let mut attr = QpInitAttrEx::default();
+        let results: Vec<(Verb, Result<()>)> = vec![
+            (
+                Verb::RdmaDestroyEventChannel,
+                hw.rdma_destroy_event_channel(&ch),
+            ),
+            (
+                Verb::RdmaCreateId,
+                hw.rdma_create_id(&ch, 1, PortSpace::Tcp).map(|_| ()),
+            ),
+            (Verb::RdmaGetCmEvent, hw.rdma_get_cm_event(&ch).map(|_| ())),
+            (Verb::RdmaDestroyId, hw.rdma_destroy_id(&id)),
+            (Verb::RdmaGetLocalAddr, hw.rdma_id_info(&id).map(|_| ())),
+            (Verb::RdmaBindAddr, hw.rdma_bind_addr(&id, addr)),
+            (
+                Verb::RdmaResolveAddr,
+                hw.rdma_resolve_addr(&id, None, addr, 100),
+            ),
+            (Verb::RdmaResolveRoute, hw.rdma_resolve_route(&id, 100)),
+            (Verb::RdmaListen, hw.rdma_listen(&id, 4)),
+            (Verb::RdmaConnect, hw.rdma_connect(&id, &param)),
+            (Verb::RdmaAccept, hw.rdma_accept(&id, &param)),
+            (Verb::RdmaReject, hw.rdma_reject(&id, b"no")),
+            (Verb::RdmaDisconnect, hw.rdma_disconnect(&id)),
+            (
+                Verb::RdmaCreateQp,
+                hw.rdma_create_qp(&id, pd, &mut attr).map(|_| ()),
+            ),
+            (
+                Verb::RdmaCreateQpEx,
+                hw.rdma_create_qp_ex(&id, &mut attr).map(|_| ()),
+            ),
+            (Verb::RdmaDestroyQp, hw.rdma_destroy_qp(&id)),
+        ];
+        for (verb, r) in results {
+            let e = r.unwrap_err();
+            assert_eq!(e.verb(), verb, "{e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.message().contains("already destroyed"), "{e}");
+            assert!(e.to_string().starts_with(verb.c_name()), "{e}");
+        }
+        // Handles of another instance are refused as such.
+        let other = HwCmId::stale_for_tests(hw.id + 1_000_000);
+        let e = hw.rdma_listen(&other, 1).unwrap_err();
+        assert!(e.message().contains("another HwVerbs instance"), "{e}");
+    }
+
+    #[test]
+    fn cm_ack_without_a_pending_event_is_einval() {
+        // Goal: acknowledging an event that was never fetched (or twice) is
+        // refused; C would corrupt the id's event count.
+        let mut hw = HwVerbs::unprobed();
+        let id = HwCmId::stale_for_tests(hw.id);
+        let ev = CmEvent {
+            event: CmEventType::Established,
+            id,
+            listen_id: None,
+            status: 0,
+            private_data: vec![],
+            conn: ConnParam::default(),
+        };
+        let e = hw.rdma_ack_cm_event(ev).unwrap_err();
+        assert_eq!(e.verb(), Verb::RdmaAckCmEvent);
+        assert_eq!(e.errno(), EINVAL);
+        assert!(e.message().contains("no unacknowledged ESTABLISHED"), "{e}");
+    }
+
+    #[test]
+    fn private_data_longer_than_255_bytes_is_einval() {
+        // Goal: C's u8 length would silently truncate; we refuse.
+        let p = ConnParam {
+            private_data: vec![0; 256],
+            ..ConnParam::default()
+        };
+        let e = crate::cm::tests_conn_param(&p).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.message().contains("256 bytes"), "{e}");
+        assert!(crate::cm::tests_conn_param(&ConnParam::default()).is_ok());
+    }
+
+    /// A fake device context: a zeroed `verbs_context` whose `async_fd` is
+    /// one end of a socket pair, wrapped as a *borrowed* context so that
+    /// nothing ever calls `ibv_close_device` on it.
+    struct FakeCtx {
+        ctx: HwContext,
+        _vctx: Box<sys::verbs_context>,
+        fds: (
+            std::os::unix::net::UnixStream,
+            std::os::unix::net::UnixStream,
+        ),
+    }
+
+    fn fake_ctx(owner: u64) -> FakeCtx {
+        use std::os::fd::AsRawFd;
+        let fds = std::os::unix::net::UnixStream::pair().unwrap();
+        // SAFETY: `verbs_context` is a plain C struct of integers, raw
+        // pointers, nullable function pointers and opaque pthread byte
+        // arrays: all zero is a valid value.
+        let mut v: Box<sys::verbs_context> =
+            Box::new(unsafe { core::mem::MaybeUninit::zeroed().assume_init() });
+        v.context.async_fd = fds.0.as_raw_fd();
+        let raw = &raw mut v.context;
+        let ctx = HwContext(Arc::new(ContextInner::new(
+            raw,
+            owner,
+            ProcessId(0),
+            "fake0".into(),
+            true,
+        )));
+        FakeCtx { ctx, _vctx: v, fds }
+    }
+
+    #[test]
+    fn async_events_are_non_blocking() {
+        // Goal: with nothing pending, get_async_event returns Ok(None) at
+        // once (O_NONBLOCK on async_fd, EAGAIN from the real libibverbs)
+        // instead of blocking the thread. Method: a fake context whose
+        // async_fd is an empty socket.
+        let mut hw = HwVerbs::unprobed();
+        let f = fake_ctx(hw.id);
+        assert!(hw.get_async_event(&f.ctx).unwrap().is_none());
+        assert!(f.ctx.0.async_nonblock.get());
+        assert!(hw.get_async_event(&f.ctx).unwrap().is_none());
+        // Another instance's context is refused; a closed one is stale.
+        let mut other = HwVerbs::unprobed();
+        let e = other.get_async_event(&f.ctx).unwrap_err();
+        assert!(e.message().contains("another HwVerbs instance"), "{e}");
+        f.ctx.0.closed.set(true);
+        let e = hw.get_async_event(&f.ctx).unwrap_err();
+        assert_eq!(e.verb(), Verb::GetAsyncEvent);
+        assert!(e.message().contains("already destroyed"), "{e}");
+        drop(f.fds);
+    }
+
+    #[test]
+    fn cq_events_are_non_blocking_and_acks_are_counted() {
+        // Goal: get_cq_event on an empty channel is Ok(None) without
+        // blocking; ack_cq_events refuses to acknowledge more than were
+        // fetched (C's destroy would then wait forever); ack_async_event
+        // refuses an event never fetched. Method: fake channel and CQ.
+        use std::os::fd::AsRawFd;
+        let mut hw = HwVerbs::unprobed();
+        let f = fake_ctx(hw.id);
+        let (rx, _tx) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut chan = sys::ibv_comp_channel {
+            context: f.ctx.0.raw,
+            fd: rx.as_raw_fd(),
+            refcnt: 0,
+        };
+        let ch = HwCompChannel(Arc::new(ChanInner {
+            obj: Owned::borrowed(NonNull::from(&mut chan), &f.ctx.0),
+            nonblock: Cell::new(false),
+        }));
+        assert!(hw.get_cq_event(&ch).unwrap().is_none());
+        assert!(ch.0.nonblock.get());
+
+        // SAFETY: `ibv_cq` is plain C data (pointers, integers, opaque
+        // pthread byte arrays): all zero is valid.
+        let mut raw_cq: sys::ibv_cq = unsafe { core::mem::MaybeUninit::zeroed().assume_init() };
+        let cq = HwCq(Arc::new(CqInner {
+            obj: Owned::borrowed(NonNull::from(&mut raw_cq), &f.ctx.0),
+            _channel: Some(ch.clone()),
+            cq_context: 0,
+        }));
+        register_cq(&cq);
+        let e = hw.ack_cq_events(&cq, 1).unwrap_err();
+        assert_eq!(e.verb(), Verb::AckCqEvents);
+        assert!(e.message().contains("only 0 were fetched"), "{e}");
+        hw.ack_cq_events(&cq, 0).unwrap();
+
+        let ev = AsyncEvent {
+            event_type: AsyncEventType::CqErr,
+            element: AsyncElement::Cq(cq.clone()),
+        };
+        let e = hw.ack_async_event(&ev).unwrap_err();
+        assert_eq!(e.errno(), EINVAL);
+        for element in [
+            AsyncElement::QpNum(7),
+            AsyncElement::Port(1),
+            AsyncElement::Device,
+        ] {
+            let ev = AsyncEvent {
+                event_type: AsyncEventType::PortActive,
+                element,
+            };
+            hw.ack_async_event(&ev).unwrap();
+        }
+
+        // The registry maps the CQ's address back to this very handle.
+        let found = f.ctx.0.objects.borrow().cqs.get(&raw mut raw_cq as usize);
+        assert!(Arc::ptr_eq(&found.unwrap(), &cq.0));
+        // A borrowed object is never destroyed by its handle.
+        let e = hw.destroy_cq(&cq).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        // A stale channel is refused before C is called.
+        ch.0.obj.invalidate();
+        let e = hw.get_cq_event(&ch).unwrap_err();
+        assert!(e.message().contains("already destroyed"), "{e}");
+        cq.0.obj.invalidate();
+    }
+
+    #[test]
+    fn dc_request_on_a_non_dci_qp_is_bad_wr_zero_and_posts_nothing() {
+        // Goal: a WR with DC addressing on an ordinary QP is EINVAL with
+        // bad_wr = its index, and nothing before it is sent to C when it is
+        // first (a C call on this fake QP would crash the test).
+        let mut hw = HwVerbs::unprobed();
+        let f = fake_ctx(hw.id);
+        // SAFETY: `ibv_qp`/`ibv_ah` are plain C data: all zero is valid.
+        let mut raw_qp: sys::ibv_qp = unsafe { core::mem::MaybeUninit::zeroed().assume_init() };
+        // SAFETY: as above.
+        let mut raw_ah: sys::ibv_ah = unsafe { core::mem::MaybeUninit::zeroed().assume_init() };
+        let qp = HwQp(Arc::new(QpInner {
+            obj: Owned::borrowed(NonNull::from(&mut raw_qp), &f.ctx.0),
+            qp_num: 1,
+            qp_type: QpType::Rc,
+            dc_type: None,
+            _send_cq: None,
+            _recv_cq: None,
+            _srq: None,
+            _pd: None,
+            _xrcd: None,
+        }));
+        let ah = HwAh(Arc::new(AhInner {
+            obj: Owned::borrowed(NonNull::from(&mut raw_ah), &f.ctx.0),
+            _pd: HwPd(Arc::new(PdInner {
+                obj: Owned::borrowed(NonNull::dangling(), &f.ctx.0),
+            })),
+        }));
+        let wr = SendWr {
+            opcode: WrOpcode::RdmaWrite,
+            dc: Some(DcInfo {
+                ah: &ah,
+                remote_dctn: 5,
+                remote_dc_key: 6,
+                stream_id: 0,
+            }),
+            ..SendWr::default()
+        };
+        // SAFETY: nothing reaches the hardware (the request is refused).
+        let e = unsafe { hw.post_send(&qp, &[wr]) }.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert_eq!(e.bad_wr(), Some(0));
+        assert!(e.message().contains("not a DCI"), "{e}");
+        ah.0._pd.0.obj.invalidate();
+        ah.0.obj.invalidate();
+        qp.0.obj.invalidate();
     }
 
     #[test]

@@ -35,21 +35,86 @@
 //!   panic during unwinding aborts, and a leak is recoverable.
 //! * Handles are `!Send`: the backend is used from one thread (`&mut self`
 //!   on every verb).
+//! * Objects librdmacm creates for an `rdma_cm_id` (its device context,
+//!   default PD, the QP of `rdma_create_qp` and the CQs and completion
+//!   channels it creates when none are given) are *borrowed* handles: usable
+//!   like any other, never destroyed through them (`EBUSY`), and marked
+//!   stale when librdmacm destroys them (`rdma_destroy_qp`,
+//!   `rdma_destroy_id`, or dropping the id's last handle, which destroys its
+//!   QP first). A CM id keeps its event channel alive;
+//!   `rdma_destroy_event_channel` is `EBUSY` while ids exist.
 //!
-//! ## Not implemented (return `ENOSYS` "not implemented by the hw backend")
+//! ## Events (all non-blocking)
 //!
-//! `rdma_cm` verbs, `ibv_get_async_event`/`ibv_ack_async_event`,
-//! `ibv_get_cq_event` (non-blocking needs `O_NONBLOCK` on the channel fd),
-//! and `post_send` of DC work requests (`dc: Some`, which need the
-//! `ibv_wr_*` API with `mlx5dv_wr_set_dc_addr`; the inline helper is
-//! restated in `ffi::mlx5dv` but not wired yet).
+//! `get_async_event`, `get_cq_event` and `rdma_get_cm_event` set
+//! `O_NONBLOCK` on the descriptor they read (`async_fd`, the completion
+//! channel's fd at creation, the CM channel's fd at creation) and return
+//! `Ok(None)` on `EAGAIN`. Elements come back as the handles the user holds,
+//! through a per-context registry of live QPs, CQs and SRQs by address (a
+//! pointer is only a key; it is looked into only while libibverbs
+//! guarantees it is live). libibverbs and librdmacm make destroy wait
+//! *forever* for unacknowledged events; here an explicit destroy with events
+//! outstanding is `EBUSY`, over-acknowledging is `EINVAL`, and `Drop`
+//! acknowledges what is left before destroying. A CM event is copied out
+//! (private data included) and its C event is kept until
+//! `rdma_ack_cm_event`; the new id of a `CONNECT_REQUEST` becomes a new
+//! [`HwCmId`].
+//!
+//! ## DC work requests
+//!
+//! `post_send` on a DCI goes through the extended-QP API (`ibv_wr_start`,
+//! the opcode builder, `mlx5dv_wr_set_dc_addr[_stream]`,
+//! `ibv_wr_set_sge_list`/`_inline_data_list`, `ibv_wr_complete`); the DCI
+//! must be created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`. `bad_wr` differs
+//! from `ibv_post_send` where the API forces it: checks the backend can
+//! make up front stop at the offending request (the ones before it are
+//! posted), but a failure only the provider sees fails `ibv_wr_complete`
+//! and the **whole batch** is dropped (`bad_wr` = first of the batch).
+//!
+//! ## Thread safety
+//!
+//! Handles are `!Send` (they hold `Cell`s and raw pointers); the backend is
+//! driven from one thread through `&mut self`, which also serialises
+//! polling and posting as libibverbs requires per CQ/QP.
+//!
+//! ## rdma-sys 0.3 defects worked around (`src/ffi/`)
+//!
+//! * Its extended-context check compares `abi_compat` with `u32::MAX`
+//!   instead of `UINTPTR_MAX`, so every extended verb fails or takes the
+//!   legacy path on 64-bit; `ffi::verbs` restates those inlines.
+//! * Its `ibv_create_srq_ex` turns an XRC SRQ request into a basic SRQ.
+//! * Its inline verbs (`ibv_post_send`, `ibv_wr_*`, …) `unwrap()` provider
+//!   function pointers; ours return `EOPNOTSUPP` for a NULL entry.
+//! * Its `ibv_async_event::event_type` is a Rust enum, so an event type it
+//!   lacks would be undefined behaviour; we hand libibverbs a struct with a
+//!   `u32` there (`ffi::verbs::ibv_async_event_raw`, layout-tested).
+//! * It binds no mlx5dv and no `fcntl`/socket address types: `ffi::mlx5dv`
+//!   and `ffi::posix` declare the few items needed, layout-tested against
+//!   the installed headers.
+//!
+//! librdmacm itself dereferences an id's device in `rdma_resolve_route`,
+//! `rdma_connect`, `rdma_accept` and `rdma_create_qp` without checking it;
+//! the backend answers `EINVAL` for an id not bound to a device yet.
+//!
+//! ## Known limits
+//!
+//! * After `RDMA_CM_EVENT_DEVICE_REMOVAL`, librdmacm may close the device
+//!   context once its last id is gone; objects the user created on that
+//!   context must be destroyed first.
+//! * Legacy XRC receive QPs are emulated (see `xrc_legacy`).
+//! * [`raw::RawWrite`] exists for the `hw_post_poll_overhead` benchmark.
 
+mod cm;
+#[cfg(feature = "mlx5")]
+mod dc;
 mod errors;
+mod events;
 mod ffi;
 mod hw;
+pub mod raw;
+mod registry;
+mod sockaddr;
 mod xrc_legacy;
 
-pub use hw::{
-    HwAh, HwCmChannel, HwCmId, HwCompChannel, HwContext, HwCq, HwMr, HwPd, HwQp, HwSrq, HwVerbs,
-    HwXrcd,
-};
+pub use cm::{HwCmChannel, HwCmId};
+pub use hw::{HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwPd, HwQp, HwSrq, HwVerbs, HwXrcd};

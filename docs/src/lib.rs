@@ -14,3 +14,7 @@ pub mod architecture {}
 /// Semantics and the divergence-from-hardware table.
 #[doc = include_str!("../divergence.md")]
 pub mod divergence {}
+
+/// The hardware backend: build, device selection, benchmarks against perftest.
+#[doc = include_str!("../hardware.md")]
+pub mod hardware {}

@@ -25,6 +25,8 @@ use std::process::Command;
 use rdma_sys::*;
 
 use super::mlx5dv::*;
+use super::posix::{sockaddr_in, sockaddr_in6};
+use super::verbs::ibv_async_event_raw;
 
 /// How the Rust size must relate to the C size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,6 +210,55 @@ fn probes() -> Vec<Probe> {
         probe!(ibv_async_event => "struct ibv_async_event", Exact {
             element => "element", event_type => "event_type",
         }),
+        // Our integer-typed restatement (rdma-sys's has a Rust enum field).
+        probe!(ibv_async_event_raw => "struct ibv_async_event", Exact {
+            element => "element", event_type => "event_type",
+        }),
+        // ---------------- hand-declared POSIX (ffi::posix) ----------------
+        probe!(sockaddr_in => "struct sockaddr_in", Exact {
+            sin_family => "sin_family", sin_port => "sin_port", sin_addr => "sin_addr",
+            sin_zero => "sin_zero",
+        }),
+        probe!(sockaddr_in6 => "struct sockaddr_in6", Exact {
+            sin6_family => "sin6_family", sin6_port => "sin6_port",
+            sin6_flowinfo => "sin6_flowinfo", sin6_addr => "sin6_addr",
+            sin6_scope_id => "sin6_scope_id",
+        }),
+        // ---------------- rdma_cm and ibv_qp_ex shapes the backend reads ----------------
+        probe!(rdma_cm_id => "struct rdma_cm_id", Exact {
+            verbs => "verbs", channel => "channel", context => "context", qp => "qp",
+            route => "route", route.addr.src_addr_union => "route.addr.src_addr",
+            route.addr.dst_addr_union => "route.addr.dst_addr", ps => "ps",
+            port_num => "port_num", event => "event", send_cq_channel => "send_cq_channel",
+            send_cq => "send_cq", recv_cq_channel => "recv_cq_channel", recv_cq => "recv_cq",
+            srq => "srq", pd => "pd", qp_type => "qp_type",
+        }),
+        probe!(src_addr_union_t => "struct sockaddr_storage", Exact {}),
+        probe!(rdma_conn_param => "struct rdma_conn_param", Exact {
+            private_data => "private_data", private_data_len => "private_data_len",
+            responder_resources => "responder_resources", initiator_depth => "initiator_depth",
+            flow_control => "flow_control", retry_count => "retry_count",
+            rnr_retry_count => "rnr_retry_count", srq => "srq", qp_num => "qp_num",
+        }),
+        probe!(rdma_ud_param => "struct rdma_ud_param", Exact {
+            private_data => "private_data", private_data_len => "private_data_len",
+            ah_attr => "ah_attr", qp_num => "qp_num", qkey => "qkey",
+        }),
+        probe!(rdma_event_channel => "struct rdma_event_channel", Exact { fd => "fd" }),
+        probe!(ibv_comp_channel => "struct ibv_comp_channel", Exact {
+            context => "context", fd => "fd", refcnt => "refcnt",
+        }),
+        probe!(ibv_data_buf => "struct ibv_data_buf", Exact { addr => "addr", length => "length" }),
+        probe!(ibv_qp_ex => "struct ibv_qp_ex", Exact {
+            qp_base => "qp_base", comp_mask => "comp_mask", wr_id => "wr_id",
+            wr_flags => "wr_flags", wr_atomic_cmp_swp => "wr_atomic_cmp_swp",
+            wr_atomic_fetch_add => "wr_atomic_fetch_add", wr_rdma_read => "wr_rdma_read",
+            wr_rdma_write => "wr_rdma_write", wr_rdma_write_imm => "wr_rdma_write_imm",
+            wr_send => "wr_send", wr_send_imm => "wr_send_imm",
+            wr_set_inline_data_list => "wr_set_inline_data_list",
+            wr_set_sge_list => "wr_set_sge_list", wr_start => "wr_start",
+            wr_complete => "wr_complete", wr_abort => "wr_abort",
+        }),
         probe!(rdma_cm_event => "struct rdma_cm_event", Exact {
             id => "id", listen_id => "listen_id", event => "event", status => "status",
             param.conn => "param.conn", param.ud.qp_num => "param.ud.qp_num",
@@ -296,6 +347,16 @@ fn constants() -> Vec<(&'static str, u64)> {
         ),
         ("MLX5DV_DCTYPE_DCT", u64::from(MLX5DV_DCTYPE_DCT)),
         ("MLX5DV_DCTYPE_DCI", u64::from(MLX5DV_DCTYPE_DCI)),
+        ("AF_INET", u64::from(super::posix::AF_INET)),
+        ("AF_INET6", u64::from(super::posix::AF_INET6)),
+        ("O_NONBLOCK", super::posix::O_NONBLOCK as u64),
+        ("F_GETFL", super::posix::F_GETFL as u64),
+        ("F_SETFL", super::posix::F_SETFL as u64),
+        ("EAGAIN", super::posix::EAGAIN as u64),
+        (
+            "sizeof(struct sockaddr_storage)",
+            super::posix::SOCKADDR_STORAGE_LEN as u64,
+        ),
         // The highest create flag rdma-core 44 knows; OOO_DP must be above it.
         (
             "MLX5DV_QP_CREATE_SIG_PIPELINING",
@@ -308,6 +369,7 @@ fn constants() -> Vec<(&'static str, u64)> {
 fn c_source(probes: &[Probe]) -> String {
     let mut s = String::from(
         "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n\
+         #include <errno.h>\n#include <fcntl.h>\n#include <netinet/in.h>\n#include <sys/socket.h>\n\
          #include <infiniband/verbs.h>\n#include <infiniband/mlx5dv.h>\n#include <rdma/rdma_cma.h>\n",
     );
     s.push_str(UPSTREAM_CONTEXT_C);

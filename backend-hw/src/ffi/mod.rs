@@ -12,6 +12,7 @@
 //! Everything else (plain exported functions such as `ibv_alloc_pd`) is
 //! called straight from `rdma_sys`.
 
+pub(crate) mod posix;
 pub(crate) mod verbs;
 
 #[cfg(feature = "mlx5")]

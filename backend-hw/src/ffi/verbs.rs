@@ -36,9 +36,10 @@ use core::mem::{offset_of, size_of};
 use core::ptr::{self, NonNull};
 
 use rdma_sys::{
-    _compat_ibv_port_attr, ibv_context, ibv_cq, ibv_create_qp, ibv_create_srq, ibv_device_attr_ex,
-    ibv_port_attr, ibv_qp, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask,
-    ibv_qp_open_attr, ibv_query_device, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_srq_init_attr,
+    _compat_ibv_port_attr, ibv_async_event_element_t, ibv_context, ibv_cq, ibv_create_qp,
+    ibv_create_srq, ibv_data_buf, ibv_device_attr_ex, ibv_port_attr, ibv_qp, ibv_qp_ex,
+    ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_qp_open_attr,
+    ibv_query_device, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_srq_init_attr,
     ibv_srq_init_attr_ex, ibv_srq_init_attr_mask, ibv_srq_type, ibv_wc, ibv_xrcd,
     ibv_xrcd_init_attr, verbs_context,
 };
@@ -432,6 +433,291 @@ pub(crate) unsafe fn ibv_query_port(
     unsafe { rdma_sys::ibv_query_port(context, port_num, attr.cast::<_compat_ibv_port_attr>()) }
 }
 
+// ---------------------------------------------------------------------------
+// Async events: `struct ibv_async_event` with an integer event type
+// ---------------------------------------------------------------------------
+
+/// `struct ibv_async_event`, with `event_type` as the raw C integer.
+///
+/// rdma-sys declares `event_type` as a Rust `enum ibv_event_type`; a value
+/// the enum lacks (a newer kernel's event type) would then be undefined
+/// behaviour the moment Rust reads it. We hand libibverbs this struct
+/// instead (same layout: the layout test compares it with the header) and
+/// cast the pointer to rdma-sys's type only to call the exported function.
+#[repr(C)]
+pub(crate) struct ibv_async_event_raw {
+    /// `element`: which member is valid depends on `event_type`
+    /// (`crate::registry::element_kind`).
+    pub(crate) element: ibv_async_event_element_t,
+    /// `event_type`: a raw `enum ibv_event_type` value.
+    pub(crate) event_type: u32,
+}
+
+impl ibv_async_event_raw {
+    /// An event with a null element and type 0.
+    pub(crate) fn empty() -> Self {
+        Self {
+            element: ibv_async_event_element_t {
+                qp: ptr::null_mut(),
+            },
+            event_type: 0,
+        }
+    }
+}
+
+/// `ibv_get_async_event`: reads one event from the context's `async_fd`.
+/// Returns 0, or -1 with `errno` set (`EAGAIN` when the descriptor is
+/// non-blocking and no event is pending).
+///
+/// # Safety
+///
+/// 1. `context` is a live context from `ibv_open_device` (or librdmacm);
+/// 2. `event` is valid for one write.
+pub(crate) unsafe fn ibv_get_async_event(
+    context: *mut ibv_context,
+    event: *mut ibv_async_event_raw,
+) -> c_int {
+    // SAFETY: (1) live context; (2) writable event whose layout is that of
+    // `struct ibv_async_event` (layout test). The cast only changes the
+    // pointer's Rust type: no `ibv_event_type` value is ever read by Rust.
+    unsafe { rdma_sys::ibv_get_async_event(context, event.cast()) }
+}
+
+/// `ibv_ack_async_event`: counts one event of `event->element`'s object as
+/// handled (the object's destroy waits for that count).
+///
+/// # Safety
+///
+/// 1. `event` is readable and its `event_type` selects the union member
+///    that holds a pointer to a *live* object (or a port number);
+/// 2. that object has at least one event fetched and not yet acknowledged
+///    (acknowledging more than were fetched makes its destroy wait forever).
+pub(crate) unsafe fn ibv_ack_async_event(event: *mut ibv_async_event_raw) {
+    // SAFETY: (1)-(2) are exactly the library's requirements; the cast only
+    // changes the Rust type of the pointer (same layout, layout test).
+    unsafe { rdma_sys::ibv_ack_async_event(event.cast()) }
+}
+
+// ---------------------------------------------------------------------------
+// The extended-QP work-request builders (`ibv_wr_*`)
+// ---------------------------------------------------------------------------
+
+/// One opcode builder of `struct ibv_qp_ex`, with its arguments
+/// (`imm_be` already in network byte order, as C takes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WrBuilder {
+    /// `ibv_wr_rdma_write`.
+    RdmaWrite { rkey: u32, addr: u64 },
+    /// `ibv_wr_rdma_write_imm`.
+    RdmaWriteImm { rkey: u32, addr: u64, imm_be: u32 },
+    /// `ibv_wr_send`.
+    Send,
+    /// `ibv_wr_send_imm`.
+    SendImm { imm_be: u32 },
+    /// `ibv_wr_rdma_read`.
+    RdmaRead { rkey: u32, addr: u64 },
+    /// `ibv_wr_atomic_cmp_swp`.
+    CmpSwp {
+        rkey: u32,
+        addr: u64,
+        compare: u64,
+        swap: u64,
+    },
+    /// `ibv_wr_atomic_fetch_add`.
+    FetchAdd { rkey: u32, addr: u64, add: u64 },
+}
+
+/// `true` when the provider filled the entry `b` needs (it fills only the
+/// builders of the `send_ops_flags` the QP was created with).
+///
+/// # Safety
+///
+/// `qpx` is non-null and points to the live `ibv_qp_ex` of a live QP.
+pub(crate) unsafe fn ibv_wr_has_builder(qpx: *mut ibv_qp_ex, b: &WrBuilder) -> bool {
+    // SAFETY: `qpx` is live (caller), so reading its fields is valid.
+    let q = unsafe { &*qpx };
+    match b {
+        WrBuilder::RdmaWrite { .. } => q.wr_rdma_write.is_some(),
+        WrBuilder::RdmaWriteImm { .. } => q.wr_rdma_write_imm.is_some(),
+        WrBuilder::Send => q.wr_send.is_some(),
+        WrBuilder::SendImm { .. } => q.wr_send_imm.is_some(),
+        WrBuilder::RdmaRead { .. } => q.wr_rdma_read.is_some(),
+        WrBuilder::CmpSwp { .. } => q.wr_atomic_cmp_swp.is_some(),
+        WrBuilder::FetchAdd { .. } => q.wr_atomic_fetch_add.is_some(),
+    }
+}
+
+/// The header's inline opcode builders (`ibv_wr_rdma_write`, …): start a
+/// new work request with `qpx->wr_id` and `qpx->wr_flags`. Returns `false`
+/// (doing nothing) when the provider left the entry NULL, where rdma-sys's
+/// version would panic on `unwrap`.
+///
+/// # Safety
+///
+/// 1. `qpx` is the live `ibv_qp_ex` of a live QP;
+/// 2. a batch is open on it (`ibv_wr_start` called, not yet completed or
+///    aborted), and no other thread builds on it;
+/// 3. `wr_id` and `wr_flags` of `*qpx` are set for this request.
+pub(crate) unsafe fn ibv_wr_opcode(qpx: *mut ibv_qp_ex, b: &WrBuilder) -> bool {
+    // SAFETY: (1) `qpx` is live; reading the entries is a plain read.
+    let q = unsafe { &*qpx };
+    // SAFETY: for every call below, the provider's entry has exactly the C
+    // signature bindgen declared, and (1)-(3) are the obligations the
+    // header's inline puts on its caller.
+    unsafe {
+        match *b {
+            WrBuilder::RdmaWrite { rkey, addr } => match q.wr_rdma_write {
+                Some(f) => f(qpx, rkey, addr),
+                None => return false,
+            },
+            WrBuilder::RdmaWriteImm { rkey, addr, imm_be } => match q.wr_rdma_write_imm {
+                Some(f) => f(qpx, rkey, addr, imm_be),
+                None => return false,
+            },
+            WrBuilder::Send => match q.wr_send {
+                Some(f) => f(qpx),
+                None => return false,
+            },
+            WrBuilder::SendImm { imm_be } => match q.wr_send_imm {
+                Some(f) => f(qpx, imm_be),
+                None => return false,
+            },
+            WrBuilder::RdmaRead { rkey, addr } => match q.wr_rdma_read {
+                Some(f) => f(qpx, rkey, addr),
+                None => return false,
+            },
+            WrBuilder::CmpSwp {
+                rkey,
+                addr,
+                compare,
+                swap,
+            } => match q.wr_atomic_cmp_swp {
+                Some(f) => f(qpx, rkey, addr, compare, swap),
+                None => return false,
+            },
+            WrBuilder::FetchAdd { rkey, addr, add } => match q.wr_atomic_fetch_add {
+                Some(f) => f(qpx, rkey, addr, add),
+                None => return false,
+            },
+        }
+    }
+    true
+}
+
+/// `true` when the batch entries (`wr_start`, `wr_complete`, `wr_abort`)
+/// and the data setter the requests need are all present.
+///
+/// # Safety
+///
+/// `qpx` is non-null and points to the live `ibv_qp_ex` of a live QP.
+pub(crate) unsafe fn ibv_wr_has_batch_ops(qpx: *mut ibv_qp_ex, inline: bool) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    let q = unsafe { &*qpx };
+    let data = if inline {
+        q.wr_set_inline_data_list.is_some()
+    } else {
+        q.wr_set_sge_list.is_some()
+    };
+    q.wr_start.is_some() && q.wr_complete.is_some() && q.wr_abort.is_some() && data
+}
+
+/// `ibv_wr_start`. Returns `false` if the provider has no entry.
+///
+/// # Safety
+///
+/// `qpx` is the live `ibv_qp_ex` of a live QP with no batch open, and no
+/// other thread posts on it until the batch is completed or aborted.
+pub(crate) unsafe fn ibv_wr_start(qpx: *mut ibv_qp_ex) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_start } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `ibv_wr_complete`: posts the whole batch, or (on error) none of it.
+/// Returns 0 or a positive errno; `EOPNOTSUPP` without an entry.
+///
+/// # Safety
+///
+/// `qpx` is the live `ibv_qp_ex` of a live QP with a batch open; every
+/// byte the batch's SGEs name is the caller's `post_send` contract.
+pub(crate) unsafe fn ibv_wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_complete } {
+        // SAFETY: provider entry with this signature; caller's contract.
+        Some(f) => unsafe { f(qpx) },
+        None => EOPNOTSUPP,
+    }
+}
+
+/// `ibv_wr_abort`: drops the open batch. Returns `false` without an entry.
+///
+/// # Safety
+///
+/// `qpx` is the live `ibv_qp_ex` of a live QP with a batch open.
+pub(crate) unsafe fn ibv_wr_abort(qpx: *mut ibv_qp_ex) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_abort } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `ibv_wr_set_sge_list`. Returns `false` without an entry.
+///
+/// # Safety
+///
+/// As [`ibv_wr_opcode`] (1)-(2), an opcode has been set for the current
+/// request, and `sg_list` names `num_sge` readable entries (the provider
+/// copies them into the WQE before returning).
+pub(crate) unsafe fn ibv_wr_set_sge_list(
+    qpx: *mut ibv_qp_ex,
+    num_sge: usize,
+    sg_list: *const ibv_sge,
+) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_set_sge_list } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx, num_sge, sg_list) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `ibv_wr_set_inline_data_list`: copies the bytes into the WQE now.
+/// Returns `false` without an entry.
+///
+/// # Safety
+///
+/// As [`ibv_wr_set_sge_list`], and every `buf_list[i].addr` names
+/// `length` readable bytes.
+pub(crate) unsafe fn ibv_wr_set_inline_data_list(
+    qpx: *mut ibv_qp_ex,
+    num_buf: usize,
+    buf_list: *const ibv_data_buf,
+) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_set_inline_data_list } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx, num_buf, buf_list) };
+            true
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,10 +768,8 @@ mod tests {
         v.sz = size_of::<verbs_context>() - offset_of!(verbs_context, open_xrcd) - 1;
         let ctx = &raw mut v.context;
         // SAFETY: live fake context; the op is reported missing, nothing is called.
-        assert_eq!(
-            unsafe { ibv_open_xrcd(ctx, ptr::null_mut()) },
-            Err(EOPNOTSUPP)
-        );
+        let got = unsafe { ibv_open_xrcd(ctx, ptr::null_mut()) };
+        assert_eq!(got, Err(EOPNOTSUPP));
     }
 
     #[test]
@@ -515,10 +799,8 @@ mod tests {
         let mut cq: ibv_cq = unsafe { MaybeUninit::zeroed().assume_init() };
         cq.context = &raw mut v.context;
         // SAFETY: live fake CQ and context; the NULL entry is not called.
-        assert_eq!(
-            unsafe { ibv_poll_cq(&mut cq, 4, ptr::null_mut()) },
-            -EOPNOTSUPP
-        );
+        let got = unsafe { ibv_poll_cq(&mut cq, 4, ptr::null_mut()) };
+        assert_eq!(got, -EOPNOTSUPP);
         // SAFETY: as above.
         assert_eq!(unsafe { ibv_req_notify_cq(&mut cq, 0) }, EOPNOTSUPP);
         v.context.ops.poll_cq = Some(fake_poll);
