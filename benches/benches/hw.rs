@@ -107,7 +107,16 @@ fn open_pair(
     let ma = v.reg_mr(&a.pd, mr_bytes, access)?;
     let mb = v.reg_mr(&b.pd, mr_bytes, access)?;
     let (ia, ib) = (v.mr_info(&ma)?, v.mr_info(&mb)?);
-    Ok(Pair { a, b, qa, qb, ma, mb, ia, ib })
+    Ok(Pair {
+        a,
+        b,
+        qa,
+        qb,
+        ma,
+        mb,
+        ia,
+        ib,
+    })
 }
 
 /// Polls `cq` until `want` successful completions arrived (bounded by a
@@ -128,14 +137,22 @@ fn reap(v: &mut HwVerbs, cq: &HwCq, want: usize, wc: &mut [Wc]) -> Result<()> {
         }
         got += n;
         if n == 0 && Instant::now() > deadline {
-            return Err(Error::new(Verb::PollCq, ErrorKind::TimedOut, "no completion in 10 s"));
+            return Err(Error::new(
+                Verb::PollCq,
+                ErrorKind::TimedOut,
+                "no completion in 10 s",
+            ));
         }
     }
     Ok(())
 }
 
 fn sge(info: &MrInfo, off: u64, len: u32) -> Sge {
-    Sge { addr: info.addr + off, length: len, lkey: info.lkey }
+    Sge {
+        addr: info.addr + off,
+        length: len,
+        lkey: info.lkey,
+    }
 }
 
 /// Posts one receive per buffer slot.
@@ -144,7 +161,15 @@ fn post_recv(v: &mut HwVerbs, qp: &HwQp, s: Sge) -> Result<()> {
     // SAFETY: the MR outlives every receive (it is kept in the `Pair` until
     // the benchmark has reaped all completions); nobody reads or writes the
     // slot until its completion.
-    unsafe { v.post_recv(qp, &[RecvWr { wr_id: 0, sg_list: &sg }]) }
+    unsafe {
+        v.post_recv(
+            qp,
+            &[RecvWr {
+                wr_id: 0,
+                sg_list: &sg,
+            }],
+        )
+    }
 }
 
 fn post_one(v: &mut HwVerbs, qp: &HwQp, wr: SendWr<'_, HwVerbs>) -> Result<()> {
@@ -177,12 +202,19 @@ fn pingpong(v: &mut HwVerbs, p: &Pair, opcode: WrOpcode, iters: u64) -> Result<D
                     sg_list: &sg,
                     opcode,
                     send_flags: SendFlags::SIGNALED,
-                    rdma: RdmaInfo { remote_addr: remote.addr, rkey: remote.rkey },
+                    rdma: RdmaInfo {
+                        remote_addr: remote.addr,
+                        rkey: remote.rkey,
+                    },
                     ..SendWr::default()
                 },
             )?;
             reap(v, rcq, 1, &mut wc)?; // the peer's receive
-            post_recv(v, rq, sge(if std::ptr::eq(rq, qb) { &p.ib } else { &p.ia }, 4096, 8))?;
+            post_recv(
+                v,
+                rq,
+                sge(if std::ptr::eq(rq, qb) { &p.ib } else { &p.ia }, 4096, 8),
+            )?;
             reap(v, scq, 1, &mut wc)?; // our send
         }
     }
@@ -201,7 +233,10 @@ fn read_lat(v: &mut HwVerbs, p: &Pair, iters: u64) -> Result<Duration> {
                 sg_list: &sg,
                 opcode: WrOpcode::RdmaRead,
                 send_flags: SendFlags::SIGNALED,
-                rdma: RdmaInfo { remote_addr: p.ib.addr, rkey: p.ib.rkey },
+                rdma: RdmaInfo {
+                    remote_addr: p.ib.addr,
+                    rkey: p.ib.rkey,
+                },
                 ..SendWr::default()
             },
         )?;
@@ -236,7 +271,11 @@ fn write_stream(
             let n = v.poll_cq(&p.a.cq, &mut wc)?;
             for w in &wc[..n] {
                 if w.status != WcStatus::Success {
-                    return Err(Error::new(Verb::PollCq, ErrorKind::Other(0), format!("{}", w.status)));
+                    return Err(Error::new(
+                        Verb::PollCq,
+                        ErrorKind::Other(0),
+                        format!("{}", w.status),
+                    ));
                 }
                 in_flight[w.wr_id as usize] -= 1;
             }
@@ -246,7 +285,11 @@ fn write_stream(
                 wr_id: q as u64,
                 sg_list: &sg,
                 opcode: WrOpcode::RdmaWrite,
-                send_flags: if i + 1 == list { SendFlags::SIGNALED } else { SendFlags::empty() },
+                send_flags: if i + 1 == list {
+                    SendFlags::SIGNALED
+                } else {
+                    SendFlags::empty()
+                },
                 rdma: RdmaInfo {
                     remote_addr: p.ib.addr + (i as u64 % 16) * u64::from(len),
                     rkey: p.ib.rkey,
@@ -279,7 +322,10 @@ fn post_poll_hw(v: &mut HwVerbs, p: &Pair, iters: u64) -> Result<Duration> {
                 sg_list: &sg,
                 opcode: WrOpcode::RdmaWrite,
                 send_flags: SendFlags::SIGNALED,
-                rdma: RdmaInfo { remote_addr: p.ib.addr, rkey: p.ib.rkey },
+                rdma: RdmaInfo {
+                    remote_addr: p.ib.addr,
+                    rkey: p.ib.rkey,
+                },
                 ..SendWr::default()
             },
         )?;
@@ -321,7 +367,11 @@ struct DcFan {
 }
 
 fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
-    let mut srq_attr = SrqAttr { max_wr: 64, max_sge: 1, srq_limit: 0 };
+    let mut srq_attr = SrqAttr {
+        max_wr: 64,
+        max_sge: 1,
+        srq_limit: 0,
+    };
     let srq = v.create_srq(&p.b.pd, &mut srq_attr)?;
     let mut dct_qps = Vec::with_capacity(n);
     let mut dcts = Vec::with_capacity(n);
@@ -338,7 +388,11 @@ fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
         };
         let m = Mlx5QpInitAttr {
             comp_mask: Mlx5QpInitAttrMask::DC,
-            dc_init_attr: DcInitAttr { dc_type: DcType::Dct, dct_access_key: DC_KEY, ..DcInitAttr::default() },
+            dc_init_attr: DcInitAttr {
+                dc_type: DcType::Dct,
+                dct_access_key: DC_KEY,
+                ..DcInitAttr::default()
+            },
             ..Mlx5QpInitAttr::default()
         };
         let dct = v.mlx5dv_create_qp(&p.b.ctx, &mut attr, &m)?;
@@ -349,12 +403,23 @@ fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
             qp_access_flags: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
             ..QpAttr::default()
         };
-        v.modify_qp(&dct, &qa, QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::ACCESS_FLAGS)?;
+        v.modify_qp(
+            &dct,
+            &qa,
+            QpAttrMask::STATE
+                | QpAttrMask::PKEY_INDEX
+                | QpAttrMask::PORT
+                | QpAttrMask::ACCESS_FLAGS,
+        )?;
         qa.qp_state = QpState::ReadyToReceive;
         qa.path_mtu = path_mtu;
         qa.min_rnr_timer = 12;
         qa.ah_attr = p.a.path.ah_attr();
-        v.modify_qp(&dct, &qa, QpAttrMask::STATE | QpAttrMask::PATH_MTU | QpAttrMask::AV | QpAttrMask::MIN_RNR_TIMER)?;
+        v.modify_qp(
+            &dct,
+            &qa,
+            QpAttrMask::STATE | QpAttrMask::PATH_MTU | QpAttrMask::AV | QpAttrMask::MIN_RNR_TIMER,
+        )?;
         dcts.push(v.qp_num(&dct)?);
         dct_qps.push(dct);
     }
@@ -364,7 +429,11 @@ fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
             send_cq: Some(&p.a.cq),
             recv_cq: Some(&p.a.cq),
             qp_type: QpType::Driver,
-            cap: QpCap { max_send_wr: 64, max_send_sge: 1, ..QpCap::default() },
+            cap: QpCap {
+                max_send_wr: 64,
+                max_send_sge: 1,
+                ..QpCap::default()
+            },
             comp_mask: QpInitAttrMask::PD | QpInitAttrMask::SEND_OPS_FLAGS,
             pd: Some(&p.a.pd),
             send_ops_flags: SendOpsFlags::RDMA_WRITE,
@@ -372,12 +441,24 @@ fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
         };
         let m = Mlx5QpInitAttr {
             comp_mask: Mlx5QpInitAttrMask::DC,
-            dc_init_attr: DcInitAttr { dc_type: DcType::Dci, ..DcInitAttr::default() },
+            dc_init_attr: DcInitAttr {
+                dc_type: DcType::Dci,
+                ..DcInitAttr::default()
+            },
             ..Mlx5QpInitAttr::default()
         };
         let dci = v.mlx5dv_create_qp(&p.a.ctx, &mut attr, &m)?;
-        let mut qa = QpAttr { qp_state: QpState::Init, pkey_index: 0, port_num: 1, ..QpAttr::default() };
-        v.modify_qp(&dci, &qa, QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT)?;
+        let mut qa = QpAttr {
+            qp_state: QpState::Init,
+            pkey_index: 0,
+            port_num: 1,
+            ..QpAttr::default()
+        };
+        v.modify_qp(
+            &dci,
+            &qa,
+            QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT,
+        )?;
         qa.qp_state = QpState::ReadyToReceive;
         qa.path_mtu = path_mtu;
         v.modify_qp(&dci, &qa, QpAttrMask::STATE | QpAttrMask::PATH_MTU)?;
@@ -399,7 +480,13 @@ fn open_dc_fan(v: &mut HwVerbs, p: &Pair, n: usize) -> Result<DcFan> {
         dcis.push(dci);
     }
     let ah = v.create_ah(&p.a.pd, &p.b.path.ah_attr())?;
-    Ok(DcFan { dcis, dcts, _dct_qps: dct_qps, ah, _srq: srq })
+    Ok(DcFan {
+        dcis,
+        dcts,
+        _dct_qps: dct_qps,
+        ah,
+        _srq: srq,
+    })
 }
 
 /// `iters` signalled-every-16th 64 B WRITEs round-robin over the DCTs,
@@ -423,9 +510,21 @@ fn dc_stream(v: &mut HwVerbs, p: &Pair, f: &DcFan, iters: u64) -> Result<Duratio
             wr_id: d as u64,
             sg_list: &sg,
             opcode: WrOpcode::RdmaWrite,
-            send_flags: if signaled { SendFlags::SIGNALED } else { SendFlags::empty() },
-            rdma: RdmaInfo { remote_addr: p.ib.addr, rkey: p.ib.rkey },
-            dc: Some(DcInfo { ah: &f.ah, remote_dctn: f.dcts[t], remote_dc_key: DC_KEY, stream_id: 0 }),
+            send_flags: if signaled {
+                SendFlags::SIGNALED
+            } else {
+                SendFlags::empty()
+            },
+            rdma: RdmaInfo {
+                remote_addr: p.ib.addr,
+                rkey: p.ib.rkey,
+            },
+            dc: Some(DcInfo {
+                ah: &f.ah,
+                remote_dctn: f.dcts[t],
+                remote_dc_key: DC_KEY,
+                stream_id: 0,
+            }),
             ..SendWr::default()
         };
         post_one(v, &f.dcis[d], wr)?;
@@ -442,8 +541,14 @@ fn dc_stream(v: &mut HwVerbs, p: &Pair, f: &DcFan, iters: u64) -> Result<Duratio
 static FANOUT: Mutex<Vec<(&'static str, usize, f64)>> = Mutex::new(Vec::new());
 
 fn fanout_sizes() -> Vec<usize> {
-    let max: usize = std::env::var("VERBS_HW_FANOUT_MAX").ok().and_then(|s| s.parse().ok()).unwrap_or(4096);
-    [1, 8, 64, 512, 4096].into_iter().filter(|&n| n <= max).collect()
+    let max: usize = std::env::var("VERBS_HW_FANOUT_MAX")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4096);
+    [1, 8, 64, 512, 4096]
+        .into_iter()
+        .filter(|&n| n <= max)
+        .collect()
 }
 
 fn print_crossover() {
@@ -454,7 +559,9 @@ fn print_crossover() {
         if let (Some(rc), Some(dc)) = (rate("rc", n), rate("dc", n)) {
             eprintln!("hw_dc_vs_rc_fanout N={n}: rc {rc:.0} WR/s, dc {dc:.0} WR/s");
             if dc >= rc {
-                line = format!("hw_dc_vs_rc_fanout: crossover N = {n} (first N where 8 DCIs match N RC QPs)");
+                line = format!(
+                    "hw_dc_vs_rc_fanout: crossover N = {n} (first N where 8 DCIs match N RC QPs)"
+                );
                 break;
             }
         }
@@ -473,17 +580,25 @@ fn bench_all(c: &mut Criterion, v: &mut HwVerbs, devs: (usize, usize)) {
     match open_pair(v, devs, 1, 64, 1 << 16) {
         Ok(p) => {
             c.bench_function("hw_write_lat", |b| {
-                b.iter_custom(|n| pingpong(v, &p, WrOpcode::RdmaWriteWithImm, n).expect("hw_write_lat"))
+                b.iter_custom(|n| {
+                    pingpong(v, &p, WrOpcode::RdmaWriteWithImm, n).expect("hw_write_lat")
+                })
             });
             c.bench_function("hw_send_lat", |b| {
                 b.iter_custom(|n| pingpong(v, &p, WrOpcode::Send, n).expect("hw_send_lat"))
             });
-            c.bench_function("hw_read_lat", |b| b.iter_custom(|n| read_lat(v, &p, n).expect("hw_read_lat")));
+            c.bench_function("hw_read_lat", |b| {
+                b.iter_custom(|n| read_lat(v, &p, n).expect("hw_read_lat"))
+            });
             let mut g = c.benchmark_group("hw_post_poll_overhead");
-            g.bench_function("hw", |b| b.iter_custom(|n| post_poll_hw(v, &p, n).expect("hw")));
+            g.bench_function("hw", |b| {
+                b.iter_custom(|n| post_poll_hw(v, &p, n).expect("hw"))
+            });
             match RawWrite::new(v, &p.qa[0], &p.a.cq, &p.ma, 64, p.ib.addr, p.ib.rkey) {
                 Ok(mut raw) => {
-                    g.bench_function("raw", |b| b.iter_custom(|n| post_poll_raw(&mut raw, n).expect("raw")));
+                    g.bench_function("raw", |b| {
+                        b.iter_custom(|n| post_poll_raw(&mut raw, n).expect("raw"))
+                    });
                 }
                 Err(e) => skip("hw_post_poll_overhead/raw", &e),
             }
@@ -498,9 +613,15 @@ fn bench_all(c: &mut Criterion, v: &mut HwVerbs, devs: (usize, usize)) {
     for nq in [1usize, 4] {
         match open_pair(v, devs, nq, 64, 16 * 65536) {
             Ok(p) => {
-                g.bench_with_input(BenchmarkId::from_parameter(format!("{nq}qp")), &nq, |b, _| {
-                    b.iter_custom(|n| write_stream(v, &p, 65536, 1, 16, n).expect("hw_write_bw"))
-                });
+                g.bench_with_input(
+                    BenchmarkId::from_parameter(format!("{nq}qp")),
+                    &nq,
+                    |b, _| {
+                        b.iter_custom(|n| {
+                            write_stream(v, &p, 65536, 1, 16, n).expect("hw_write_bw")
+                        })
+                    },
+                );
             }
             Err(e) => skip("hw_write_bw", &e),
         }
@@ -529,7 +650,11 @@ fn bench_all(c: &mut Criterion, v: &mut HwVerbs, devs: (usize, usize)) {
                 g.bench_with_input(BenchmarkId::new("rc", n), &n, |b, _| {
                     b.iter_custom(|k| {
                         let t = write_stream(v, &p, 64, 1, 16, k).expect("rc fan-out");
-                        FANOUT.lock().unwrap_or_else(|e| e.into_inner()).push(("rc", n, k as f64 / t.as_secs_f64()));
+                        FANOUT.lock().unwrap_or_else(|e| e.into_inner()).push((
+                            "rc",
+                            n,
+                            k as f64 / t.as_secs_f64(),
+                        ));
                         t
                     })
                 });
@@ -538,7 +663,11 @@ fn bench_all(c: &mut Criterion, v: &mut HwVerbs, devs: (usize, usize)) {
                         g.bench_with_input(BenchmarkId::new("dc", n), &n, |b, _| {
                             b.iter_custom(|k| {
                                 let t = dc_stream(v, &p, &f, k).expect("dc fan-out");
-                                FANOUT.lock().unwrap_or_else(|e| e.into_inner()).push(("dc", n, k as f64 / t.as_secs_f64()));
+                                FANOUT.lock().unwrap_or_else(|e| e.into_inner()).push((
+                                    "dc",
+                                    n,
+                                    k as f64 / t.as_secs_f64(),
+                                ));
                                 t
                             })
                         });
