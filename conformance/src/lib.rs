@@ -34,7 +34,7 @@
 //! ## Pieces
 //!
 //! * [`script`]: the syntax tree, printable with [`Script::to_text`].
-//! * [`parse`]: text to [`Script`]; a typo is a [`ParseError`] with its line.
+//! * [`parse()`]: text to [`Script`]; a typo is a [`ParseError`] with its line.
 //! * [`runner`]: [`run_script`] → [`Outcome`] (PASS / FAIL with line / SKIP with reason).
 //! * [`mask`]: how the fields given become `ibv_modify_qp` and other masks.
 //! * [`expect`]: how results are matched against `-> EINVAL` and friends.

@@ -1,6 +1,6 @@
 //! The syntax tree of a `.verbs` script (see `docs/script-format.md`).
 //!
-//! A [`Script`] is what [`crate::parse`] returns and what
+//! A [`Script`] is what [`crate::parse()`] returns and what
 //! [`crate::run_script`] executes. Values stay text here: what a value means
 //! (a number, an enum name, a binding's field) depends on the statement and
 //! the key, and is decided when the statement runs. The parser has already
@@ -16,7 +16,7 @@ use verbs_api::{BackendKind, Capabilities};
 /// One parsed `.verbs` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Script {
-    /// The file the script came from (as given to [`crate::parse`]).
+    /// The file the script came from (as given to [`crate::parse()`]).
     pub path: String,
     /// The `#!` headers.
     pub headers: Headers,
