@@ -17,6 +17,28 @@ use std::process::ExitCode;
 /// Exit status for a usage error (bad flag, missing argument, backend not built in).
 const EXIT_USAGE: u8 = 2;
 
+/// Turns a subcommand's argument parse into its arguments, or into the exit
+/// code after printing the help (`--help`, exit 0) or the usage error and the
+/// help (exit [`EXIT_USAGE`]).
+fn parsed_or_exit<T>(
+    command: &str,
+    help: &str,
+    parsed: Result<Option<T>, String>,
+) -> Result<T, ExitCode> {
+    match parsed {
+        Ok(Some(a)) => Ok(a),
+        Ok(None) => {
+            print!("{help}");
+            Err(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            eprintln!("verbsim {command}: {why}\n");
+            eprint!("{help}");
+            Err(ExitCode::from(EXIT_USAGE))
+        }
+    }
+}
+
 const HELP: &str = "\
 verbsim: the RDMA verbs simulator and conformance runner
 

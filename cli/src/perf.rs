@@ -893,17 +893,9 @@ fn run_on<V: Verbs>(v: &mut V, args: &Args) -> ExitCode {
 
 /// Entry point of `verbsim perf`.
 pub(crate) fn main(args: &[String]) -> ExitCode {
-    let args = match parse_args(args) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Err(why) => {
-            eprintln!("verbsim perf: {why}\n");
-            eprint!("{HELP}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+    let args = match crate::parsed_or_exit("perf", HELP, parse_args(args)) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     match args.backend {
         Backend::Sim => {

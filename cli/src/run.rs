@@ -102,17 +102,9 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
 
 /// Entry point of `verbsim run`.
 pub(crate) fn main(args: &[String]) -> ExitCode {
-    let args = match parse_args(args) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Err(why) => {
-            eprintln!("verbsim run: {why}\n");
-            eprint!("{HELP}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+    let args = match crate::parsed_or_exit("run", HELP, parse_args(args)) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     match args.backend {
         Backend::Sim => run_sim(&args),
