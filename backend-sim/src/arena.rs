@@ -100,6 +100,21 @@ impl<T> Arena<T> {
     }
 
     /// How many objects are alive.
+    /// Two distinct live objects by index, both writable (for copying
+    /// between two MRs without a bounce buffer); `None` if `a == b` or
+    /// either slot is empty.
+    pub(crate) fn pair_by_index_mut(&mut self, a: u32, b: u32) -> Option<(&mut T, &mut T)> {
+        let (a, b) = (a as usize, b as usize);
+        if a == b || a >= self.slots.len() || b >= self.slots.len() {
+            return None;
+        }
+        let (lo, hi, swap) = if a < b { (a, b, false) } else { (b, a, true) };
+        let (left, right) = self.slots.split_at_mut(hi);
+        let x = left[lo].value.as_mut()?;
+        let y = right[0].value.as_mut()?;
+        Some(if swap { (y, x) } else { (x, y) })
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.live
     }

@@ -97,6 +97,7 @@ impl Verbs for SimVerbs {
             | Capabilities::SRQ
             | Capabilities::MCAST
             | Capabilities::MULTI_PROCESS
+            | Capabilities::DATA_PATH
             | Capabilities::SIM;
         if self.world.device_count() >= 2 {
             caps |= Capabilities::TWO_DEVICES;
@@ -328,14 +329,56 @@ impl Verbs for SimVerbs {
         match cmd {
             SimCommand::Now => Ok(SimReply::TimeNs(self.world.now_ns())),
             SimCommand::AdvanceNs(ns) => {
-                self.world.advance_ns(ns);
+                if !self.world.advance_ns(ns) {
+                    return Err(Error::new(
+                        Verb::SimControl,
+                        ErrorKind::Busy,
+                        format!(
+                            "advance: still busy after the event bound (at {} ns; an endless retry loop?)",
+                            self.world.now_ns()
+                        ),
+                    ));
+                }
                 Ok(SimReply::TimeNs(self.world.now_ns()))
             }
-            // No events are modelled yet: the world is always idle.
-            SimCommand::RunUntilIdle => Ok(SimReply::Ok),
+            SimCommand::RunUntilIdle => {
+                if self.world.run_until_idle() {
+                    Ok(SimReply::Ok)
+                } else {
+                    Err(Error::new(
+                        Verb::SimControl,
+                        ErrorKind::Busy,
+                        format!(
+                            "run_until_idle: still busy after the event bound (at {} ns; an endless RNR retry with rnr_retry=7?)",
+                            self.world.now_ns()
+                        ),
+                    ))
+                }
+            }
+            SimCommand::Fault {
+                scope,
+                action,
+                when,
+            } => {
+                let scope = match scope {
+                    FaultScope::All => None,
+                    FaultScope::From(qp) => Some((true, *qp)),
+                    FaultScope::To(qp) => Some((false, *qp)),
+                };
+                self.world.install_fault(scope, action, when)?;
+                Ok(SimReply::Ok)
+            }
+            SimCommand::ClearFaults => {
+                self.world.clear_faults();
+                Ok(SimReply::Ok)
+            }
+            SimCommand::Link { device, port, up } => {
+                self.world.set_link(device, port, up)?;
+                Ok(SimReply::Ok)
+            }
             _ => Err(Error::not_implemented(
                 Verb::SimControl,
-                "sim (fabric not modelled yet)",
+                "this sim directive",
             )),
         }
     }

@@ -7,6 +7,8 @@
 use core::fmt;
 use verbs_api::{AsyncEventType, QpState, QpType, WcStatus};
 
+use crate::fabric::FabricTrace;
+
 /// One thing that happened in the world.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +69,32 @@ pub enum TraceEvent {
         /// QP number, CQ/SRQ index or port, depending on the event.
         element: u32,
     },
+    /// A packet's fate on the fabric (sent, dropped, duplicated, delayed,
+    /// held, released, delivered) or a link change.
+    Packet(FabricTrace),
+    /// Payload bytes placed in memory at the receiving end (a responder's
+    /// receive buffer or WRITE target, a requester's READ/atomic buffer).
+    Placement {
+        /// Device index.
+        device: u32,
+        /// The QP whose message the bytes belong to.
+        qpn: u32,
+        /// Offset in the message.
+        offset: u32,
+        /// Bytes placed.
+        len: u32,
+    },
+    /// A requester rewinds and retransmits (go-back-N) from `psn`.
+    Retransmit {
+        /// Device index.
+        device: u32,
+        /// The requester QP.
+        qpn: u32,
+        /// The PSN it goes back to.
+        psn: u32,
+        /// Why: "ack timeout", "RNR NAK", "PSN sequence error NAK".
+        cause: &'static str,
+    },
 }
 
 impl fmt::Display for TraceEvent {
@@ -107,6 +135,25 @@ impl fmt::Display for TraceEvent {
             } => {
                 write!(f, "dev{device} async {event} element={element:#x}")
             }
+            Self::Packet(ref r) => write!(f, "fabric {}", r.body()),
+            Self::Placement {
+                device,
+                qpn,
+                offset,
+                len,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} placed {len} bytes at offset {offset}"
+            ),
+            Self::Retransmit {
+                device,
+                qpn,
+                psn,
+                cause,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} retransmit from psn={psn} ({cause})"
+            ),
         }
     }
 }

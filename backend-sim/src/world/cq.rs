@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use verbs_api::{AsyncEventType, Error, ErrorKind, Result, Verb, Wc, WcStatus};
 
 use super::{busy, invalid, misuse, AsyncSubject, CompChannel, World};
-use crate::handles::{CompChannelHandle, ContextHandle, CqHandle, QpHandle};
+use crate::handles::{CompChannelHandle, ContextHandle, CqHandle, QpHandle, SrqHandle};
 use crate::profile::DriverModel;
 use crate::trace::TraceEvent;
 
@@ -14,6 +14,8 @@ use crate::trace::TraceEvent;
 pub(crate) enum QueueKind {
     Send,
     Recv,
+    /// A receive WQE of this SRQ, consumed by the entry's QP.
+    Srq(SrqHandle),
 }
 
 /// A completion waiting in a CQ, with the work request it frees when polled.
@@ -214,6 +216,15 @@ impl World {
             if let Some(ctx) = ctx {
                 self.raise_async(ctx, AsyncEventType::CqErr, AsyncSubject::Cq(cq));
             }
+            // The QP whose completion was lost leaves service (§6.3).
+            let qp_ctx = self
+                .qps
+                .get(entry.qp.index, entry.qp.generation)
+                .map(|q| q.ctx);
+            if let Some(qctx) = qp_ctx {
+                self.raise_async(qctx, AsyncEventType::QpFatal, AsyncSubject::Qp(entry.qp));
+                self.leave_service(entry.qp, crate::datapath::QpFate::Error);
+            }
             return;
         }
         self.record(TraceEvent::Completion {
@@ -221,7 +232,7 @@ impl World {
             qpn: entry.wc.qp_num,
             wr_id: entry.wc.wr_id,
             status: entry.wc.status,
-            recv: entry.queue == QueueKind::Recv,
+            recv: entry.queue != QueueKind::Send,
         });
         if let Some(ch) = fire {
             if let Some(c) = self.channels.get_mut(ch.index, ch.generation) {
@@ -232,7 +243,21 @@ impl World {
 
     /// `ibv_poll_cq`: moves up to `wc.len()` completions out, freeing the
     /// work-queue slots they cover.
+    ///
+    /// When the CQ holds fewer than `wc.len()` completions, virtual time
+    /// moves on: events are processed in order until it holds that many,
+    /// nothing is left in flight, or a bound of events per call is reached
+    /// (so an endless RNR retry cannot hang a poll).
     pub fn poll_cq(&mut self, cq: CqHandle, wc: &mut [Wc]) -> Result<usize> {
+        let want = wc.len();
+        let c = self.cq_mut(cq, Verb::PollCq)?;
+        if c.entries.len() < want && !c.overrun {
+            self.run_events(None, super::exec::POLL_EVENT_BUDGET, |w| {
+                w.cqs
+                    .get(cq.index, cq.generation)
+                    .is_none_or(|c| c.entries.len() >= want || c.overrun)
+            });
+        }
         let c = self.cq_mut(cq, Verb::PollCq)?;
         if c.overrun {
             return Err(Error::new(

@@ -4,6 +4,7 @@
 //! or iterates a hash map.
 
 mod cq;
+mod exec;
 mod modify;
 mod mr;
 mod post;
@@ -19,6 +20,7 @@ use verbs_api::{
 };
 
 use crate::arena::Arena;
+use crate::fabric::{Fabric, FabricConfig, PortConfig};
 use crate::handles::*;
 use crate::rng::{SimRng, Stream};
 use crate::trace::{Trace, TraceEvent};
@@ -104,6 +106,56 @@ impl Device {
     }
 }
 
+/// The fabric of `config`: one port per device port, InfiniBand ports with
+/// the LID `ibv_query_port` reports, RoCE ports with the GIDs
+/// `ibv_query_gid` reports, at the profile's link rate.
+fn build_fabric(config: &SimConfig) -> Fabric {
+    let mut fabric = Fabric::new(FabricConfig::with_seed(config.seed));
+    for (i, profile) in config.devices.iter().enumerate() {
+        let port = &profile.port;
+        let rate =
+            PortConfig::ib_rate_mbps(port.active_width, port.active_speed).unwrap_or(100_000);
+        let ports: Vec<PortConfig> = (0..profile.attr.phys_port_cnt.max(1))
+            .map(|_| match port.link_layer {
+                LinkLayer::Ethernet => PortConfig::roce_v2(rate),
+                _ => PortConfig::infiniband(u16::try_from(i + 2).unwrap_or(u16::MAX), rate),
+            })
+            .collect();
+        // Two devices sharing a LID would be a configuration bug; the port
+        // then simply is not addressable by LID.
+        let Ok(dev) = fabric.add_device(&ports) else {
+            continue;
+        };
+        if port.link_layer == LinkLayer::Ethernet {
+            let node_guid = device_node_guid(i);
+            for n in 1..=ports.len() as u8 {
+                let pr = crate::fabric::PortRef {
+                    device: dev,
+                    port: n,
+                };
+                let _ = fabric.add_gid(pr, Gid::from_parts(0xfe80_0000_0000_0000, node_guid));
+                let _ = fabric.add_gid(
+                    pr,
+                    Gid::from_ipv4(std::net::Ipv4Addr::new(10, 0, (i & 0xff) as u8, 1)),
+                );
+            }
+        } else {
+            let node_guid = device_node_guid(i);
+            let pr = crate::fabric::PortRef {
+                device: dev,
+                port: 1,
+            };
+            let _ = fabric.add_gid(pr, Gid::from_parts(0xfe80_0000_0000_0000, node_guid));
+        }
+    }
+    fabric
+}
+
+/// The node GUID of device `i` (also its GID 0's interface id).
+fn device_node_guid(i: usize) -> u64 {
+    0x0002_c903_0000_0000 | ((i as u64 + 1) << 16) | 0x1a2b
+}
+
 /// What an asynchronous event is about (`event.element`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncSubject {
@@ -175,6 +227,14 @@ pub struct World {
     pub(crate) mr_bytes_total: u64,
     pub(crate) rng_rkey: SimRng,
     pub(crate) trace: Trace,
+    /// The simulated fabric: ports, links, the event queue, faults.
+    pub(crate) fabric: Fabric,
+    /// Unreliable requests the fabric dropped, waiting to complete.
+    pub(crate) drops: Vec<crate::fabric::Packet>,
+    /// Armed ACK and RNR timers (stale timer events do not count).
+    pub(crate) live_timers: u32,
+    /// Source of unique timer generations.
+    pub(crate) timer_seq: u32,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -223,13 +283,18 @@ impl World {
             .enumerate()
             .map(|(i, profile)| Device {
                 profile: profile.clone(),
-                node_guid: 0x0002_c903_0000_0000 | ((i as u64 + 1) << 16) | 0x1a2b,
+                node_guid: device_node_guid(i),
                 qpns: QpnTable::default(),
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
             })
             .collect();
+        let fabric = build_fabric(&config);
         Self {
+            fabric,
+            drops: Vec::new(),
+            live_timers: 0,
+            timer_seq: 0,
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,
@@ -263,9 +328,16 @@ impl World {
         self.now_ns
     }
 
-    /// Moves virtual time forward by `ns` (no events are modelled yet).
-    pub fn advance_ns(&mut self, ns: u64) {
-        self.now_ns = self.now_ns.saturating_add(ns);
+    /// Moves virtual time forward by `ns`, processing every event due by
+    /// then. False if the event bound was hit first (a livelock); time has
+    /// still moved to where the last event left it.
+    pub fn advance_ns(&mut self, ns: u64) -> bool {
+        let target = self.now_ns.saturating_add(ns);
+        let done = self.run_events(Some(target), exec::RUN_EVENT_BUDGET, |_| false);
+        if done {
+            self.now_ns = self.now_ns.max(target);
+        }
+        done
     }
 
     /// The trace.

@@ -439,7 +439,7 @@ impl World {
             QpState::ReadyToReceive => QpPhase::ReadyToReceive(b, pa),
             // RTS: the requester may send.
             QpState::ReadyToSend => QpPhase::ReadyToSend(b, pa, r),
-            // SQD: the simulator has nothing in flight, so draining ends at once.
+            // SQD: `set_state` marks it draining while requests are in flight.
             QpState::SendQueueDrain => QpPhase::SendQueueDrain(b, pa, r, false),
             QpState::SendQueueError => QpPhase::SendQueueError(b, pa, r),
             // ERR: keep what was configured for ibv_query_qp.
@@ -487,17 +487,27 @@ impl World {
                     self.raise_async(ctx, AsyncEventType::QpLastWqeReached, AsyncSubject::Qp(qp));
                 }
             }
-            // SQD: drained at once; notify if asked (ibv_get_async_event(3)).
+            // SQD: drained once nothing transmitted is outstanding; notify
+            // then if asked (ibv_get_async_event(3)); the executor ends a
+            // drain that has to wait.
             QpState::SendQueueDrain if from != QpState::SendQueueDrain => {
-                let q = self.qps.get(qp.index, qp.generation).expect("live");
-                if let (_, _, Some(r)) = q.phase.parts() {
-                    if r.en_sqd_async_notify {
+                let in_flight = self.sq_in_flight(qp);
+                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                if let QpPhase::SendQueueDrain(b, p, r, _) = q.phase {
+                    if in_flight {
+                        q.phase = QpPhase::SendQueueDrain(b, p, r, true);
+                    } else if r.en_sqd_async_notify {
                         self.raise_async(ctx, AsyncEventType::SqDrained, AsyncSubject::Qp(qp));
                     }
                 }
             }
+            // SQE (UD/UC send-side error): the send queue is flushed.
+            QpState::SendQueueError if from != QpState::SendQueueError => {
+                self.flush_queue(qp, super::cq::QueueKind::Send);
+            }
             _ => {}
         }
+        self.exec_on_state(qp, from, to);
         // R5 invariants of the target state.
         let q = self.qps.get(qp.index, qp.generation).expect("live");
         debug_assert_eq!(q.phase.state(), to);

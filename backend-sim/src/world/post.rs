@@ -10,13 +10,11 @@
 //! accepts but completes in error (an opcode invalid for the QP type) keeps
 //! that status in [`SendWqe::deferred_error`] for the executor.
 //!
-//! Execution of work requests in RTS (packets, placement, success
-//! completions) belongs to the data path and is not modelled yet: accepted
-//! requests stay outstanding until the QP enters ERR (flushed) or RESET
-//! (dropped).
+//! Accepted send requests are handed to the executor (`exec.rs`) at once,
+//! which transmits them at the current virtual time when the QP is in RTS.
 
 use verbs_api::{
-    QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Verb, Wc, WcOpcode, WcStatus,
+    QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc, WcOpcode, WcStatus,
 };
 
 use super::cq::{CqEntry, QueueKind};
@@ -79,6 +77,10 @@ impl World {
         let state = self.qp(qp, v)?.phase.state();
         if matches!(state, QpState::Error | QpState::SendQueueError) {
             self.flush_queue(qp, QueueKind::Send);
+            let q = self.qp_mut(qp, v)?;
+            q.tx.send_seq = q.sq.tail;
+        } else {
+            self.kick(qp);
         }
         result
     }
@@ -134,17 +136,94 @@ impl World {
                 SendAdmission::CompleteInError(status) => Some(status),
                 SendAdmission::Execute | SendAdmission::Flush => None,
             },
+            ..SendWqe::default()
         };
         let device = q.device;
+        let inline_src = if inline && length > 0 {
+            Some(self.inline_sources(qp, wr.sg_list)?)
+        } else {
+            None
+        };
         let Self { qps, mrs, .. } = self;
         let q = qps.get_mut(qp.index, qp.generation).expect("checked");
-        q.sq.push(wqe, wr.sg_list);
+        let seq = q.sq.push(wqe, wr.sg_list);
+        if let Some(srcs) = inline_src {
+            // IBV_SEND_INLINE: the bytes are copied now (data-path §3.1).
+            let area = q.sq.inline_area_mut(seq);
+            let mut at = 0usize;
+            for (mr, off, len) in srcs.into_iter().flatten() {
+                if let Some((_, m)) = mrs.get_by_index(mr) {
+                    area[at..at + len].copy_from_slice(&m.bytes[off..off + len]);
+                }
+                at += len;
+            }
+        }
         if !inline {
             for s in wr.sg_list {
                 pin(mrs, device, s.lkey);
             }
         }
         Ok(())
+    }
+
+    /// Where the bytes of an inline gather list live: `(MR slot, offset,
+    /// length)` per SGE. The lkey of an inline SGE is not used by hardware
+    /// (the CPU copies from the address), so the MR is found by address in
+    /// the QP's process when the lkey does not cover it.
+    ///
+    /// # Divergence from hardware
+    /// Hardware copies from any mapped address; the simulator can only
+    /// read memory it registered, so an inline SGE outside every MR of the
+    /// process is refused with `EFAULT` (`ApiMisuse`).
+    fn inline_sources(
+        &self,
+        qp: QpHandle,
+        sges: &[Sge],
+    ) -> Result<[Option<(u32, usize, usize)>; 32]> {
+        let v = Verb::PostSend;
+        let q = self.qp(qp, v)?;
+        let process = self.ctx(q.ctx, v)?.process;
+        let mut out = [None; 32];
+        for (i, s) in sges.iter().enumerate().take(32) {
+            if s.length == 0 {
+                continue;
+            }
+            let len = u64::from(s.length);
+            let by_key = self
+                .mrs
+                .get_by_index(s.lkey >> 8)
+                .filter(|(_, m)| m.lkey == s.lkey && m.device == q.device)
+                .and_then(|(_, m)| {
+                    super::exec::mr_view(m)
+                        .offset_of(s.addr, len)
+                        .map(|o| (s.lkey >> 8, o as usize))
+                });
+            let found = by_key.or_else(|| {
+                self.mrs.iter().find_map(|(idx, _, m)| {
+                    let same_process = self
+                        .pds
+                        .get(m.pd.index, m.pd.generation)
+                        .and_then(|p| self.contexts.get(p.ctx.index, p.ctx.generation))
+                        .is_some_and(|c| c.process == process);
+                    (same_process
+                        && s.addr >= m.addr
+                        && s.addr + len <= m.addr + m.bytes.len() as u64)
+                        .then(|| (idx, (s.addr - m.addr) as usize))
+                })
+            });
+            let Some((mr, off)) = found else {
+                return Err(verbs_api::Error::new(
+                    v,
+                    verbs_api::ErrorKind::ApiMisuse,
+                    format!(
+                        "inline SGE {i} ({:#x}, {} bytes) is not inside memory the simulator registered",
+                        s.addr, s.length
+                    ),
+                ).with_errno(verbs_api::errno::EFAULT));
+            };
+            out[i] = Some((mr, off, s.length as usize));
+        }
+        Ok(out)
     }
 
     /// `ibv_post_recv`.
@@ -241,6 +320,7 @@ impl World {
             let (ring_done, ring_tail) = match queue {
                 QueueKind::Send => (q.sq.done, q.sq.tail),
                 QueueKind::Recv => (q.rq.done, q.rq.tail),
+                QueueKind::Srq(_) => return,
             };
             if ring_done >= ring_tail {
                 return;
@@ -259,6 +339,7 @@ impl World {
                     q.rq.done += 1;
                     (w.wr_id, WcOpcode::Recv, q.recv_cq)
                 }
+                QueueKind::Srq(_) => return,
             };
             let wc = Wc {
                 wr_id,
@@ -285,6 +366,21 @@ impl World {
     /// Frees the slots of `queue` up to `seq` (a polled CQE covers every
     /// earlier request of its queue) and unpins their MRs.
     pub(crate) fn release_wqes(&mut self, qp: QpHandle, queue: QueueKind, seq: u64) {
+        if let QueueKind::Srq(srq) = queue {
+            let Self { srqs, mrs, .. } = self;
+            let Some(s) = srqs.get_mut(srq.index, srq.generation) else {
+                return;
+            };
+            let device = s.device;
+            let range = s.ring.free_through(seq);
+            for i in range {
+                let (w, sges, _) = s.ring.get_freed(i);
+                for g in &sges[..w.num_sge as usize] {
+                    unpin(mrs, device, g.lkey);
+                }
+            }
+            return;
+        }
         let Self { qps, mrs, .. } = self;
         let Some(q) = qps.get_mut(qp.index, qp.generation) else {
             return;
@@ -311,6 +407,7 @@ impl World {
                     }
                 }
             }
+            QueueKind::Srq(_) => {}
         }
     }
 }

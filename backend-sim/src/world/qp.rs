@@ -130,6 +130,10 @@ pub(crate) struct Qp {
     pub(crate) mcast: Vec<(Gid, u16)>,
     pub(crate) sq: Ring<SendWqe>,
     pub(crate) rq: Ring<RecvWqe>,
+    /// Requester execution state.
+    pub(crate) tx: super::exec::Tx,
+    /// Responder execution state.
+    pub(crate) rx: super::exec::Rx,
 }
 
 /// `send_ops_flags` each type may ask for on mlx5 (rdma-core
@@ -601,6 +605,9 @@ impl World {
         }
 
         // Commit: nothing above changed the world.
+        let srq_sges = srq
+            .and_then(|s| self.srqs.get(s.index, s.generation))
+            .map_or(0, |s| s.max_sge);
         let index = self.qps.next_index();
         let qp_num = self
             .alloc_qpn(device, index)
@@ -621,8 +628,13 @@ impl World {
             create_flags: flags,
             phase: QpPhase::Reset,
             mcast: Vec::new(),
-            sq: Ring::new(cap.max_send_wr, cap.max_send_sge),
+            sq: Ring::with_inline(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
             rq: Ring::new(cap.max_recv_wr, cap.max_recv_sge),
+            tx: super::exec::Tx::default(),
+            rx: super::exec::Rx {
+                srq_sges: Vec::with_capacity(srq_sges as usize),
+                ..Default::default()
+            },
         };
         let h = QpHandle::from_parts(self.qps.insert(qp));
         debug_assert_eq!(h.index, index);
@@ -730,6 +742,7 @@ impl World {
         }
         let (ctx, device, qpn, pd, send_cq, recv_cq, srq) =
             (q.ctx, q.device, q.qp_num, q.pd, q.send_cq, q.recv_cq, q.srq);
+        self.exec_on_destroy(qp);
         self.discard_queues(qp);
         if self.device(device).profile.driver == DriverModel::Mlx5 {
             for cq in [send_cq, recv_cq].into_iter().flatten() {
@@ -779,6 +792,7 @@ impl World {
                     q.rq.done = q.rq.tail;
                     r
                 }
+                QueueKind::Srq(_) => continue,
             };
             if let Some(last) = range.end.checked_sub(1) {
                 if range.start <= last {

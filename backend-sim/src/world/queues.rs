@@ -11,9 +11,23 @@ use verbs_api::{AtomicInfo, RdmaInfo, SendFlags, Sge, WcStatus, WrOpcode};
 
 use crate::handles::AhHandle;
 
-/// One posted send work request (its SGEs live in the ring's SGE array).
-/// Every field is kept for the data path that executes it.
-#[allow(dead_code)]
+/// Where a send work request is in its execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Exec {
+    /// Posted, not transmitted (or rewound for retransmission).
+    #[default]
+    Queued,
+    /// Transmitted; waiting for its ACK, response or (UD/UC) departure.
+    Sent,
+    /// Finished successfully; completes when every earlier one has.
+    Done,
+    /// Finished in error with this status; completes in order, then the
+    /// QP leaves service.
+    Failed(WcStatus),
+}
+
+/// One posted send work request (its SGEs live in the ring's SGE array,
+/// inline bytes in the ring's inline array).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SendWqe {
     pub(crate) wr_id: u64,
@@ -25,6 +39,7 @@ pub(crate) struct SendWqe {
     pub(crate) ah: Option<AhHandle>,
     pub(crate) remote_qpn: u32,
     pub(crate) remote_qkey: u32,
+    #[allow(dead_code)] // read by XRC sends (issue #4)
     pub(crate) remote_srqn: u32,
     pub(crate) num_sge: u32,
     /// Whether a successful completion produces a CQE.
@@ -35,14 +50,26 @@ pub(crate) struct SendWqe {
     /// the head of the queue (mlx5: opcode invalid for the QP type →
     /// `LOC_QP_OP_ERR`, data-path §1.2).
     pub(crate) deferred_error: Option<WcStatus>,
+    /// Execution state (the executor's).
+    pub(crate) exec: Exec,
+    /// First PSN of the message (RC/UC), set at transmission.
+    pub(crate) psn: u32,
+    /// PSNs the message uses: its packets, or a READ's response packets.
+    pub(crate) npkts: u32,
+    /// READ: response packets received so far, in order.
+    pub(crate) received: u32,
+    /// The requester-local checks passed (not repeated on retransmission).
+    pub(crate) checked: bool,
+    /// Transmitted at least once (later transmissions are retries).
+    pub(crate) transmitted: bool,
 }
 
 /// One posted receive work request.
-#[allow(dead_code)]
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RecvWqe {
     pub(crate) wr_id: u64,
     pub(crate) num_sge: u32,
+    #[allow(dead_code)] // kept for traces and SRQ accounting
     pub(crate) length: u64,
 }
 
@@ -52,6 +79,9 @@ pub(crate) struct Ring<W> {
     wqes: Vec<W>,
     sges: Vec<Sge>,
     max_sge: u32,
+    /// Inline data, `inline_max` bytes per slot (send queues only).
+    inline: Vec<u8>,
+    inline_max: u32,
     pub(crate) head: u64,
     pub(crate) done: u64,
     pub(crate) tail: u64,
@@ -60,17 +90,24 @@ pub(crate) struct Ring<W> {
 impl<W: Copy + Default> Ring<W> {
     /// A ring for `capacity` requests of at most `max_sge` SGEs each.
     pub(crate) fn new(capacity: u32, max_sge: u32) -> Self {
+        Self::with_inline(capacity, max_sge, 0)
+    }
+
+    /// A ring that also keeps up to `inline_max` inline bytes per request.
+    pub(crate) fn with_inline(capacity: u32, max_sge: u32, inline_max: u32) -> Self {
         Self {
             wqes: vec![W::default(); capacity as usize],
             sges: vec![Sge::default(); capacity as usize * max_sge as usize],
             max_sge,
+            inline: vec![0; capacity as usize * inline_max as usize],
+            inline_max,
             head: 0,
             done: 0,
             tail: 0,
         }
     }
 
-    #[allow(dead_code)] // for the data path
+    #[allow(dead_code)] // for sizing checks in tests
     pub(crate) fn capacity(&self) -> u32 {
         self.wqes.len() as u32
     }
@@ -118,6 +155,24 @@ impl<W: Copy + Default> Ring<W> {
         )
     }
 
+    /// The request `seq`, writable.
+    pub(crate) fn get_mut(&mut self, seq: u64) -> &mut W {
+        let slot = self.slot(seq);
+        &mut self.wqes[slot]
+    }
+
+    /// The inline bytes stored for request `seq` (the first `len`).
+    pub(crate) fn inline_bytes(&self, seq: u64, len: usize) -> &[u8] {
+        let base = self.slot(seq) * self.inline_max as usize;
+        &self.inline[base..base + len.min(self.inline_max as usize)]
+    }
+
+    /// The inline area of request `seq`, writable.
+    pub(crate) fn inline_area_mut(&mut self, seq: u64) -> &mut [u8] {
+        let base = self.slot(seq) * self.inline_max as usize;
+        &mut self.inline[base..base + self.inline_max as usize]
+    }
+
     /// A request whose slot was just freed (still readable until reused).
     pub(crate) fn get_freed(&self, seq: u64) -> (&W, &[Sge], usize) {
         let slot = self.slot(seq);
@@ -138,7 +193,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// Drops every request without completions (entering RESET, destroy).
-    #[allow(dead_code)] // for the data path
+    #[allow(dead_code)] // `discard_queues` releases slot by slot instead
     pub(crate) fn discard(&mut self) -> core::ops::Range<u64> {
         let r = self.head..self.tail;
         self.head = self.tail;

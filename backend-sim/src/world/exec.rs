@@ -1,0 +1,2174 @@
+//! Execution of posted work requests over the fabric (data-path.md §2–§7):
+//! the requester (transmission, ACK/NAK handling, go-back-N retransmission,
+//! RNR waits, `max_rd_atomic`, FENCE), the responder (PSN checks, receive
+//! WQE consumption, placement, READ responses, atomics with replay of
+//! duplicates) and the event loop that drives both in virtual time.
+//!
+//! Everything here is driven by three inputs: a post (which transmits at
+//! the current virtual time), a fabric event (a packet delivered, a timer
+//! due) and a state change. Decisions are the pure rules of
+//! [`crate::datapath`]; this module only moves bytes and state.
+//!
+//! Payload is copied once, at the receiving end, straight from the source
+//! MR to the destination MR ([`copy_extents`]): a packet carries the
+//! requester's work-request number (its cookie) and the offset of its
+//! payload in the message, and the responder reads the bytes from the
+//! requester's gather list (or its inline copy) when the packet arrives. A
+//! reliable requester keeps the work request until it is acknowledged, so
+//! the bytes are there; an unreliable one completes it only once its last
+//! packet has arrived or been dropped (so the same holds), which is the
+//! one timing divergence this design brings (see `docs/divergence.md`).
+
+use verbs_api::{
+    AccessFlags, AsyncEventType, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc, WcFlags,
+    WcOpcode, WcStatus, WrOpcode,
+};
+
+use super::cq::{CqEntry, QueueKind};
+use super::post::transport_of;
+use super::qp::{Bound, QpPhase};
+use super::queues::Exec;
+use super::{Mr, World};
+use crate::arena::Arena;
+use crate::datapath::{
+    apply_atomic, check_invalidate, check_remote, check_requester_local, error_outcome,
+    opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp, ErrorScenario,
+    MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView, RetryCounters,
+    RetryVerdict, Transport, UD_GRH_BYTES,
+};
+use crate::fabric::{
+    packet_count, segment, AckSyndrome, Address, DeviceIndex, Endpoint, FabricEvent, FabricTrace,
+    FabricTraceSink, FaultRule, Opcode, Packet, PacketFlags, Psn, RuleScope, SimInstant,
+    TimerEvent, TimerKind,
+};
+use crate::handles::{QpHandle, SrqHandle};
+use crate::trace::{Trace, TraceEvent};
+
+/// Most events one `ibv_poll_cq` call processes while waiting for a
+/// completion (an endless RNR retry loop must not hang a poll).
+pub(crate) const POLL_EVENT_BUDGET: u64 = 200_000;
+
+/// Most events `RunUntilIdle` and `AdvanceNs` process in one call.
+pub(crate) const RUN_EVENT_BUDGET: u64 = 50_000_000;
+
+/// Atomic results a responder keeps to answer duplicate atomics without
+/// executing them again (data-path §5.2 "answered from the saved result").
+const ATOMIC_REPLAY: usize = 16;
+
+/// Most SGEs on either side of a copy (devices allow at most 32).
+const EXTENTS_MAX: usize = 64;
+
+/// A destination that resolves to nothing: the fabric drops packets to it
+/// as unroutable.
+const NOWHERE: Endpoint = Endpoint {
+    qpn: 0,
+    device: DeviceIndex(u16::MAX),
+    port: 1,
+};
+
+/// The requester side of a QP.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tx {
+    /// PSN of the next packet to transmit.
+    pub(crate) next_psn: Psn,
+    /// Sequence number of the next work request to transmit; `[sq.done,
+    /// send_seq)` are transmitted and not yet completed.
+    pub(crate) send_seq: u64,
+    /// READ/atomic requests transmitted and not yet answered.
+    pub(crate) rd_atomic: u32,
+    pub(crate) retry: RetryCounters,
+    /// Generation of the armed ACK timer (unique in the world).
+    pub(crate) ack_gen: u32,
+    /// When the ACK timer expires, while armed.
+    pub(crate) ack_deadline: Option<u64>,
+    pub(crate) rnr_gen: u32,
+    /// Waiting out an RNR NAK until this time.
+    pub(crate) rnr_until: Option<u64>,
+    /// A work request failed locally: nothing more is transmitted.
+    pub(crate) blocked: bool,
+    /// This QP's own endpoint.
+    pub(crate) src: Endpoint,
+    /// The connected peer (RC/UC), resolved at RTR.
+    pub(crate) dest: Endpoint,
+    /// Path MTU in bytes.
+    pub(crate) mtu: u32,
+}
+
+impl Default for Tx {
+    fn default() -> Self {
+        Self {
+            next_psn: Psn::default(),
+            send_seq: 0,
+            rd_atomic: 0,
+            retry: RetryCounters::default(),
+            ack_gen: 0,
+            ack_deadline: None,
+            rnr_gen: 0,
+            rnr_until: None,
+            blocked: false,
+            src: NOWHERE,
+            dest: NOWHERE,
+            mtu: 256,
+        }
+    }
+}
+
+/// A receive WQE a message has consumed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvRef {
+    pub(crate) srq: Option<SrqHandle>,
+    pub(crate) seq: u64,
+    pub(crate) wr_id: u64,
+}
+
+/// The message a responder is in the middle of (RC/UC receive in order,
+/// so there is at most one).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RxMsg {
+    pub(crate) active: bool,
+    /// UC: a packet of this message was lost; drop the rest.
+    pub(crate) dropping: bool,
+    pub(crate) recv: Option<RecvRef>,
+    /// RDMA WRITE target: MR arena index and offset in it.
+    pub(crate) write: Option<(u32, u64)>,
+    pub(crate) byte_len: u32,
+}
+
+/// The responder side of a QP.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rx {
+    /// Expected PSN.
+    pub(crate) epsn: Psn,
+    /// A sequence-error NAK was sent for the current gap.
+    pub(crate) nak_sent: bool,
+    pub(crate) msg: RxMsg,
+    /// The SGEs of a WQE taken from an SRQ (its slot may be reused before
+    /// the message ends); empty without an SRQ.
+    pub(crate) srq_sges: Vec<Sge>,
+    pub(crate) srq_num_sge: u32,
+    /// `(psn + 1, original value)` of recent atomics; 0 = empty.
+    pub(crate) atomics: [(u32, u64); ATOMIC_REPLAY],
+    pub(crate) atomic_next: usize,
+}
+
+/// A piece of a copy: `len` bytes at `off` in MR arena slot `mr`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extent {
+    mr: u32,
+    off: usize,
+    len: usize,
+}
+
+/// The MRs of one device, as the datapath rules see them.
+pub(crate) struct DevMrs<'a> {
+    pub(crate) mrs: &'a Arena<Mr>,
+    pub(crate) device: u32,
+}
+
+pub(crate) fn mr_view(m: &Mr) -> MrView {
+    MrView {
+        addr: m.addr,
+        length: m.bytes.len() as u64,
+        lkey: m.lkey,
+        rkey: m.rkey,
+        access: m.access,
+        pd: m.pd.index,
+        valid: true,
+    }
+}
+
+impl MrLookup for DevMrs<'_> {
+    fn by_lkey(&self, lkey: u32) -> Option<MrView> {
+        let (_, m) = self.mrs.get_by_index(lkey >> 8)?;
+        (m.lkey == lkey && m.device == self.device).then(|| mr_view(m))
+    }
+
+    fn by_rkey(&self, rkey: u32) -> Option<MrView> {
+        let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
+        (m.rkey == rkey && m.device == self.device).then(|| mr_view(m))
+    }
+}
+
+/// The pieces of MR memory that bytes `[off, off + len)` of the stream an
+/// SGE list describes occupy (skipping zero-length SGEs). `None` if an SGE
+/// names no MR of `device` or leaves its MR.
+fn extents(
+    sges: &[Sge],
+    mrs: &Arena<Mr>,
+    device: u32,
+    mut off: u64,
+    mut len: u64,
+    out: &mut [Extent; EXTENTS_MAX],
+) -> Option<usize> {
+    let mut n = 0;
+    for sge in sges {
+        if len == 0 {
+            break;
+        }
+        let sl = u64::from(sge.length);
+        if off >= sl {
+            off -= sl;
+            continue;
+        }
+        let take = (sl - off).min(len);
+        let (_, m) = mrs.get_by_index(sge.lkey >> 8)?;
+        if m.lkey != sge.lkey || m.device != device {
+            return None;
+        }
+        let view = mr_view(m);
+        let mr_off = view.offset_of(sge.addr + off, take)?;
+        if n == EXTENTS_MAX {
+            return None;
+        }
+        out[n] = Extent {
+            mr: sge.lkey >> 8,
+            off: mr_off as usize,
+            len: take as usize,
+        };
+        n += 1;
+        len -= take;
+        off = 0;
+    }
+    (len == 0).then_some(n)
+}
+
+/// Copies the bytes of `src` into `dst` (both lists cover the same number
+/// of bytes), MR to MR, without a bounce buffer.
+fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
+    let (mut si, mut di) = (0, 0);
+    let (mut so, mut d_o) = (0usize, 0usize);
+    while si < src.len() && di < dst.len() {
+        let s = src[si];
+        let d = dst[di];
+        let n = (s.len - so).min(d.len - d_o);
+        if s.mr == d.mr {
+            if let Some((_, m)) = mrs.get_by_index_mut(s.mr) {
+                m.bytes.copy_within(s.off + so..s.off + so + n, d.off + d_o);
+            }
+        } else if let Some((sm, dm)) = mrs.pair_by_index_mut(s.mr, d.mr) {
+            dm.bytes[d.off + d_o..d.off + d_o + n]
+                .copy_from_slice(&sm.bytes[s.off + so..s.off + so + n]);
+        }
+        so += n;
+        d_o += n;
+        if so == s.len {
+            si += 1;
+            so = 0;
+        }
+        if d_o == d.len {
+            di += 1;
+            d_o = 0;
+        }
+    }
+}
+
+/// Copies `bytes` into `dst`.
+fn copy_bytes(mrs: &mut Arena<Mr>, mut bytes: &[u8], dst: &[Extent]) {
+    for d in dst {
+        if bytes.is_empty() {
+            break;
+        }
+        let n = d.len.min(bytes.len());
+        if let Some((_, m)) = mrs.get_by_index_mut(d.mr) {
+            m.bytes[d.off..d.off + n].copy_from_slice(&bytes[..n]);
+        }
+        bytes = &bytes[n..];
+    }
+}
+
+/// The world's fabric trace sink: records into the trace, and remembers
+/// dropped unreliable requests so their senders can complete.
+pub(crate) struct Sink<'a> {
+    pub(crate) trace: &'a mut Trace,
+    pub(crate) drops: &'a mut Vec<Packet>,
+}
+
+impl FabricTraceSink for Sink<'_> {
+    fn record(&mut self, record: FabricTrace) {
+        if let FabricTrace::Dropped { packet, .. } = record {
+            if packet.opcode.is_request() && packet.opcode.ends_message() {
+                self.drops.push(packet);
+            }
+        }
+        self.trace
+            .push(record.at().as_nanos(), TraceEvent::Packet(record));
+    }
+}
+
+/// The NAK syndrome a requester status travels as (IBTA §9.7.5.2.2).
+fn nak_of(status: WcStatus) -> AckSyndrome {
+    match status {
+        WcStatus::RemAccessErr => AckSyndrome::RemoteAccessError,
+        WcStatus::RemOpErr => AckSyndrome::RemoteOperationalError,
+        _ => AckSyndrome::InvalidRequest,
+    }
+}
+
+/// The requester status a NAK syndrome completes with.
+fn status_of(nak: AckSyndrome) -> WcStatus {
+    match nak {
+        AckSyndrome::RemoteAccessError => WcStatus::RemAccessErr,
+        AckSyndrome::RemoteOperationalError => WcStatus::RemOpErr,
+        _ => WcStatus::RemInvReqErr,
+    }
+}
+
+/// True in the states whose responder accepts packets.
+fn receives(state: QpState, transport: Transport) -> bool {
+    match state {
+        QpState::ReadyToReceive | QpState::ReadyToSend | QpState::SendQueueDrain => true,
+        QpState::SendQueueError => transport.is_unreliable(),
+        _ => false,
+    }
+}
+
+impl World {
+    // ------------------------------------------------------------ plumbing
+
+    fn instant(&self) -> SimInstant {
+        SimInstant::from_nanos(self.now_ns)
+    }
+
+    /// True while anything can still happen without a new input: packets
+    /// on the wire or an armed retransmission/RNR timer.
+    pub(crate) fn busy(&self) -> bool {
+        self.fabric.in_flight() > 0 || self.live_timers > 0
+    }
+
+    /// The live QP at `ep`, if any.
+    fn qp_at(&self, ep: Endpoint) -> Option<QpHandle> {
+        let d = self.devices.get(usize::from(ep.device.0))?;
+        let index = d.qpns.get(ep.qpn)?;
+        let (generation, q) = self.qps.get_by_index(index)?;
+        (q.qp_num == ep.qpn && q.device == u32::from(ep.device.0))
+            .then_some(QpHandle { index, generation })
+    }
+
+    /// Hands `packet` to the fabric now.
+    fn wire(&mut self, packet: Packet) {
+        let now = self.instant();
+        let Self {
+            fabric,
+            trace,
+            drops,
+            ..
+        } = self;
+        // A full event queue loses the packet, as congestion would; the
+        // sender's reliability (or its absence) takes it from there.
+        let _ = fabric.send(now, packet, &mut Sink { trace, drops });
+        self.settle_drops();
+    }
+
+    /// Completes unreliable requests whose last packet the fabric dropped.
+    fn settle_drops(&mut self) {
+        if self.drops.is_empty() {
+            return;
+        }
+        let mut drops = core::mem::take(&mut self.drops);
+        for p in drops.drain(..) {
+            self.unreliable_departed(&p);
+        }
+        if self.drops.is_empty() {
+            self.drops = drops;
+        }
+    }
+
+    fn schedule(&mut self, at: u64, kind: TimerKind, owner: u32, generation: u32) {
+        let _ = self.fabric.schedule_timer(
+            SimInstant::from_nanos(at),
+            TimerEvent {
+                kind,
+                owner,
+                generation,
+            },
+        );
+    }
+
+    fn next_timer_gen(&mut self) -> u32 {
+        self.timer_seq = self.timer_seq.wrapping_add(1);
+        self.timer_seq
+    }
+
+    // ---------------------------------------------------------- event loop
+
+    /// Processes events in time order until `stop` holds, nothing is left
+    /// to do, the next event is past `horizon`, or `budget` events ran.
+    /// Returns false when the budget ran out first.
+    pub(crate) fn run_events(
+        &mut self,
+        horizon: Option<u64>,
+        budget: u64,
+        mut stop: impl FnMut(&Self) -> bool,
+    ) -> bool {
+        let mut n = 0u64;
+        loop {
+            if stop(self) {
+                return true;
+            }
+            let Some(next) = self.fabric.next_event_time() else {
+                return true;
+            };
+            let next = next.as_nanos();
+            if horizon.is_some_and(|h| next > h) {
+                return true;
+            }
+            if horizon.is_none() && !self.busy() {
+                return true;
+            }
+            if n >= budget {
+                return false;
+            }
+            n += 1;
+            let at = SimInstant::from_nanos(next.max(self.now_ns));
+            let Self {
+                fabric,
+                trace,
+                drops,
+                ..
+            } = self;
+            let popped = fabric.pop_due(at, &mut Sink { trace, drops });
+            self.now_ns = self.now_ns.max(next);
+            self.settle_drops();
+            if let Some((t, event)) = popped {
+                self.now_ns = self.now_ns.max(t.as_nanos());
+                self.on_event(event);
+            }
+        }
+    }
+
+    /// `RunUntilIdle`: false if the bound was hit with work left.
+    pub fn run_until_idle(&mut self) -> bool {
+        self.run_events(None, RUN_EVENT_BUDGET, |_| false)
+    }
+
+    /// Installs a fault rule (`SimCommand::Fault`): on every packet, or on
+    /// those from (`Some((true, qp))`) or to (`Some((false, qp))`) a QP.
+    pub(crate) fn install_fault(
+        &mut self,
+        scope: Option<(bool, QpHandle)>,
+        action: verbs_api::FaultAction,
+        when: verbs_api::FaultWhen,
+    ) -> verbs_api::Result<()> {
+        let v = verbs_api::Verb::SimControl;
+        let scope = match scope {
+            None => RuleScope::All,
+            Some((from, qp)) => {
+                let q = self.qp(qp, v)?;
+                let (device, qpn) = (DeviceIndex(q.device as u16), q.qp_num);
+                if from {
+                    RuleScope::From { device, qpn }
+                } else {
+                    RuleScope::To { device, qpn }
+                }
+            }
+        };
+        let rule = FaultRule::new(scope, action, when)
+            .map_err(|e| super::invalid(v, format!("fault: {e}")))?;
+        self.fabric.install_rule(rule);
+        Ok(())
+    }
+
+    /// Removes every fault rule (`SimCommand::ClearFaults`).
+    pub(crate) fn clear_faults(&mut self) {
+        self.fabric.clear_rules();
+    }
+
+    /// Takes a port's link down or up (`SimCommand::Link`).
+    pub(crate) fn set_link(&mut self, device: u32, port: u8, up: bool) -> verbs_api::Result<()> {
+        let v = verbs_api::Verb::SimControl;
+        let pr = crate::fabric::PortRef {
+            device: DeviceIndex(u16::try_from(device).unwrap_or(u16::MAX)),
+            port,
+        };
+        let now = self.instant();
+        let Self {
+            fabric,
+            trace,
+            drops,
+            ..
+        } = self;
+        fabric
+            .set_link(now, pr, up, &mut Sink { trace, drops })
+            .map_err(|e| super::invalid(v, format!("link: {e}")))?;
+        self.settle_drops();
+        Ok(())
+    }
+
+    fn on_event(&mut self, event: FabricEvent) {
+        match event {
+            FabricEvent::Delivered(p) => match p.opcode {
+                Opcode::Acknowledge(s) => self.on_ack(&p, s),
+                Opcode::ReadResponse(_) => self.on_read_response(&p),
+                Opcode::AtomicAcknowledge => self.on_atomic_ack(&p),
+                _ => {
+                    self.on_request(&p);
+                    self.unreliable_departed(&p);
+                }
+            },
+            FabricEvent::Timer(t) => match t.kind {
+                TimerKind::AckTimeout => self.on_ack_timer(t),
+                TimerKind::RnrRetry => self.on_rnr_timer(t),
+                _ => {}
+            },
+        }
+    }
+
+    // ------------------------------------------------------ state changes
+
+    /// The data path's side of a state change (called by `set_state` after
+    /// the phase changed and queues were flushed or discarded).
+    pub(crate) fn exec_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let device = q.device;
+        let (bound, path, req) = q.phase.parts();
+        match to {
+            QpState::Reset => {
+                self.disarm(qp);
+                if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                    let srq_sges = core::mem::take(&mut q.rx.srq_sges);
+                    q.tx = Tx::default();
+                    q.rx = Rx {
+                        srq_sges,
+                        ..Default::default()
+                    };
+                }
+            }
+            QpState::Error | QpState::SendQueueError => {
+                if to == QpState::Error {
+                    self.disarm(qp);
+                    self.flush_rx_message(qp);
+                } else {
+                    self.disarm_tx(qp);
+                    self.flush_queue(qp, QueueKind::Send);
+                }
+                if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                    q.tx.send_seq = q.sq.tail;
+                    q.tx.blocked = false;
+                    q.tx.rd_atomic = 0;
+                }
+            }
+            QpState::ReadyToReceive if from != QpState::ReadyToReceive => {
+                let (b, p) = (bound.unwrap_or_default(), path.unwrap_or_default());
+                let src = self.endpoint_of(device, q.qp_num, b);
+                let class = q.class;
+                let port_mtu = self.devices[device as usize].profile.port.active_mtu;
+                let (dest, mtu) = match class {
+                    QpClass::Ud => (NOWHERE, port_mtu.bytes().unwrap_or(4096)),
+                    _ => {
+                        let addr = if p.ah.is_global {
+                            Address::Gid(p.ah.grh.dgid)
+                        } else {
+                            Address::Lid(p.ah.dlid)
+                        };
+                        let dest = self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
+                            qpn: p.dest_qpn & 0xff_ffff,
+                            device: port.device,
+                            port: port.port,
+                        });
+                        (dest, p.path_mtu.bytes().unwrap_or(4096))
+                    }
+                };
+                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                q.rx.epsn = Psn::new(p.rq_psn);
+                q.rx.nak_sent = false;
+                q.rx.msg = RxMsg::default();
+                q.tx.src = src;
+                q.tx.dest = dest;
+                q.tx.mtu = mtu;
+            }
+            QpState::ReadyToSend => {
+                let r = req.unwrap_or_default();
+                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                if from == QpState::ReadyToReceive {
+                    q.tx.next_psn = Psn::new(r.sq_psn);
+                    q.tx.send_seq = q.sq.done;
+                }
+                q.tx.retry = RetryCounters::new(r.retry_cnt, r.rnr_retry);
+                q.tx.blocked = false;
+                self.kick(qp);
+            }
+            QpState::SendQueueDrain => {
+                if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                    q.tx.retry = RetryCounters::new(
+                        req.map_or(0, |r| r.retry_cnt),
+                        req.map_or(0, |r| r.rnr_retry),
+                    );
+                }
+                self.check_drained(qp);
+            }
+            _ => {}
+        }
+    }
+
+    /// True while a QP in SQD still has transmitted requests outstanding
+    /// (entering SQD raises SQ_DRAINED only after they finish).
+    pub(crate) fn sq_in_flight(&self, qp: QpHandle) -> bool {
+        self.qps
+            .get(qp.index, qp.generation)
+            .is_some_and(|q| q.tx.send_seq > q.sq.done)
+    }
+
+    /// SQD: once nothing transmitted is outstanding, the drain is over
+    /// (SQ_DRAINED if `en_sqd_async_notify`, qp-state-machine.md §7).
+    fn check_drained(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        if let QpPhase::SendQueueDrain(b, p, r, true) = q.phase {
+            if q.tx.send_seq == q.sq.done {
+                q.phase = QpPhase::SendQueueDrain(b, p, r, false);
+                let ctx = q.ctx;
+                if r.en_sqd_async_notify {
+                    self.raise_async(ctx, AsyncEventType::SqDrained, super::AsyncSubject::Qp(qp));
+                }
+            }
+        }
+    }
+
+    fn endpoint_of(&self, device: u32, qpn: u32, b: Bound) -> Endpoint {
+        Endpoint {
+            qpn,
+            device: DeviceIndex(device as u16),
+            port: b.port_num.max(1),
+        }
+    }
+
+    /// Before a QP is destroyed: its timers stop counting as live work.
+    pub(crate) fn exec_on_destroy(&mut self, qp: QpHandle) {
+        self.disarm(qp);
+    }
+
+    fn disarm(&mut self, qp: QpHandle) {
+        self.disarm_tx(qp);
+    }
+
+    fn disarm_tx(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let mut n = 0;
+        if q.tx.ack_deadline.take().is_some() {
+            n += 1;
+        }
+        if q.tx.rnr_until.take().is_some() {
+            n += 1;
+        }
+        self.live_timers -= n;
+    }
+
+    /// Entering ERR with an SRQ receive WQE half-filled: it completes with
+    /// WR_FLUSH_ERR (an RQ one is flushed with the rest of the RQ).
+    fn flush_rx_message(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let msg = core::mem::take(&mut q.rx.msg);
+        if let Some(recv) = msg.recv {
+            if recv.srq.is_some() {
+                let wc = Wc {
+                    wr_id: recv.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: WcOpcode::Recv,
+                    qp_num: q.qp_num,
+                    ..Wc::default()
+                };
+                self.complete_recv(qp, recv, wc, false);
+            }
+        }
+    }
+
+    // ----------------------------------------------------------- requester
+
+    /// Transmits what the send queue allows: called after a post, on
+    /// entering RTS, after progress and when an RNR wait ends.
+    pub(crate) fn kick(&mut self, qp: QpHandle) {
+        let flavor = self.config.errno_flavor;
+        loop {
+            let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                return;
+            };
+            let state = q.phase.state();
+            let seq = q.tx.send_seq;
+            if seq >= q.sq.tail || q.tx.blocked || q.tx.rnr_until.is_some() {
+                return;
+            }
+            let (w, sges, _) = q.sq.get(seq);
+            let w = *w;
+            // SQD: requests already transmitted once may be retransmitted,
+            // nothing new starts.
+            let may_send = state == QpState::ReadyToSend
+                || (state == QpState::SendQueueDrain && w.transmitted);
+            if !may_send {
+                return;
+            }
+            let transport = transport_of(q.class);
+            if let Some(status) = w.deferred_error {
+                self.fail_local(qp, seq, status);
+                return;
+            }
+            if !w.checked {
+                let pd = q.pd.map_or(u32::MAX, |p| p.index);
+                let mrs = DevMrs {
+                    mrs: &self.mrs,
+                    device: q.device,
+                };
+                let checked = check_requester_local(
+                    w.opcode,
+                    w.send_flags,
+                    transport,
+                    &sges[..w.num_sge as usize],
+                    &mrs,
+                    pd,
+                    q.tx.mtu,
+                );
+                if let Err(scenario) = checked {
+                    let out = error_outcome(scenario, transport);
+                    let status = out.requester_status.unwrap_or(WcStatus::LocQpOpErr);
+                    self.fail_local(qp, seq, status);
+                    return;
+                }
+            }
+            let class = opcode_info(w.opcode).map_or(OpClass::Send, |i| i.class);
+            let max_rd = q.phase.parts().2.map_or(0, |r| u32::from(r.max_rd_atomic));
+            if matches!(class, OpClass::Read | OpClass::Atomic) && q.tx.rd_atomic >= max_rd {
+                return;
+            }
+            if w.send_flags.contains(SendFlags::FENCE) && q.tx.rd_atomic > 0 {
+                return;
+            }
+            let _ = flavor;
+            self.transmit(qp, seq, transport, class);
+        }
+    }
+
+    /// A request fails before leaving: it completes in error in order.
+    fn fail_local(&mut self, qp: QpHandle, seq: u64, status: WcStatus) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let w = q.sq.get_mut(seq);
+        w.exec = Exec::Failed(status);
+        w.checked = true;
+        q.tx.send_seq = seq + 1;
+        q.tx.blocked = true;
+        self.complete_sq(qp);
+    }
+
+    /// Puts request `seq` on the wire.
+    fn transmit(&mut self, qp: QpHandle, seq: u64, transport: Transport, class: OpClass) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let now = self.now_ns;
+        let (mtu, src, mut dest, psn) = (q.tx.mtu, q.tx.src, q.tx.dest, q.tx.next_psn);
+        let w = q.sq.get_mut(seq);
+        let retry = w.transmitted;
+        let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+        let npkts = match transport {
+            Transport::Ud => 1,
+            _ => packet_count(len, mtu),
+        };
+        w.psn = psn.value();
+        w.npkts = npkts;
+        w.exec = Exec::Sent;
+        w.checked = true;
+        w.transmitted = true;
+        w.received = 0;
+        let w = *w;
+        q.tx.next_psn = psn.add(npkts);
+        q.tx.send_seq = seq + 1;
+        if matches!(class, OpClass::Read | OpClass::Atomic) {
+            q.tx.rd_atomic += 1;
+        }
+        let info = opcode_info(w.opcode);
+        let with_imm = info.is_some_and(|i| i.with_imm);
+        let with_inv = info.is_some_and(|i| i.with_inv);
+        let mut last_flags = PacketFlags::ACK_REQUEST;
+        if with_imm {
+            last_flags = last_flags | PacketFlags::WITH_IMMEDIATE;
+        }
+        if with_inv {
+            last_flags = last_flags | PacketFlags::WITH_INVALIDATE;
+        }
+        if w.send_flags.contains(SendFlags::SOLICITED) {
+            last_flags = last_flags | PacketFlags::SOLICITED;
+        }
+        let retry_flag = if retry {
+            PacketFlags::RETRY
+        } else {
+            PacketFlags::NONE
+        };
+        if transport == Transport::Ud {
+            dest = self.ud_destination(w.ah, w.remote_qpn);
+            self.wire(Packet {
+                source: src,
+                destination: dest,
+                psn,
+                opcode: Opcode::UdSend,
+                flags: last_flags | retry_flag,
+                payload_len: len,
+                offset: 0,
+                cookie: seq,
+            });
+            return;
+        }
+        match class {
+            OpClass::Read | OpClass::Atomic => {
+                let opcode = match (class, w.opcode) {
+                    (OpClass::Read, _) => Opcode::ReadRequest,
+                    (_, WrOpcode::AtomicCmpAndSwp) => Opcode::CompareSwap,
+                    _ => Opcode::FetchAdd,
+                };
+                self.wire(Packet {
+                    source: src,
+                    destination: dest,
+                    psn,
+                    opcode,
+                    flags: PacketFlags::ACK_REQUEST | retry_flag,
+                    payload_len: 0,
+                    offset: 0,
+                    cookie: seq,
+                });
+            }
+            _ => {
+                let write = class == OpClass::Write;
+                for (i, s) in segment(len, mtu).enumerate() {
+                    let flags = if s.position.ends_message() {
+                        last_flags
+                    } else {
+                        PacketFlags::NONE
+                    };
+                    self.wire(Packet {
+                        source: src,
+                        destination: dest,
+                        psn: psn.add(i as u32),
+                        opcode: if write {
+                            Opcode::RdmaWrite(s.position)
+                        } else {
+                            Opcode::Send(s.position)
+                        },
+                        flags: flags | retry_flag,
+                        payload_len: s.len,
+                        offset: s.offset,
+                        cookie: seq,
+                    });
+                }
+            }
+        }
+        if transport.is_reliable() {
+            self.arm_ack_timer(qp, now);
+        }
+    }
+
+    /// The endpoint a UD request goes to: its AH resolved on the fabric.
+    fn ud_destination(&self, ah: Option<crate::handles::AhHandle>, qpn: u32) -> Endpoint {
+        let Some(a) = ah.and_then(|h| self.ahs.get(h.index, h.generation)) else {
+            return NOWHERE;
+        };
+        let addr = if a.attr.is_global {
+            Address::Gid(a.attr.grh.dgid)
+        } else {
+            Address::Lid(a.attr.dlid)
+        };
+        self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
+            qpn,
+            device: port.device,
+            port: port.port,
+        })
+    }
+
+    fn arm_ack_timer(&mut self, qp: QpHandle, now: u64) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let timeout = q.phase.parts().2.map_or(0, |r| r.timeout);
+        let Some(ns) = crate::datapath::ack_timeout_ns(timeout) else {
+            return;
+        };
+        let deadline = now.saturating_add(ns);
+        if q.tx.ack_deadline.is_some() {
+            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+            q.tx.ack_deadline = Some(deadline);
+            return;
+        }
+        let generation = self.next_timer_gen();
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.tx.ack_deadline = Some(deadline);
+        q.tx.ack_gen = generation;
+        self.live_timers += 1;
+        self.schedule(deadline, TimerKind::AckTimeout, qp.index, generation);
+    }
+
+    /// After progress or a retransmission: the ACK timer runs while
+    /// anything transmitted is unanswered.
+    fn rearm(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        if q.tx.send_seq > q.sq.done && q.tx.rnr_until.is_none() {
+            let now = self.now_ns;
+            self.arm_ack_timer(qp, now);
+        } else if q.tx.ack_deadline.is_some() {
+            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+            q.tx.ack_deadline = None;
+            self.live_timers -= 1;
+        }
+    }
+
+    fn on_ack_timer(&mut self, t: TimerEvent) {
+        let Some((generation, q)) = self.qps.get_by_index(t.owner) else {
+            return;
+        };
+        let qp = QpHandle {
+            index: t.owner,
+            generation,
+        };
+        if q.tx.ack_gen != t.generation {
+            return;
+        }
+        let Some(deadline) = q.tx.ack_deadline else {
+            return;
+        };
+        if deadline > self.now_ns {
+            self.schedule(deadline, TimerKind::AckTimeout, t.owner, t.generation);
+            return;
+        }
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.tx.ack_deadline = None;
+        self.live_timers -= 1;
+        if q.tx.send_seq == q.sq.done || q.tx.rnr_until.is_some() {
+            return;
+        }
+        let (device, qpn, psn) = (q.device, q.qp_num, q.sq.get(q.sq.done).0.psn);
+        match q.tx.retry.on_timeout() {
+            RetryVerdict::Retry { .. } => {
+                self.record(TraceEvent::Retransmit {
+                    device,
+                    qpn,
+                    psn,
+                    cause: "ack timeout",
+                });
+                self.go_back(qp);
+                self.kick(qp);
+                self.rearm(qp);
+            }
+            RetryVerdict::Exhausted(status) => self.fail_outstanding(qp, status),
+        }
+    }
+
+    fn on_rnr_timer(&mut self, t: TimerEvent) {
+        let Some((generation, q)) = self.qps.get_by_index(t.owner) else {
+            return;
+        };
+        if q.tx.rnr_gen != t.generation || q.tx.rnr_until.is_none() {
+            return;
+        }
+        let qp = QpHandle {
+            index: t.owner,
+            generation,
+        };
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.tx.rnr_until = None;
+        self.live_timers -= 1;
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    /// The oldest outstanding request fails with `status` (retries
+    /// exhausted): it completes in error and the QP enters ERR.
+    fn fail_outstanding(&mut self, qp: QpHandle, status: WcStatus) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let seq = q.sq.done;
+        if seq < q.tx.send_seq {
+            q.sq.get_mut(seq).exec = Exec::Failed(status);
+            q.tx.blocked = true;
+        }
+        self.complete_sq(qp);
+    }
+
+    /// Go-back-N: every request from the oldest uncompleted one is sent
+    /// again (duplicates are re-acknowledged, READs re-read, atomics
+    /// answered from the saved result).
+    fn go_back(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let first = q.sq.done;
+        if first >= q.tx.send_seq {
+            return;
+        }
+        for s in first..q.tx.send_seq {
+            let w = q.sq.get_mut(s);
+            if matches!(w.exec, Exec::Sent | Exec::Done) {
+                w.exec = Exec::Queued;
+            }
+            w.received = 0;
+        }
+        q.tx.next_psn = Psn::new(q.sq.get(first).0.psn);
+        q.tx.send_seq = first;
+        q.tx.rd_atomic = 0;
+    }
+
+    /// Marks SEND/WRITE requests whose last PSN is at or before `psn`
+    /// (`inclusive`) or before it as acknowledged; stops at the first one
+    /// still waiting (a READ or atomic without its response).
+    fn acknowledge(&mut self, qp: QpHandle, psn: Psn, inclusive: bool) -> bool {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return false;
+        };
+        let mut progress = false;
+        let mut s = q.sq.done;
+        while s < q.tx.send_seq {
+            let w = q.sq.get_mut(s);
+            if w.exec == Exec::Done {
+                s += 1;
+                continue;
+            }
+            if w.exec != Exec::Sent {
+                break;
+            }
+            let class = opcode_info(w.opcode).map_or(OpClass::Send, |i| i.class);
+            let last = Psn::new(w.psn).add(w.npkts.max(1) - 1);
+            let covered = if inclusive {
+                !last.is_ahead_of(psn)
+            } else {
+                psn.is_ahead_of(last)
+            };
+            if !covered || matches!(class, OpClass::Read | OpClass::Atomic) {
+                break;
+            }
+            w.exec = Exec::Done;
+            progress = true;
+            s += 1;
+        }
+        if progress {
+            q.tx.retry.on_progress();
+        }
+        progress
+    }
+
+    /// The request at or after `sq.done` whose PSN range holds `psn`.
+    fn wqe_with_psn(&self, qp: QpHandle, psn: Psn) -> Option<u64> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        (q.sq.done..q.tx.send_seq).find(|&s| {
+            let w = q.sq.get(s).0;
+            let first = Psn::new(w.psn);
+            psn.distance_from(first) < w.npkts.max(1)
+        })
+    }
+
+    /// A requester QP able to take responses: alive, reliable, sending.
+    fn requester_for(&self, p: &Packet) -> Option<QpHandle> {
+        let qp = self.qp_at(p.destination)?;
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let ok = matches!(
+            q.phase.state(),
+            QpState::ReadyToSend | QpState::SendQueueDrain
+        ) && transport_of(q.class).is_reliable()
+            && q.tx.dest.qpn == p.source.qpn
+            && q.tx.dest.device == p.source.device;
+        ok.then_some(qp)
+    }
+
+    fn on_ack(&mut self, p: &Packet, syndrome: AckSyndrome) {
+        let Some(qp) = self.requester_for(p) else {
+            return;
+        };
+        match syndrome {
+            AckSyndrome::Ack => {
+                self.acknowledge(qp, p.psn, true);
+            }
+            AckSyndrome::RnrNak { timer } => {
+                self.acknowledge(qp, p.psn, false);
+                self.complete_sq(qp);
+                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                    return;
+                };
+                if q.sq.done >= q.tx.send_seq || q.tx.rnr_until.is_some() {
+                    return;
+                }
+                let (device, qpn) = (q.device, q.qp_num);
+                match q.tx.retry.on_rnr_nak(timer) {
+                    RetryVerdict::Retry { delay_ns } => {
+                        self.record(TraceEvent::Retransmit {
+                            device,
+                            qpn,
+                            psn: p.psn.value(),
+                            cause: "RNR NAK",
+                        });
+                        self.go_back(qp);
+                        let until = self.now_ns.saturating_add(delay_ns);
+                        let generation = self.next_timer_gen();
+                        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                        q.tx.rnr_until = Some(until);
+                        q.tx.rnr_gen = generation;
+                        self.live_timers += 1;
+                        if q.tx.ack_deadline.take().is_some() {
+                            self.live_timers -= 1;
+                        }
+                        self.schedule(until, TimerKind::RnrRetry, qp.index, generation);
+                        return;
+                    }
+                    RetryVerdict::Exhausted(status) => {
+                        self.fail_outstanding(qp, status);
+                        return;
+                    }
+                }
+            }
+            AckSyndrome::PsnSequenceError => {
+                self.acknowledge(qp, p.psn, false);
+                self.complete_sq(qp);
+                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                    return;
+                };
+                if q.sq.done >= q.tx.send_seq {
+                    return;
+                }
+                let oldest = Psn::new(q.sq.get(q.sq.done).0.psn);
+                if p.psn.is_behind(oldest) || !p.psn.is_behind(q.tx.next_psn) {
+                    return; // stale NAK from before a rewind
+                }
+                let (device, qpn) = (q.device, q.qp_num);
+                match q.tx.retry.on_timeout() {
+                    RetryVerdict::Retry { .. } => {
+                        self.record(TraceEvent::Retransmit {
+                            device,
+                            qpn,
+                            psn: p.psn.value(),
+                            cause: "PSN sequence error NAK",
+                        });
+                        self.go_back(qp);
+                        self.kick(qp);
+                    }
+                    RetryVerdict::Exhausted(status) => {
+                        self.fail_outstanding(qp, status);
+                        return;
+                    }
+                }
+            }
+            nak => {
+                self.acknowledge(qp, p.psn, false);
+                if let Some(seq) = self.wqe_with_psn(qp, p.psn) {
+                    let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                    if q.sq.get(seq).0.exec == Exec::Sent {
+                        q.sq.get_mut(seq).exec = Exec::Failed(status_of(nak));
+                        q.tx.blocked = true;
+                    }
+                }
+            }
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    fn on_read_response(&mut self, p: &Packet) {
+        let Some(qp) = self.requester_for(p) else {
+            return;
+        };
+        let seq = p.cookie;
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        if seq < q.sq.done || seq >= q.tx.send_seq {
+            return;
+        }
+        let (w, sges, _) = q.sq.get(seq);
+        let w = *w;
+        if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
+            return;
+        }
+        if p.psn != Psn::new(w.psn).add(w.received) {
+            return; // out of order: the timer retries the READ
+        }
+        // Place the response: responder MR (by rkey) → local SGEs.
+        let device = q.device;
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        let nd = extents(
+            &sges[..w.num_sge as usize],
+            &self.mrs,
+            device,
+            u64::from(p.offset),
+            u64::from(p.payload_len),
+            &mut dst,
+        );
+        let src = self.remote_extent(
+            u32::from(p.source.device.0),
+            w.rdma.rkey,
+            w.rdma.remote_addr + u64::from(p.offset),
+            u64::from(p.payload_len),
+        );
+        match (nd, src) {
+            (Some(nd), Some(src)) => {
+                copy_extents(&mut self.mrs, &[src], &dst[..nd]);
+                if p.payload_len > 0 {
+                    self.record(TraceEvent::Placement {
+                        device,
+                        qpn: p.destination.qpn,
+                        offset: p.offset,
+                        len: p.payload_len,
+                    });
+                }
+            }
+            (None, _) => return,
+            // The responder's MR went away since it answered: the response
+            // is lost, the timer retries and the responder refuses then.
+            (_, None) => return,
+        }
+        // An answer implies everything before the READ was received.
+        self.acknowledge(qp, Psn::new(w.psn), false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        let w = q.sq.get_mut(seq);
+        w.received += 1;
+        if w.received >= w.npkts {
+            w.exec = Exec::Done;
+            q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+            q.tx.retry.on_progress();
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    fn on_atomic_ack(&mut self, p: &Packet) {
+        let Some(qp) = self.requester_for(p) else {
+            return;
+        };
+        let Some(seq) = self.wqe_with_psn(qp, p.psn) else {
+            return;
+        };
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        let (w, sges, _) = q.sq.get(seq);
+        let w = *w;
+        if w.exec != Exec::Sent
+            || !matches!(
+                w.opcode,
+                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            )
+        {
+            return;
+        }
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        if let Some(nd) = extents(
+            &sges[..w.num_sge as usize],
+            &self.mrs,
+            q.device,
+            0,
+            8,
+            &mut dst,
+        ) {
+            copy_bytes(&mut self.mrs, &p.cookie.to_le_bytes(), &dst[..nd]);
+        }
+        self.acknowledge(qp, Psn::new(w.psn), false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.sq.get_mut(seq).exec = Exec::Done;
+        q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+        q.tx.retry.on_progress();
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    /// `len` bytes at `addr` of the MR `rkey` names on `device`.
+    fn remote_extent(&self, device: u32, rkey: u32, addr: u64, len: u64) -> Option<Extent> {
+        let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
+        if m.rkey != rkey || m.device != device {
+            return None;
+        }
+        let off = mr_view(m).offset_of(addr, len)?;
+        Some(Extent {
+            mr: rkey >> 8,
+            off: off as usize,
+            len: len as usize,
+        })
+    }
+
+    /// Completes finished send requests in posting order: a CQE for each
+    /// signalled success and for every failure; a failure then moves the
+    /// QP to ERR (reliable) or SQE (unreliable).
+    pub(crate) fn complete_sq(&mut self, qp: QpHandle) {
+        let flavor = self.config.errno_flavor;
+        loop {
+            let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                return;
+            };
+            let seq = q.sq.done;
+            if seq >= q.tx.send_seq || seq >= q.sq.tail {
+                break;
+            }
+            let w = *q.sq.get(seq).0;
+            let (status, fate) = match w.exec {
+                Exec::Done => (WcStatus::Success, None),
+                Exec::Failed(s) => (
+                    s,
+                    Some(if transport_of(q.class).is_reliable() {
+                        QpFate::Error
+                    } else {
+                        QpFate::SendQueueError
+                    }),
+                ),
+                _ => break,
+            };
+            q.sq.done += 1;
+            let info = opcode_info(w.opcode);
+            let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+            let wc = if status == WcStatus::Success {
+                Wc {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode: info.map_or(WcOpcode::Send, |i| i.requester_opcode),
+                    byte_len: requester_byte_len(w.opcode, len, flavor),
+                    wc_flags: requester_wc_flags(w.opcode, flavor),
+                    qp_num: q.qp_num,
+                    ..Wc::default()
+                }
+            } else {
+                Wc {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode: info.map_or(WcOpcode::Send, |i| i.requester_opcode),
+                    qp_num: q.qp_num,
+                    ..Wc::default()
+                }
+            };
+            let cq = q.send_cq;
+            if w.signaled || status != WcStatus::Success {
+                let entry = CqEntry {
+                    wc,
+                    qp,
+                    queue: QueueKind::Send,
+                    seq,
+                };
+                match cq {
+                    Some(cq) => self.push_completion(cq, entry, false),
+                    None => self.release_wqes(qp, QueueKind::Send, seq),
+                }
+            }
+            if let Some(fate) = fate {
+                self.leave_service(qp, fate);
+                return;
+            }
+            // A CQ overrun may have moved the QP to ERR.
+            if self
+                .qps
+                .get(qp.index, qp.generation)
+                .is_none_or(|q| q.phase.state() == QpState::Error)
+            {
+                return;
+            }
+        }
+        self.check_drained(qp);
+    }
+
+    /// The device moves a QP to ERR or SQE after an error (§4.3).
+    pub(crate) fn leave_service(&mut self, qp: QpHandle, fate: QpFate) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let state = q.phase.state();
+        let (b, p, r) = q.phase.parts();
+        match fate {
+            QpFate::Unchanged => {}
+            QpFate::Error if state != QpState::Error => {
+                self.set_state(qp, QpPhase::Error(b, p, r));
+            }
+            QpFate::SendQueueError
+                if matches!(state, QpState::ReadyToSend | QpState::SendQueueDrain) =>
+            {
+                self.set_state(
+                    qp,
+                    QpPhase::SendQueueError(
+                        b.unwrap_or_default(),
+                        p.unwrap_or_default(),
+                        r.unwrap_or_default(),
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// An unreliable request's last packet arrived or was dropped: the
+    /// request is done (the responder, if any, has read its bytes).
+    fn unreliable_departed(&mut self, p: &Packet) {
+        if !p.opcode.is_request() || !p.opcode.ends_message() {
+            return;
+        }
+        let Some(qp) = self.qp_at(p.source) else {
+            return;
+        };
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        if transport_of(q.class).is_reliable() {
+            return;
+        }
+        let seq = p.cookie;
+        if seq < q.sq.done || seq >= q.tx.send_seq {
+            return;
+        }
+        let w = q.sq.get_mut(seq);
+        if w.exec == Exec::Sent {
+            w.exec = Exec::Done;
+        }
+        self.complete_sq(qp);
+    }
+
+    // ----------------------------------------------------------- responder
+
+    fn on_request(&mut self, p: &Packet) {
+        let Some(rq) = self.qp_at(p.destination) else {
+            return; // no such QP: dropped (RC senders time out)
+        };
+        let Some(req) = self.qp_at(p.source) else {
+            return; // the sender is gone: nothing to read the payload from
+        };
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let rt = transport_of(r.class);
+        let st = transport_of(s.class);
+        if !receives(r.phase.state(), rt) {
+            return;
+        }
+        let seq = p.cookie;
+        if seq < s.sq.done || seq >= s.tx.send_seq {
+            return; // the request already completed: a stale duplicate
+        }
+        match (rt, st) {
+            (Transport::Ud, Transport::Ud) if p.opcode == Opcode::UdSend => {
+                self.ud_receive(rq, req, p);
+            }
+            (Transport::Rc, Transport::Rc) if p.opcode != Opcode::UdSend => {
+                self.rc_receive(rq, req, p);
+            }
+            (Transport::Uc, Transport::Uc) if p.opcode != Opcode::UdSend => {
+                self.uc_receive(rq, req, p);
+            }
+            // RC into UD, UD into RC and the like: dropped (§4.2 row 16,
+            // UD/UC table "UD→RC QP").
+            _ => {}
+        }
+    }
+
+    fn send_ack(&mut self, p: &Packet, syndrome: AckSyndrome, psn: Psn, cookie: u64) {
+        self.wire(Packet {
+            source: p.destination,
+            destination: p.source,
+            psn,
+            opcode: Opcode::Acknowledge(syndrome),
+            flags: PacketFlags::NONE,
+            payload_len: 0,
+            offset: 0,
+            cookie,
+        });
+    }
+
+    fn responder_view(&self, rq: QpHandle) -> ResponderView {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let (b, p, _) = r.phase.parts();
+        ResponderView {
+            qp_access_flags: b.map_or(AccessFlags::empty(), |b| b.access),
+            pd: r.pd.map_or(u32::MAX, |p| p.index),
+            max_dest_rd_atomic: p.map_or(0, |p| p.max_dest_rd_atomic),
+        }
+    }
+
+    /// The next receive WQE of `rq` (its SRQ's or its RQ's), not taken.
+    fn peek_recv(&self, rq: QpHandle) -> Option<RecvRef> {
+        let r = self.qps.get(rq.index, rq.generation)?;
+        let (seq, wr_id, srq) = match r.srq {
+            Some(srq) => {
+                let s = self.srqs.get(srq.index, srq.generation)?;
+                if s.ring.done >= s.ring.tail {
+                    return None;
+                }
+                (s.ring.done, s.ring.get(s.ring.done).0.wr_id, Some(srq))
+            }
+            None => {
+                if r.rq.done >= r.rq.tail {
+                    return None;
+                }
+                (r.rq.done, r.rq.get(r.rq.done).0.wr_id, None)
+            }
+        };
+        Some(RecvRef { srq, seq, wr_id })
+    }
+
+    /// Takes the next receive WQE of `rq` (its SRQ or its RQ); `None` when
+    /// there is none.
+    fn take_recv(&mut self, rq: QpHandle) -> Option<RecvRef> {
+        let r = self.qps.get(rq.index, rq.generation)?;
+        match r.srq {
+            Some(srq) => {
+                let s = self.srqs.get(srq.index, srq.generation)?;
+                if s.ring.done >= s.ring.tail {
+                    return None;
+                }
+                let seq = s.ring.done;
+                let w = *s.ring.get(seq).0;
+                let n = w.num_sge as usize;
+                let (limit, left) = (s.limit, s.ring.tail - seq - 1);
+                let ctx = self.pds.get(s.pd.index, s.pd.generation).map(|p| p.ctx);
+                let Self { qps, srqs, .. } = self;
+                let s = srqs.get_mut(srq.index, srq.generation)?;
+                let sges = &s.ring.get(seq).1[..n];
+                let r = qps.get_mut(rq.index, rq.generation)?;
+                r.rx.srq_sges.clear();
+                r.rx.srq_sges.extend_from_slice(sges);
+                r.rx.srq_num_sge = n as u32;
+                s.ring.done += 1;
+                // SRQ limit: armed and now below it → one event, disarmed.
+                if limit > 0 && left < u64::from(limit) {
+                    s.limit = 0;
+                    if let Some(ctx) = ctx {
+                        self.raise_async(
+                            ctx,
+                            AsyncEventType::SrqLimitReached,
+                            super::AsyncSubject::Srq(srq),
+                        );
+                    }
+                }
+                Some(RecvRef {
+                    srq: Some(srq),
+                    seq,
+                    wr_id: w.wr_id,
+                })
+            }
+            None => {
+                if r.rq.done >= r.rq.tail {
+                    return None;
+                }
+                let seq = r.rq.done;
+                Some(RecvRef {
+                    srq: None,
+                    seq,
+                    wr_id: r.rq.get(seq).0.wr_id,
+                })
+            }
+        }
+    }
+
+    /// The SGEs of a consumed receive WQE.
+    fn recv_sges(&self, rq: QpHandle, recv: RecvRef) -> &[Sge] {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        match recv.srq {
+            Some(_) => &r.rx.srq_sges[..r.rx.srq_num_sge as usize],
+            None => {
+                let (w, sges, _) = r.rq.get(recv.seq);
+                &sges[..w.num_sge as usize]
+            }
+        }
+    }
+
+    /// Writes a receive completion (the RQ's `done` moves past it).
+    fn complete_recv(&mut self, rq: QpHandle, recv: RecvRef, wc: Wc, solicited: bool) {
+        let Some(r) = self.qps.get_mut(rq.index, rq.generation) else {
+            return;
+        };
+        let queue = match recv.srq {
+            Some(srq) => QueueKind::Srq(srq),
+            None => {
+                if r.rq.done != recv.seq {
+                    return;
+                }
+                r.rq.done += 1;
+                QueueKind::Recv
+            }
+        };
+        let entry = CqEntry {
+            wc,
+            qp: rq,
+            queue,
+            seq: recv.seq,
+        };
+        match r.recv_cq {
+            Some(cq) => self.push_completion(cq, entry, solicited),
+            None => self.release_wqes(rq, queue, recv.seq),
+        }
+    }
+
+    /// Copies bytes `[off, off + len)` of request `seq` of `req` to `dst`.
+    fn copy_from_request(&mut self, req: QpHandle, seq: u64, off: u32, len: u32, dst: &[Extent]) {
+        if len == 0 {
+            return;
+        }
+        let Self { qps, mrs, .. } = self;
+        let Some(s) = qps.get(req.index, req.generation) else {
+            return;
+        };
+        let (w, sges, _) = s.sq.get(seq);
+        if w.send_flags.contains(SendFlags::INLINE) {
+            let bytes = s.sq.inline_bytes(seq, w.length as usize);
+            let end = (off as usize + len as usize).min(bytes.len());
+            copy_bytes(mrs, &bytes[(off as usize).min(end)..end], dst);
+            return;
+        }
+        let mut src = [Extent::default(); EXTENTS_MAX];
+        if let Some(ns) = extents(
+            &sges[..w.num_sge as usize],
+            mrs,
+            s.device,
+            u64::from(off),
+            u64::from(len),
+            &mut src,
+        ) {
+            copy_extents(mrs, &src[..ns], dst);
+        }
+    }
+
+    /// The destination pieces of `[off, off + len)` of a receive WQE.
+    fn recv_extents(
+        &self,
+        rq: QpHandle,
+        recv: RecvRef,
+        off: u32,
+        len: u32,
+        out: &mut [Extent; EXTENTS_MAX],
+    ) -> Option<usize> {
+        let device = self.qps.get(rq.index, rq.generation)?.device;
+        extents(
+            self.recv_sges(rq, recv),
+            &self.mrs,
+            device,
+            u64::from(off),
+            u64::from(len),
+            out,
+        )
+    }
+
+    /// The error path of a responder-detected condition (§4.2, §4.3).
+    fn responder_error(
+        &mut self,
+        rq: QpHandle,
+        p: &Packet,
+        scenario: ErrorScenario,
+        recv: Option<RecvRef>,
+    ) {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let transport = transport_of(r.class);
+        let (ctx, qpn) = (r.ctx, r.qp_num);
+        let out = error_outcome(scenario, transport);
+        if out.dropped {
+            return;
+        }
+        if out.rnr_nak {
+            let timer = r.phase.parts().1.map_or(0, |p| p.min_rnr_timer);
+            self.send_ack(p, AckSyndrome::RnrNak { timer }, p.psn, 0);
+            return;
+        }
+        if transport.is_reliable() {
+            if let Some(st) = out.requester_status {
+                self.send_ack(p, nak_of(st), p.psn, 0);
+            }
+        }
+        if let (Some(st), Some(recv)) = (out.responder_status, recv) {
+            let wc = Wc {
+                wr_id: recv.wr_id,
+                status: st,
+                opcode: WcOpcode::Recv,
+                qp_num: qpn,
+                ..Wc::default()
+            };
+            if let Some(r) = self.qps.get_mut(rq.index, rq.generation) {
+                r.rx.msg = RxMsg::default();
+            }
+            self.complete_recv(rq, recv, wc, false);
+        }
+        if let Some(event) = out.responder_event {
+            self.raise_async(ctx, event, super::AsyncSubject::Qp(rq));
+        }
+        self.leave_service(rq, out.responder_fate);
+    }
+
+    fn rc_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let epsn = r.rx.epsn;
+        match p.psn.compare(epsn) {
+            core::cmp::Ordering::Greater => {
+                if !r.rx.nak_sent {
+                    r.rx.nak_sent = true;
+                    self.send_ack(p, AckSyndrome::PsnSequenceError, epsn, 0);
+                }
+                return;
+            }
+            core::cmp::Ordering::Less => {
+                self.rc_duplicate(rq, req, p);
+                return;
+            }
+            core::cmp::Ordering::Equal => r.rx.nak_sent = false,
+        }
+        match p.opcode {
+            Opcode::Send(pos) | Opcode::RdmaWrite(pos) => {
+                let write = matches!(p.opcode, Opcode::RdmaWrite(_));
+                if pos.starts_message() && !self.begin_message(rq, req, p, write) {
+                    return;
+                }
+                self.place(rq, req, p, write);
+                let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                r.rx.epsn = p.psn.next();
+                if pos.ends_message() {
+                    self.end_message(rq, req, p);
+                }
+                if p.flags.contains(PacketFlags::ACK_REQUEST)
+                    && self
+                        .qps
+                        .get(rq.index, rq.generation)
+                        .is_some_and(|r| r.phase.state() != QpState::Error)
+                {
+                    self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
+                }
+            }
+            Opcode::ReadRequest => self.rc_read(rq, req, p, false),
+            Opcode::CompareSwap | Opcode::FetchAdd => self.rc_atomic(rq, req, p),
+            _ => {}
+        }
+    }
+
+    /// A request PSN behind the expected one (a retransmission).
+    fn rc_duplicate(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        match p.opcode {
+            Opcode::ReadRequest => self.rc_read(rq, req, p, true),
+            Opcode::CompareSwap | Opcode::FetchAdd => {
+                let r = self.qps.get(rq.index, rq.generation).expect("live");
+                let key = p.psn.value() + 1;
+                if let Some(&(_, v)) = r.rx.atomics.iter().find(|(k, _)| *k == key) {
+                    self.wire(Packet {
+                        source: p.destination,
+                        destination: p.source,
+                        psn: p.psn,
+                        opcode: Opcode::AtomicAcknowledge,
+                        flags: PacketFlags::NONE,
+                        payload_len: 0,
+                        offset: 0,
+                        cookie: v,
+                    });
+                }
+            }
+            _ => {
+                let epsn = self.qps.get(rq.index, rq.generation).expect("live").rx.epsn;
+                self.send_ack(p, AckSyndrome::Ack, epsn.sub(1), 0);
+            }
+        }
+    }
+
+    /// First packet of a SEND or WRITE: consume the receive WQE, check the
+    /// target. False when the message is refused (NAKed or dropped).
+    fn begin_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) -> bool {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let info = opcode_info(w.opcode);
+        let needs_recv = info.is_some_and(|i| i.responder.is_some());
+        let total = u32::try_from(w.length).unwrap_or(u32::MAX);
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let transport = transport_of(r.class);
+        let device = r.device;
+        let pd = r.pd.map_or(u32::MAX, |p| p.index);
+        let mut target = None;
+        if write {
+            let req_view = RemoteRequest {
+                op: RemoteOp::Write,
+                remote_addr: w.rdma.remote_addr,
+                rkey: w.rdma.rkey,
+                len: w.length,
+            };
+            let mr = DevMrs {
+                mrs: &self.mrs,
+                device,
+            }
+            .by_rkey(w.rdma.rkey);
+            let view = self.responder_view(rq);
+            match check_remote(&req_view, mr, &view) {
+                Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
+                Err(scenario) => {
+                    // WRITE_WITH_IMM: the receive WQE is consumed and
+                    // completes in error (§4.2 row 5).
+                    let recv = if needs_recv { self.take_recv(rq) } else { None };
+                    self.responder_error(rq, p, scenario, recv);
+                    return false;
+                }
+            }
+        }
+        let mut recv = None;
+        if needs_recv {
+            let Some(peek) = self.peek_recv(rq) else {
+                self.responder_error(rq, p, ErrorScenario::NoRecvWqe, None);
+                return false;
+            };
+            if !write {
+                // SEND: the receive buffer must hold the message (§4.2 rows 6, 7).
+                let r = self.qps.get(rq.index, rq.generation).expect("live");
+                let sges = match peek.srq {
+                    Some(srq) => {
+                        let s = self.srqs.get(srq.index, srq.generation).expect("live");
+                        let (w, sges, _) = s.ring.get(peek.seq);
+                        &sges[..w.num_sge as usize]
+                    }
+                    None => {
+                        let (w, sges, _) = r.rq.get(peek.seq);
+                        &sges[..w.num_sge as usize]
+                    }
+                };
+                let mrs = DevMrs {
+                    mrs: &self.mrs,
+                    device,
+                };
+                if let Err(scenario) = scatter_plan(total, transport, sges, &mrs, pd) {
+                    let out = error_outcome(scenario, transport);
+                    let recv = if out.dropped {
+                        None
+                    } else {
+                        self.take_recv(rq)
+                    };
+                    self.responder_error(rq, p, scenario, recv);
+                    return false;
+                }
+                if info.is_some_and(|i| i.with_inv) {
+                    let mr = DevMrs {
+                        mrs: &self.mrs,
+                        device,
+                    }
+                    .by_rkey(w.imm_data);
+                    if let Err(scenario) = check_invalidate(mr, pd) {
+                        let recv = self.take_recv(rq);
+                        self.responder_error(rq, p, scenario, recv);
+                        // No NAK (row 17): the requester sees success.
+                        return false;
+                    }
+                }
+            }
+            recv = self.take_recv(rq);
+        }
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        r.rx.msg = RxMsg {
+            active: true,
+            dropping: false,
+            recv,
+            write: target,
+            byte_len: total,
+        };
+        true
+    }
+
+    /// Places one SEND/WRITE packet's payload.
+    fn place(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let msg = r.rx.msg;
+        if !msg.active || p.payload_len == 0 {
+            return;
+        }
+        let device = r.device;
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        let n = if write {
+            let Some((mr, off)) = msg.write else { return };
+            dst[0] = Extent {
+                mr,
+                off: (off + u64::from(p.offset)) as usize,
+                len: p.payload_len as usize,
+            };
+            1
+        } else {
+            let Some(recv) = msg.recv else { return };
+            match self.recv_extents(rq, recv, p.offset, p.payload_len, &mut dst) {
+                Some(n) => n,
+                None => return,
+            }
+        };
+        self.copy_from_request(req, p.cookie, p.offset, p.payload_len, &dst[..n]);
+        self.record(TraceEvent::Placement {
+            device,
+            qpn: p.destination.qpn,
+            offset: p.offset,
+            len: p.payload_len,
+        });
+    }
+
+    /// Last packet of a SEND or WRITE: the receive completion, if any.
+    fn end_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let msg = core::mem::take(&mut r.rx.msg);
+        let qpn = r.qp_num;
+        let Some(recv) = msg.recv else { return };
+        if !msg.active {
+            return;
+        }
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let Some(rc) = opcode_info(w.opcode).and_then(|i| i.responder) else {
+            return;
+        };
+        let wc = Wc {
+            wr_id: recv.wr_id,
+            status: WcStatus::Success,
+            opcode: rc.opcode,
+            byte_len: msg.byte_len,
+            imm_data: if rc.flags.intersects(WcFlags::WITH_IMM | WcFlags::WITH_INV) {
+                w.imm_data
+            } else {
+                0
+            },
+            qp_num: qpn,
+            wc_flags: rc.flags,
+            ..Wc::default()
+        };
+        let solicited = p.flags.contains(PacketFlags::SOLICITED);
+        self.complete_recv(rq, recv, wc, solicited);
+    }
+
+    fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let mtu = s.tx.mtu;
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let device = r.device;
+        let req_view = RemoteRequest {
+            op: RemoteOp::Read,
+            remote_addr: w.rdma.remote_addr,
+            rkey: w.rdma.rkey,
+            len: w.length,
+        };
+        let mr = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_rkey(w.rdma.rkey);
+        let view = self.responder_view(rq);
+        if let Err(scenario) = check_remote(&req_view, mr, &view) {
+            self.responder_error(rq, p, scenario, None);
+            return;
+        }
+        let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+        let n = packet_count(len, mtu);
+        if !duplicate {
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.epsn = p.psn.add(n);
+        }
+        for (i, seg) in segment(len, mtu).enumerate() {
+            self.wire(Packet {
+                source: p.destination,
+                destination: p.source,
+                psn: p.psn.add(i as u32),
+                opcode: Opcode::ReadResponse(seg.position),
+                flags: PacketFlags::NONE,
+                payload_len: seg.len,
+                offset: seg.offset,
+                cookie: p.cookie,
+            });
+        }
+    }
+
+    fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let device = r.device;
+        let req_view = RemoteRequest {
+            op: RemoteOp::Atomic,
+            remote_addr: w.atomic.remote_addr,
+            rkey: w.atomic.rkey,
+            len: 8,
+        };
+        let mr = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_rkey(w.atomic.rkey);
+        let view = self.responder_view(rq);
+        let off = match check_remote(&req_view, mr, &view) {
+            Ok(off) => off as usize,
+            Err(scenario) => {
+                self.responder_error(rq, p, scenario, None);
+                return;
+            }
+        };
+        let Some(op) = AtomicOp::from_wr(w.opcode, w.atomic.compare_add, w.atomic.swap) else {
+            return;
+        };
+        let original = match self.mrs.get_by_index_mut(w.atomic.rkey >> 8) {
+            Some((_, m)) => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&m.bytes[off..off + 8]);
+                let original = apply_atomic(op, &mut word);
+                m.bytes[off..off + 8].copy_from_slice(&word);
+                original
+            }
+            None => return,
+        };
+        self.record(TraceEvent::Placement {
+            device,
+            qpn: p.destination.qpn,
+            offset: 0,
+            len: 8,
+        });
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let slot = r.rx.atomic_next;
+        r.rx.atomics[slot] = (p.psn.value() + 1, original);
+        r.rx.atomic_next = (slot + 1) % ATOMIC_REPLAY;
+        r.rx.epsn = p.psn.next();
+        self.wire(Packet {
+            source: p.destination,
+            destination: p.source,
+            psn: p.psn,
+            opcode: Opcode::AtomicAcknowledge,
+            flags: PacketFlags::NONE,
+            payload_len: 0,
+            offset: 0,
+            cookie: original,
+        });
+    }
+
+    /// UC: PSNs are checked, a gap loses the message it falls in, errors
+    /// drop silently, nothing is acknowledged (§4.2 UD/UC table).
+    fn uc_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let (pos, write) = match p.opcode {
+            Opcode::Send(pos) => (pos, false),
+            Opcode::RdmaWrite(pos) => (pos, true),
+            _ => return,
+        };
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let epsn = r.rx.epsn;
+        if p.psn != epsn {
+            if p.psn.is_behind(epsn) {
+                return; // an old packet
+            }
+            // Packets were lost: the message in progress is abandoned.
+            r.rx.msg = RxMsg::default();
+            if !pos.starts_message() {
+                r.rx.msg.dropping = true;
+                r.rx.epsn = p.psn.next();
+                return;
+            }
+        }
+        r.rx.epsn = p.psn.next();
+        if r.rx.msg.dropping && !pos.starts_message() {
+            if pos.ends_message() {
+                r.rx.msg = RxMsg::default();
+            }
+            return;
+        }
+        if pos.starts_message() && !self.begin_message(rq, req, p, write) {
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.msg = RxMsg {
+                dropping: !pos.ends_message(),
+                ..RxMsg::default()
+            };
+            return;
+        }
+        self.place(rq, req, p, write);
+        if pos.ends_message() {
+            self.end_message(rq, req, p);
+        }
+    }
+
+    /// UD: Q_Key check, the 40-byte GRH, then the payload (§4.2 UD table).
+    fn ud_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let sender_qkey = s.phase.parts().0.map_or(0, |b| b.qkey);
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let (device, qpn) = (r.device, r.qp_num);
+        let my_qkey = r.phase.parts().0.map_or(0, |b| b.qkey);
+        // A remote_qkey with bit 31 set means "use the QP's own Q_Key".
+        let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
+            sender_qkey
+        } else {
+            w.remote_qkey
+        };
+        if qkey != my_qkey {
+            return;
+        }
+        let pd = r.pd.map_or(u32::MAX, |p| p.index);
+        let Some(peek) = self.peek_recv(rq) else {
+            return;
+        };
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let sges = match peek.srq {
+            Some(srq) => {
+                let s = self.srqs.get(srq.index, srq.generation).expect("live");
+                let (w, sges, _) = s.ring.get(peek.seq);
+                &sges[..w.num_sge as usize]
+            }
+            None => {
+                let (w, sges, _) = r.rq.get(peek.seq);
+                &sges[..w.num_sge as usize]
+            }
+        };
+        let mrs = DevMrs {
+            mrs: &self.mrs,
+            device,
+        };
+        if let Err(scenario) = scatter_plan(p.payload_len, Transport::Ud, sges, &mrs, pd) {
+            let out = error_outcome(scenario, Transport::Ud);
+            let recv = if out.dropped {
+                None
+            } else {
+                self.take_recv(rq)
+            };
+            self.responder_error(rq, p, scenario, recv);
+            return;
+        }
+        let Some(recv) = self.take_recv(rq) else {
+            return;
+        };
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        if let Some(n) = self.recv_extents(rq, recv, 0, UD_GRH_BYTES, &mut dst) {
+            let grh = self.grh_bytes(p);
+            copy_bytes(&mut self.mrs, &grh, &dst[..n]);
+        }
+        if let Some(n) = self.recv_extents(rq, recv, UD_GRH_BYTES, p.payload_len, &mut dst) {
+            self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]);
+        }
+        self.record(TraceEvent::Placement {
+            device,
+            qpn,
+            offset: 0,
+            len: p.payload_len,
+        });
+        let info = opcode_info(w.opcode);
+        let rc = info.and_then(|i| i.responder);
+        let flags = rc.map_or(WcFlags::empty(), |c| c.flags) | WcFlags::GRH;
+        let slid = self
+            .fabric
+            .port_config(p.source.port_ref())
+            .filter(|c| c.link_layer == LinkLayer::Infiniband)
+            .map_or(0, |c| c.lid);
+        let wc = Wc {
+            wr_id: recv.wr_id,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: UD_GRH_BYTES + p.payload_len,
+            imm_data: if flags.contains(WcFlags::WITH_IMM) {
+                w.imm_data
+            } else {
+                0
+            },
+            qp_num: qpn,
+            src_qp: p.source.qpn,
+            wc_flags: flags,
+            slid,
+            ..Wc::default()
+        };
+        self.complete_recv(rq, recv, wc, p.flags.contains(PacketFlags::SOLICITED));
+    }
+
+    /// A GRH as the receiver sees it: IPv6-shaped, version 6, payload
+    /// length, next header 0x1b, hop limit 64, source and destination GIDs
+    /// (index 0 of each port).
+    fn grh_bytes(&self, p: &Packet) -> [u8; 40] {
+        let mut g = [0u8; 40];
+        g[0] = 0x60;
+        let plen = (p.payload_len + 28).to_be_bytes();
+        g[4] = plen[2];
+        g[5] = plen[3];
+        g[6] = 0x1b;
+        g[7] = 64;
+        let sgid = self.gid_of(u32::from(p.source.device.0), 0);
+        let dgid = self.gid_of(u32::from(p.destination.device.0), 0);
+        g[8..24].copy_from_slice(&sgid.0);
+        g[24..40].copy_from_slice(&dgid.0);
+        g
+    }
+}
