@@ -173,7 +173,7 @@ pub(crate) fn mr_view(m: &Mr) -> MrView {
         rkey: m.rkey,
         access: m.access,
         pd: m.pd.index,
-        valid: true,
+        valid: !m.invalidated,
     }
 }
 
@@ -607,7 +607,7 @@ impl World {
     pub(crate) fn sq_in_flight(&self, qp: QpHandle) -> bool {
         self.qps
             .get(qp.index, qp.generation)
-            .is_some_and(|q| q.tx.send_seq > q.sq.done)
+            .is_some_and(|q| q.sq.done < q.sq.tail && q.sq.get(q.sq.done).0.transmitted)
     }
 
     /// SQD: once nothing transmitted is outstanding, the drain is over
@@ -617,7 +617,9 @@ impl World {
             return;
         };
         if let QpPhase::SendQueueDrain(b, p, r, true) = q.phase {
-            if q.tx.send_seq == q.sq.done {
+            // Transmission is in order: nothing in flight when the oldest
+            // uncompleted request was never transmitted (or there is none).
+            if q.sq.done >= q.sq.tail || !q.sq.get(q.sq.done).0.transmitted {
                 q.phase = QpPhase::SendQueueDrain(b, p, r, false);
                 let ctx = q.ctx;
                 if r.en_sqd_async_notify {
@@ -1196,12 +1198,17 @@ impl World {
             u64::from(p.payload_len),
             &mut dst,
         );
-        let src = self.remote_extent(
-            u32::from(p.source.device.0),
-            w.rdma.rkey,
-            w.rdma.remote_addr + u64::from(p.offset),
-            u64::from(p.payload_len),
-        );
+        // A zero-length READ names no memory (data-path §3.3).
+        let src = if p.payload_len == 0 {
+            Some(Extent::default())
+        } else {
+            self.remote_extent(
+                u32::from(p.source.device.0),
+                w.rdma.rkey,
+                w.rdma.remote_addr + u64::from(p.offset),
+                u64::from(p.payload_len),
+            )
+        };
         match (nd, src) {
             (Some(nd), Some(src)) => {
                 copy_extents(&mut self.mrs, &[src], &dst[..nd]);
@@ -1837,6 +1844,11 @@ impl World {
                         self.responder_error(rq, p, scenario, recv);
                         // No NAK (row 17): the requester sees success.
                         return false;
+                    }
+                    // §3.2: the region is invalidated before the receive
+                    // completes; its keys no longer grant access.
+                    if let Some((_, m)) = self.mrs.get_by_index_mut(w.imm_data >> 8) {
+                        m.invalidated = true;
                     }
                 }
             }

@@ -20,6 +20,9 @@ pub(crate) struct Mr {
     pub(crate) bytes: Vec<u8>,
     /// Posted work requests whose SGEs name this MR and are not yet reaped.
     pub(crate) pins: u32,
+    /// Invalidated by a SEND_WITH_INV naming its rkey (data-path §3.2): its
+    /// keys fail every check until it is deregistered.
+    pub(crate) invalidated: bool,
 }
 
 impl World {
@@ -99,6 +102,7 @@ impl World {
             access,
             bytes: vec![0u8; length],
             pins: 0,
+            invalidated: false,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
