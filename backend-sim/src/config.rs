@@ -67,6 +67,25 @@ impl SimConfig {
         }
     }
 
+    /// `seed` and these devices, with the errno flavour their driver
+    /// implies: [`ErrnoFlavor::Spec`] (rxe's errnos) when every device is
+    /// an rxe profile, [`ErrnoFlavor::Mlx5`] otherwise. This is what the
+    /// script runners use for `#! devices:`.
+    pub fn for_profiles(seed: u64, devices: Vec<DeviceProfile>) -> Self {
+        let all_rxe =
+            !devices.is_empty() && devices.iter().all(|d| d.driver == crate::DriverModel::Rxe);
+        Self {
+            seed,
+            errno_flavor: if all_rxe {
+                ErrnoFlavor::Spec
+            } else {
+                ErrnoFlavor::Mlx5
+            },
+            devices,
+            ..Self::default()
+        }
+    }
+
     /// The default configuration with these devices.
     pub fn with_devices(devices: Vec<DeviceProfile>) -> Self {
         Self {

@@ -128,7 +128,7 @@ fn sim_backend(script: &Script, seed: u64) -> Result<SimVerbs, Outcome> {
                 ),
             })?);
         }
-        config.devices = devices;
+        config = SimConfig::for_profiles(seed, devices);
     }
     Ok(SimVerbs::new(config))
 }
