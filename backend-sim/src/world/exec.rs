@@ -55,8 +55,12 @@ pub(crate) const RUN_EVENT_BUDGET: u64 = 50_000_000;
 /// executing them again (data-path §5.2 "answered from the saved result").
 const ATOMIC_REPLAY: usize = 16;
 
+/// An unsignalled stream of requests asks for an ACK at least once per this
+/// many PSNs.
+const ACK_EVERY: u32 = 64;
+
 /// Most SGEs on either side of a copy (devices allow at most 32).
-const EXTENTS_MAX: usize = 64;
+const EXTENTS_MAX: usize = 32;
 
 /// A destination that resolves to nothing: the fabric drops packets to it
 /// as unroutable.
@@ -81,6 +85,10 @@ pub(crate) struct Tx {
     pub(crate) ack_gen: u32,
     /// When the ACK timer expires, while armed.
     pub(crate) ack_deadline: Option<u64>,
+    /// Due time of this QP's ACK-timer event in the fabric queue, if one is
+    /// queued (at most one is: re-arming moves the deadline, and an event
+    /// that fires early re-queues itself at the deadline).
+    pub(crate) ack_queued: Option<u64>,
     pub(crate) rnr_gen: u32,
     /// Waiting out an RNR NAK until this time.
     pub(crate) rnr_until: Option<u64>,
@@ -103,6 +111,7 @@ impl Default for Tx {
             retry: RetryCounters::default(),
             ack_gen: 0,
             ack_deadline: None,
+            ack_queued: None,
             rnr_gen: 0,
             rnr_until: None,
             blocked: false,
@@ -570,7 +579,12 @@ impl World {
                         (dest, p.path_mtu.bytes().unwrap_or(4096))
                     }
                 };
+                // A fresh timer generation: events queued by an earlier life
+                // of this QP slot never match.
+                let generation = self.next_timer_gen();
                 let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                q.tx.ack_gen = generation;
+                q.tx.ack_queued = None;
                 q.rx.epsn = Psn::new(p.rq_psn);
                 q.rx.nak_sent = false;
                 q.rx.msg = RxMsg::default();
@@ -781,13 +795,23 @@ impl World {
         let w = *w;
         q.tx.next_psn = psn.add(npkts);
         q.tx.send_seq = seq + 1;
+        // ACK coalescing: the last packet asks for an ACK when the request
+        // is signalled, when nothing else is queued behind it, or every
+        // ACK_EVERY PSNs (an ACK covers every earlier PSN, §5.1).
+        let ack_request = w.signaled
+            || seq + 1 >= q.sq.tail
+            || psn.value() / ACK_EVERY != psn.add(npkts).value() / ACK_EVERY;
         if matches!(class, OpClass::Read | OpClass::Atomic) {
             q.tx.rd_atomic += 1;
         }
         let info = opcode_info(w.opcode);
         let with_imm = info.is_some_and(|i| i.with_imm);
         let with_inv = info.is_some_and(|i| i.with_inv);
-        let mut last_flags = PacketFlags::ACK_REQUEST;
+        let mut last_flags = if ack_request || retry {
+            PacketFlags::ACK_REQUEST
+        } else {
+            PacketFlags::NONE
+        };
         if with_imm {
             last_flags = last_flags | PacketFlags::WITH_IMMEDIATE;
         }
@@ -882,7 +906,7 @@ impl World {
     }
 
     fn arm_ack_timer(&mut self, qp: QpHandle, now: u64) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
         let timeout = q.phase.parts().2.map_or(0, |r| r.timeout);
@@ -890,17 +914,16 @@ impl World {
             return;
         };
         let deadline = now.saturating_add(ns);
-        if q.tx.ack_deadline.is_some() {
-            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-            q.tx.ack_deadline = Some(deadline);
-            return;
+        if q.tx.ack_deadline.replace(deadline).is_none() {
+            self.live_timers += 1;
         }
-        let generation = self.next_timer_gen();
-        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-        q.tx.ack_deadline = Some(deadline);
-        q.tx.ack_gen = generation;
-        self.live_timers += 1;
-        self.schedule(deadline, TimerKind::AckTimeout, qp.index, generation);
+        // One queued event per QP: an earlier one re-queues itself at the
+        // deadline when it fires.
+        if q.tx.ack_queued.is_none() {
+            q.tx.ack_queued = Some(deadline);
+            let generation = q.tx.ack_gen;
+            self.schedule(deadline, TimerKind::AckTimeout, qp.index, generation);
+        }
     }
 
     /// After progress or a retransmission: the ACK timer runs while
@@ -920,7 +943,7 @@ impl World {
     }
 
     fn on_ack_timer(&mut self, t: TimerEvent) {
-        let Some((generation, q)) = self.qps.get_by_index(t.owner) else {
+        let Some((generation, q)) = self.qps.get_by_index_mut(t.owner) else {
             return;
         };
         let qp = QpHandle {
@@ -930,10 +953,12 @@ impl World {
         if q.tx.ack_gen != t.generation {
             return;
         }
+        q.tx.ack_queued = None;
         let Some(deadline) = q.tx.ack_deadline else {
             return;
         };
         if deadline > self.now_ns {
+            q.tx.ack_queued = Some(deadline);
             self.schedule(deadline, TimerKind::AckTimeout, t.owner, t.generation);
             return;
         }
