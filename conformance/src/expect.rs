@@ -64,6 +64,23 @@ pub fn check_result(expect: &Expectation, result: Result<(), &Error>) -> Result<
             let suffix = bad_wr.map(|i| format!(" bad_wr={i}")).unwrap_or_default();
             Err(format!("expected {name}{suffix}, got success"))
         }
+        (Expectation::AnyError { bad_wr }, Err(e)) => {
+            if let Some(index) = bad_wr {
+                if e.bad_wr() != Some(*index) {
+                    let got = e
+                        .bad_wr()
+                        .map_or_else(|| "none".to_owned(), |i| i.to_string());
+                    return Err(format!(
+                        "expected an error with bad_wr={index}, got bad_wr={got}: {e}"
+                    ));
+                }
+            }
+            Ok(false)
+        }
+        (Expectation::AnyError { bad_wr }, Ok(())) => {
+            let suffix = bad_wr.map(|i| format!(" bad_wr={i}")).unwrap_or_default();
+            Err(format!("expected an error{suffix}, got success"))
+        }
         (_, Err(e)) => Err(format!("expected success, got {e}")),
         (_, Ok(())) => Ok(true),
     }
@@ -167,6 +184,42 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    // Goal: `-> error` matches an error of any class, never success and
+    // never "not implemented"; its bad_wr is compared when given.
+    // Method: errors of three kinds, success, a not-implemented error, and
+    // bad_wr matching and not.
+    #[test]
+    fn any_error_expectation() {
+        let any = Expectation::AnyError { bad_wr: None };
+        for kind in [
+            ErrorKind::InvalidArgument,
+            ErrorKind::OutOfResources,
+            ErrorKind::Other(errno::EIO),
+        ] {
+            assert_eq!(check_result(&any, Err(&err(kind))), Ok(false), "{kind:?}");
+        }
+        assert_eq!(
+            check_result(&any, Ok(())),
+            Err("expected an error, got success".to_owned())
+        );
+        let ni = Error::not_implemented(Verb::PollCq, "sim");
+        assert!(check_result(&any, Err(&ni))
+            .unwrap_err()
+            .starts_with("not implemented by the backend"));
+        let e = Error::new(Verb::PostSend, ErrorKind::OutOfResources, "full").with_bad_wr(1);
+        let at = |i| Expectation::AnyError { bad_wr: Some(i) };
+        assert_eq!(check_result(&at(1), Err(&e)), Ok(false));
+        let msg = check_result(&at(0), Err(&e)).unwrap_err();
+        assert!(
+            msg.starts_with("expected an error with bad_wr=0, got bad_wr=1"),
+            "{msg}"
+        );
+        assert_eq!(
+            check_result(&at(2), Ok(())),
+            Err("expected an error bad_wr=2, got success".to_owned())
+        );
     }
 
     // Goal: bad_wr is compared when given.

@@ -528,7 +528,7 @@ impl Parser<'_> {
 
     fn expectation(&self, spec: &Spec, tokens: &[String]) -> Result<Expectation, ParseError> {
         let Some(first) = tokens.first() else {
-            return Err(self.err("expected an expectation after `->` (ok, an errno name, empty, or key=value fields)"));
+            return Err(self.err("expected an expectation after `->` (ok, an errno name, error, empty, or key=value fields)"));
         };
         let first = first.as_str();
         if first == "ok" || first == "empty" {
@@ -547,9 +547,9 @@ impl Parser<'_> {
             };
         }
         if !first.contains('=') {
-            if errno::from_name(first).is_none() {
+            if first != "error" && errno::from_name(first).is_none() {
                 return Err(self.err(format!(
-                    "unknown errno `{first}` (expected ok, an errno name such as EINVAL, empty, or key=value fields)"
+                    "unknown errno `{first}` (expected ok, an errno name such as EINVAL, error, empty, or key=value fields)"
                 )));
             }
             let mut bad_wr = None;
@@ -574,6 +574,9 @@ impl Parser<'_> {
                         )))
                     }
                 }
+            }
+            if first == "error" {
+                return Ok(Expectation::AnyError { bad_wr });
             }
             return Ok(Expectation::Error {
                 errno: first.to_ascii_uppercase(),

@@ -359,7 +359,7 @@ fn positional_errors() {
 fn expectation_errors() {
     assert_eq!(
         stmt_err("dealloc_pd pd ->"),
-        "expected an expectation after `->` (ok, an errno name, empty, or key=value fields)"
+        "expected an expectation after `->` (ok, an errno name, error, empty, or key=value fields)"
     );
     assert_eq!(
         stmt_err("dealloc_pd pd -> ok EINVAL"),
@@ -371,7 +371,7 @@ fn expectation_errors() {
     );
     assert_eq!(
         stmt_err("dealloc_pd pd -> EFOO"),
-        "unknown errno `EFOO` (expected ok, an errno name such as EINVAL, empty, or key=value fields)"
+        "unknown errno `EFOO` (expected ok, an errno name such as EINVAL, error, empty, or key=value fields)"
     );
     assert_eq!(
         stmt_err("dealloc_pd pd -> EBUSY bad_wr=1"),
@@ -426,4 +426,38 @@ fn tokenizing() {
         }
     );
     assert_eq!(strip_comment("a b#c # d"), "a b#c");
+}
+
+// Goal: `-> error` parses (with bad_wr on post_*, without elsewhere), is
+// rejected with anything else after it, and prints back as written.
+// Method: parse each form, check the tree and the error messages, and
+// round-trip through to_text.
+#[test]
+fn any_error_expectation() {
+    let s = parse(
+        "t.verbs",
+        &format!("{SETUP}poll_cq cq -> error\npost_send a wr_id=1 -> error bad_wr=0\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        s.statements[5].expect,
+        Expectation::AnyError { bad_wr: None }
+    );
+    assert_eq!(
+        s.statements[6].expect,
+        Expectation::AnyError { bad_wr: Some(0) }
+    );
+    assert_eq!(s.statements[5].to_text(), "poll_cq cq -> error");
+    assert_eq!(
+        s.statements[6].to_text(),
+        "post_send a wr_id=1 -> error bad_wr=0"
+    );
+    assert_eq!(
+        stmt_err("dealloc_pd pd -> error bad_wr=1"),
+        "unexpected `bad_wr=1` after `-> error`"
+    );
+    assert_eq!(
+        stmt_err("poll_cq cq -> error status=SUCCESS"),
+        "unexpected `status=SUCCESS` after `-> error`"
+    );
 }

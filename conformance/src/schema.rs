@@ -386,6 +386,7 @@ pub(crate) const WC_FIELDS: &[Key] = &[
     ),
     ("byte_len", Int),
     ("imm_data", Int),
+    ("invalidated_rkey", Int),
     ("qp_num", Int),
     ("src_qp", Int),
     (

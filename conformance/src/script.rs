@@ -86,6 +86,14 @@ pub enum Expectation {
         /// `bad_wr=N`.
         bad_wr: Option<usize>,
     },
+    /// `-> error [bad_wr=N]`: the statement must fail, with an error of any
+    /// errno class (for calls whose failure the spec gives no errno, such
+    /// as `ibv_poll_cq` returning a negative value on an overrun CQ). A
+    /// "not implemented" error still never matches.
+    AnyError {
+        /// `bad_wr=N` (`post_*` only).
+        bad_wr: Option<usize>,
+    },
     /// `-> empty`: nothing pending (`poll_cq`, `get_async_event`, `get_cq_event`, `rdma_get_cm_event`).
     Empty,
     /// `-> key=value…`: one completion / event whose fields match.
@@ -126,6 +134,12 @@ impl Statement {
             Expectation::Ok => out.push_str(" -> ok"),
             Expectation::Error { errno, bad_wr } => {
                 let _ = write!(out, " -> {errno}");
+                if let Some(i) = bad_wr {
+                    let _ = write!(out, " bad_wr={i}");
+                }
+            }
+            Expectation::AnyError { bad_wr } => {
+                out.push_str(" -> error");
                 if let Some(i) = bad_wr {
                     let _ = write!(out, " bad_wr={i}");
                 }

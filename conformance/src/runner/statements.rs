@@ -922,7 +922,7 @@ impl<V: Verbs> Runner<'_, V> {
             v.poll_cq(&cq, &mut wc).map(|n| (n > 0).then_some(wc[0]))
         };
         match &stmt.expect {
-            Expectation::Error { .. } => {
+            Expectation::Error { .. } | Expectation::AnyError { .. } => {
                 let r = poll(self.v).map(|_| ());
                 self.expect(stmt, r)?;
             }
@@ -956,7 +956,7 @@ impl<V: Verbs> Runner<'_, V> {
     fn get_cq_event(&mut self, stmt: &Statement, p0: &str) -> Step {
         let ch = self.channel(p0)?;
         match &stmt.expect {
-            Expectation::Error { .. } => {
+            Expectation::Error { .. } | Expectation::AnyError { .. } => {
                 let r = self.v.get_cq_event(&ch).map(|_| ());
                 self.expect(stmt, r)?;
             }
@@ -996,7 +996,7 @@ impl<V: Verbs> Runner<'_, V> {
     fn get_async_event(&mut self, stmt: &Statement, p0: &str) -> Step {
         let ctx = self.ctx(p0)?;
         let ev = match &stmt.expect {
-            Expectation::Error { .. } => {
+            Expectation::Error { .. } | Expectation::AnyError { .. } => {
                 let r = self.v.get_async_event(&ctx).map(|_| ());
                 self.expect(stmt, r)?;
                 return Ok(());
@@ -1850,7 +1850,7 @@ impl<V: Verbs> Runner<'_, V> {
     fn rdma_get_cm_event(&mut self, stmt: &Statement, p0: &str) -> Step {
         let ch = self.cm_channel(p0)?;
         let ev = match &stmt.expect {
-            Expectation::Error { .. } => {
+            Expectation::Error { .. } | Expectation::AnyError { .. } => {
                 let r = self.v.rdma_get_cm_event(&ch).map(|_| ());
                 self.expect(stmt, r)?;
                 return Ok(());

@@ -447,6 +447,9 @@ pub(crate) fn wc_record(wc: &Wc) -> Record {
     put("vendor_err", int(wc.vendor_err));
     put("byte_len", int(wc.byte_len));
     put("imm_data", int(wc.imm_data));
+    // `imm_data` and `invalidated_rkey` share a union in `struct ibv_wc`;
+    // which one is meant follows from `wc_flags` (WITH_IMM / WITH_INV).
+    put("invalidated_rkey", int(wc.imm_data));
     put("qp_num", int(wc.qp_num));
     put("src_qp", int(wc.src_qp));
     put("wc_flags", flags_sym!(WcFlags, wc.wc_flags));
