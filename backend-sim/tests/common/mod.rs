@@ -165,3 +165,5 @@ pub fn state_only(s: QpState) -> QpAttr {
         ..QpAttr::default()
     }
 }
+
+pub mod datapath;

@@ -476,3 +476,5 @@ pub(crate) fn failure(script: &ScriptText, msg: String) -> String {
 pub(crate) fn step_failure(script: &ScriptText, step: usize, msg: String) -> String {
     failure(script, format!("step {step}: {msg}"))
 }
+
+pub(crate) mod datapath;
