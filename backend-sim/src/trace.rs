@@ -84,6 +84,18 @@ pub enum TraceEvent {
         /// Bytes placed.
         len: u32,
     },
+    /// A receiver discarded an arriving request without a NAK (UD/UC
+    /// drops, packets for a QP that cannot take them).
+    Discarded {
+        /// Device index.
+        device: u32,
+        /// The QP number the packet was addressed to.
+        qpn: u32,
+        /// Its PSN.
+        psn: u32,
+        /// Why, e.g. "wrong Q_Key", "no receive WQE", "QP not ready".
+        reason: &'static str,
+    },
     /// A requester rewinds and retransmits (go-back-N) from `psn`.
     Retransmit {
         /// Device index.
@@ -144,6 +156,15 @@ impl fmt::Display for TraceEvent {
             } => write!(
                 f,
                 "dev{device} qp {qpn:#08x} placed {len} bytes at offset {offset}"
+            ),
+            Self::Discarded {
+                device,
+                qpn,
+                psn,
+                reason,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} discarded psn={psn} ({reason})"
             ),
             Self::Retransmit {
                 device,

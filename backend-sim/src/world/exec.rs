@@ -304,6 +304,20 @@ impl FabricTraceSink for Sink<'_> {
     }
 }
 
+/// A short name of a condition a receiver drops a message for.
+const fn scenario_name(s: ErrorScenario) -> &'static str {
+    match s {
+        ErrorScenario::NoRecvWqe => "no receive WQE",
+        ErrorScenario::RecvTooSmall => "receive WQE too small",
+        ErrorScenario::RecvSgeInvalid => "receive SGE invalid",
+        ErrorScenario::RemoteAccess => "remote access violation",
+        ErrorScenario::ResponderQpAccess => "QP access flags",
+        ErrorScenario::AtomicMisaligned => "misaligned atomic",
+        ErrorScenario::SendInvalidateBadRkey => "invalidate rkey invalid",
+        _ => "responder error",
+    }
+}
+
 /// The NAK syndrome a requester status travels as (IBTA §9.7.5.2.2).
 fn nak_of(status: WcStatus) -> AckSyndrome {
     match status {
@@ -1454,21 +1468,28 @@ impl World {
 
     fn on_request(&mut self, p: &Packet) {
         let Some(rq) = self.qp_at(p.destination) else {
-            return; // no such QP: dropped (RC senders time out)
+            // No such QP: dropped (RC senders time out).
+            self.discard(p, "no such QP");
+            return;
         };
         let Some(req) = self.qp_at(p.source) else {
-            return; // the sender is gone: nothing to read the payload from
+            // The sender is gone: nothing to read the payload from.
+            self.discard(p, "sender destroyed");
+            return;
         };
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let s = self.qps.get(req.index, req.generation).expect("live");
         let rt = transport_of(r.class);
         let st = transport_of(s.class);
         if !receives(r.phase.state(), rt) {
+            self.discard(p, "QP not in RTR, RTS or SQD");
             return;
         }
         let seq = p.cookie;
         if seq < s.sq.done || seq >= s.tx.send_seq {
-            return; // the request already completed: a stale duplicate
+            // The request already completed: a stale duplicate.
+            self.discard(p, "stale duplicate");
+            return;
         }
         match (rt, st) {
             (Transport::Ud, Transport::Ud) if p.opcode == Opcode::UdSend => {
@@ -1482,8 +1503,18 @@ impl World {
             }
             // RC into UD, UD into RC and the like: dropped (§4.2 row 16,
             // UD/UC table "UD→RC QP").
-            _ => {}
+            _ => self.discard(p, "transport mismatch"),
         }
+    }
+
+    /// Records that the receiver dropped `p` silently, and why.
+    fn discard(&mut self, p: &Packet, reason: &'static str) {
+        self.record(TraceEvent::Discarded {
+            device: u32::from(p.destination.device.0),
+            qpn: p.destination.qpn,
+            psn: p.psn.value(),
+            reason,
+        });
     }
 
     fn send_ack(&mut self, p: &Packet, syndrome: AckSyndrome, psn: Psn, cookie: u64) {
@@ -1685,6 +1716,7 @@ impl World {
         let (ctx, qpn) = (r.ctx, r.qp_num);
         let out = error_outcome(scenario, transport);
         if out.dropped {
+            self.discard(p, scenario_name(scenario));
             return;
         }
         if out.rnr_nak {
@@ -2115,10 +2147,12 @@ impl World {
             w.remote_qkey
         };
         if qkey != my_qkey {
+            self.discard(p, "wrong Q_Key");
             return;
         }
         let pd = r.pd.map_or(u32::MAX, |p| p.index);
         let Some(peek) = self.peek_recv(rq) else {
+            self.discard(p, "no receive WQE");
             return;
         };
         let r = self.qps.get(rq.index, rq.generation).expect("live");
