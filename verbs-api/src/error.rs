@@ -6,6 +6,9 @@
 //! a test written against the simulator means the same thing on hardware.
 
 use core::fmt;
+use std::sync::OnceLock;
+
+use crate::transitions::ModifyRefusal;
 
 /// Linux errno values used by the verbs API (x86-64 / generic numbering).
 ///
@@ -459,13 +462,27 @@ impl fmt::Display for Verb {
 /// simulator reports the errno the modelled driver would return), a message
 /// saying what was wrong, and for `post_*` verbs the index of the first work
 /// request that was not posted (`bad_wr`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// The message of a modify refused by the transition table
+/// ([`Error::modify_refused`]) is kept as structured data and formatted only
+/// when shown, so such an error is built without allocating.
+#[derive(Clone)]
 pub struct Error {
     verb: Verb,
     kind: ErrorKind,
     errno: i32,
-    message: String,
+    message: Message,
     bad_wr: Option<usize>,
+}
+
+/// The message of an [`Error`]: text, or data formatted on demand.
+#[derive(Clone)]
+enum Message {
+    /// Text built by the caller.
+    Text(String),
+    /// A refused `ibv_modify_qp`, formatted by its `Display`; the text is
+    /// built once, on the first [`Error::message`] call.
+    Refusal(ModifyRefusal, OnceLock<Box<str>>),
 }
 
 impl Error {
@@ -475,7 +492,7 @@ impl Error {
             verb,
             kind,
             errno: kind.errno(),
-            message: message.into(),
+            message: Message::Text(message.into()),
             bad_wr: None,
         }
     }
@@ -486,7 +503,7 @@ impl Error {
             verb,
             kind: ErrorKind::from_errno(errno),
             errno,
-            message: message.into(),
+            message: Message::Text(message.into()),
             bad_wr: None,
         }
     }
@@ -494,6 +511,20 @@ impl Error {
     /// Shorthand for an `EINVAL` [`ErrorKind::InvalidArgument`].
     pub fn invalid(verb: Verb, message: impl Into<String>) -> Self {
         Self::new(verb, ErrorKind::InvalidArgument, message)
+    }
+
+    /// A modify the transition table refused: kind `refusal.kind` with its
+    /// canonical errno, and `refusal`'s `Display` as the message. Nothing is
+    /// formatted or allocated until the message is asked for.
+    #[inline]
+    pub fn modify_refused(verb: Verb, refusal: ModifyRefusal) -> Self {
+        Self {
+            verb,
+            kind: refusal.kind,
+            errno: refusal.kind.errno(),
+            message: Message::Refusal(refusal, OnceLock::new()),
+            bad_wr: None,
+        }
     }
 
     /// A verb the backend does not implement (yet): [`ErrorKind::Unsupported`]
@@ -504,7 +535,9 @@ impl Error {
             verb,
             kind: ErrorKind::Unsupported,
             errno: errno::ENOSYS,
-            message: format!("{verb} is not implemented by the {backend} backend"),
+            message: Message::Text(format!(
+                "{verb} is not implemented by the {backend} backend"
+            )),
             bad_wr: None,
         }
     }
@@ -541,8 +574,25 @@ impl Error {
     }
 
     /// What was wrong, in words.
+    ///
+    /// For an [`Error::modify_refused`] error the text is formatted on the
+    /// first call and kept.
     pub fn message(&self) -> &str {
-        &self.message
+        match &self.message {
+            Message::Text(text) => text,
+            Message::Refusal(refusal, text) => {
+                text.get_or_init(|| refusal.to_string().into_boxed_str())
+            }
+        }
+    }
+
+    /// The structured details of an [`Error::modify_refused`] error; `None`
+    /// for every other error.
+    pub fn refusal(&self) -> Option<&ModifyRefusal> {
+        match &self.message {
+            Message::Refusal(refusal, _) => Some(refusal),
+            Message::Text(_) => None,
+        }
     }
 
     /// For `post_send`/`post_recv`/`post_srq_recv`: index of the first work
@@ -558,6 +608,36 @@ impl Error {
     }
 }
 
+/// Two errors are equal when the verb, kind, errno, `bad_wr` and message
+/// text are, however the message is stored.
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.verb == other.verb
+            && self.kind == other.kind
+            && self.errno == other.errno
+            && self.bad_wr == other.bad_wr
+            && match (&self.message, &other.message) {
+                (Message::Refusal(a, _), Message::Refusal(b, _)) if a == b => true,
+                _ => self.message() == other.message(),
+            }
+    }
+}
+
+impl Eq for Error {}
+
+/// As a derived `Debug` with the message as a string field.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("verb", &self.verb)
+            .field("kind", &self.kind)
+            .field("errno", &self.errno)
+            .field("message", &self.message())
+            .field("bad_wr", &self.bad_wr)
+            .finish()
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = errno::name(self.errno).unwrap_or("E?");
@@ -568,8 +648,13 @@ impl fmt::Display for Error {
             }
             _ => {}
         }
-        if !self.message.is_empty() {
-            write!(f, ": {}", self.message)?;
+        match &self.message {
+            Message::Text(text) if !text.is_empty() => write!(f, ": {text}")?,
+            Message::Text(_) => {}
+            Message::Refusal(refusal, text) => match text.get() {
+                Some(text) => write!(f, ": {text}")?,
+                None => write!(f, ": {refusal}")?,
+            },
         }
         if let Some(i) = self.bad_wr {
             write!(f, " (bad_wr = work request #{i})")?;

@@ -637,15 +637,128 @@ const DCT_TABLE: &[DcEntry] = &[
     dc(INIT, RTR, &[M::MIN_RNR_TIMER, M::AV, M::PATH_MTU], &[]),
 ];
 
-fn dc_lookup(table: &[DcEntry], from: QpState, to: QpState) -> Option<TransitionMasks> {
-    table
-        .iter()
-        .find(|e| e.from == from && e.to == to)
-        .map(|e| e.masks)
+// ---------------------------------------------------------------------------
+// The lookup grids: the lists above compiled (at compile time) into one
+// 7×7 grid per (flavor, class), so a lookup is two array indexings.
+
+/// One class's table under one flavor: `grid[from][to]`, both indexed by
+/// [`state_slot`]; `None` where the pair is not a legal transition.
+type Grid = [[Option<TransitionMasks>; 7]; 7];
+
+/// Number of [`QpClass`] variants (the grids' class dimension).
+const CLASSES: usize = QpClass::VALUES.len();
+
+/// Number of [`TableFlavor`] variants (the grids' flavor dimension).
+const FLAVORS: usize = TableFlavor::VALUES.len();
+
+/// [`state_slot`] of every state beyond `ERR`.
+const BEYOND_ERR: usize = 7;
+
+/// Position of `state` in [`TABLE_STATES`] (its `enum ib_qp_state` value),
+/// or [`BEYOND_ERR`] for `UNKNOWN` and `Unknown(n)` (spec §5.1). The `const`
+/// form, for building the grids; lookups use [`slot`].
+const fn state_slot(state: QpState) -> usize {
+    match state {
+        QpState::Reset => 0,
+        QpState::Init => 1,
+        QpState::ReadyToReceive => 2,
+        QpState::ReadyToSend => 3,
+        QpState::SendQueueDrain => 4,
+        QpState::SendQueueError => 5,
+        QpState::Error => 6,
+        QpState::UnknownState | QpState::Unknown(_) => BEYOND_ERR,
+    }
 }
 
-fn kernel_entry(from: QpState, to: QpState) -> Option<&'static KernelEntry> {
-    KERNEL_TABLE.iter().find(|e| e.from == from && e.to == to)
+/// [`state_slot`] for lookups at run time: the same value, computed from
+/// the state's order and raw value instead of a `match`, which LLVM turns
+/// into jump tables (an indirect branch, mispredicted on most modifies).
+#[inline]
+fn slot(state: QpState) -> usize {
+    // The derived order compares variants first: only the seven table
+    // states sort before `UnknownState`, and their raw value is their slot
+    // (`grids_match_the_source_lists` checks this, `Unknown(n < 7)` included).
+    if state < QpState::UnknownState {
+        state.to_raw() as usize
+    } else {
+        BEYOND_ERR
+    }
+}
+
+/// [`state_slot`] of a state the source tables list (always a table state).
+const fn table_index(state: QpState) -> usize {
+    let slot = state_slot(state);
+    assert!(
+        slot != BEYOND_ERR,
+        "the source tables list table states only"
+    );
+    slot
+}
+
+/// The grid of a DC table (flavor-independent).
+const fn dc_grid(table: &[DcEntry]) -> Grid {
+    let mut grid: Grid = [[None; 7]; 7];
+    let mut i = 0;
+    while i < table.len() {
+        let e = &table[i];
+        grid[table_index(e.from)][table_index(e.to)] = Some(e.masks);
+        i += 1;
+    }
+    grid
+}
+
+/// The grid of `class` (a kernel class) under `flavor`: [`KERNEL_TABLE`]'s
+/// column for `class`, minus [`MLX5_UNIMPLEMENTED`] for mlx5.
+const fn kernel_grid(class: QpClass, flavor: TableFlavor) -> Grid {
+    let mut grid: Grid = [[None; 7]; 7];
+    let mut i = 0;
+    while i < KERNEL_TABLE.len() {
+        let e = &KERNEL_TABLE[i];
+        grid[table_index(e.from)][table_index(e.to)] = e.column(class);
+        i += 1;
+    }
+    if matches!(flavor, TableFlavor::Mlx5) {
+        let mut j = 0;
+        while j < MLX5_UNIMPLEMENTED.len() {
+            let (from, to) = MLX5_UNIMPLEMENTED[j];
+            grid[table_index(from)][table_index(to)] = None;
+            j += 1;
+        }
+    }
+    grid
+}
+
+/// Every grid, indexed `[flavor as usize][class as usize]`.
+const fn build_grids() -> [[Grid; CLASSES]; FLAVORS] {
+    let mut grids: [[Grid; CLASSES]; FLAVORS] = [[[[None; 7]; 7]; CLASSES]; FLAVORS];
+    let mut f = 0;
+    while f < FLAVORS {
+        let flavor = TableFlavor::VALUES[f];
+        let mut c = 0;
+        while c < CLASSES {
+            let class = QpClass::VALUES[c];
+            // The VALUES lists are in declaration order, so `as usize` of a
+            // value is its position there.
+            assert!(class as usize == c && flavor as usize == f);
+            grids[f][c] = match class {
+                QpClass::Dci => dc_grid(DCI_TABLE),
+                QpClass::Dct => dc_grid(DCT_TABLE),
+                _ => kernel_grid(class, flavor),
+            };
+            c += 1;
+        }
+        f += 1;
+    }
+    grids
+}
+
+/// The tables of every class under every flavor, built at compile time.
+static GRIDS: [[Grid; CLASSES]; FLAVORS] = build_grids();
+
+/// The grid of `class` under `flavor`.
+#[inline]
+fn grid(class: QpClass, flavor: TableFlavor) -> &'static Grid {
+    &GRIDS[flavor as usize][class as usize]
 }
 
 /// The table: the required/optional masks of `from → to` for `class` under
@@ -655,23 +768,19 @@ fn kernel_entry(from: QpState, to: QpState) -> Option<&'static KernelEntry> {
 /// Kernel classes read K-VERBS `qp_state_table` (spec §2, §4), minus the
 /// mlx5 gaps for [`TableFlavor::Mlx5`] (spec §6.1). DCI/DCT read the mlx5 DC
 /// rules (spec §6.2, §6.3) under both flavors; their `required` includes
-/// `STATE`.
+/// `STATE`. O(1): one lookup in a grid built at compile time.
+#[inline]
 pub fn transition_masks(
     class: QpClass,
     from: QpState,
     to: QpState,
     flavor: TableFlavor,
 ) -> Option<TransitionMasks> {
-    match class {
-        QpClass::Dci => dc_lookup(DCI_TABLE, from, to),
-        QpClass::Dct => dc_lookup(DCT_TABLE, from, to),
-        _ => {
-            if flavor == TableFlavor::Mlx5 && MLX5_UNIMPLEMENTED.contains(&(from, to)) {
-                return None;
-            }
-            kernel_entry(from, to).and_then(|e| e.column(class))
-        }
+    let (f, t) = (slot(from), slot(to));
+    if f == BEYOND_ERR || t == BEYOND_ERR {
+        return None;
     }
+    grid(class, flavor)[f][t]
 }
 
 /// Bits uverbs removes from an XRC QP's mask before validation (K-UVERBS
@@ -690,6 +799,7 @@ const fn stripped_bits(class: QpClass) -> QpAttrMask {
 /// for every other class.
 ///
 /// This is why an RC-style mask passes on an XRC QP.
+#[inline]
 pub fn strip_mask(class: QpClass, mask: QpAttrMask) -> QpAttrMask {
     mask.difference(stripped_bits(class))
 }
@@ -702,7 +812,19 @@ const SUPPORTED_BITS: QpAttrMask = QpAttrMask::STANDARD_BITS.union(M::RATE_LIMIT
 /// `ib_modify_qp_is_ok` first check, spec §3 step 1).
 const CUR_STATE_OK_FROM: [QpState; 4] = [RTR, RTS, SQD, SQE];
 
+/// [`CUR_STATE_OK_FROM`] indexed by [`state_slot`].
+const CUR_STATE_OK: [bool; 7] = {
+    let mut ok = [false; 7];
+    let mut i = 0;
+    while i < CUR_STATE_OK_FROM.len() {
+        ok[table_index(CUR_STATE_OK_FROM[i])] = true;
+        i += 1;
+    }
+    ok
+};
+
 /// `(cur, next)` as drivers compute them (spec §3, K-MLX5 `mlx5_ib_modify_qp`).
+#[inline]
 fn resolve_states(
     qp_state: QpState,
     mask: QpAttrMask,
@@ -723,7 +845,7 @@ fn resolve_states(
 }
 
 fn is_table_state(state: QpState) -> bool {
-    TABLE_STATES.contains(&state)
+    state_slot(state) != BEYOND_ERR
 }
 
 /// The whole `ibv_modify_qp` state/mask validation as the kernel does it:
@@ -746,11 +868,14 @@ fn is_table_state(state: QpState) -> bool {
 /// 7. Missing required bits or bits outside `required | optional | STATE` →
 ///    [`ErrorKind::InvalidAttrMask`] with both sets computed exactly.
 ///
+/// O(1) and allocation-free: a few mask operations and one grid lookup.
+///
 /// # Errors
 ///
 /// `EOPNOTSUPP` ([`ErrorKind::Unsupported`]) for unknown mask bits; `EINVAL`
 /// ([`ErrorKind::InvalidTransition`] or [`ErrorKind::InvalidAttrMask`]) for
 /// everything else. Returns the state the QP enters on success.
+#[inline]
 pub fn check_modify(
     class: QpClass,
     flavor: TableFlavor,
@@ -768,22 +893,161 @@ pub fn check_modify(
         from: cur,
         to: next,
     };
-    if !is_table_state(cur) || !is_table_state(next) {
+    let (c, n) = (slot(cur), slot(next));
+    if c == BEYOND_ERR || n == BEYOND_ERR {
         return Err(invalid_transition);
     }
-    if mask.contains(M::CUR_STATE) && !CUR_STATE_OK_FROM.contains(&cur) {
+    if mask.contains(M::CUR_STATE) && !CUR_STATE_OK[c] {
         return Err(ErrorKind::InvalidAttrMask {
             missing: M::empty(),
             extra: M::CUR_STATE,
         });
     }
-    let masks = transition_masks(class, cur, next, flavor).ok_or(invalid_transition)?;
+    let Some(masks) = grid(class, flavor)[c][n] else {
+        return Err(invalid_transition);
+    };
     let missing = masks.missing(mask);
     let extra = masks.extra(mask);
     if missing.is_empty() && extra.is_empty() {
         Ok(next)
     } else {
         Err(ErrorKind::InvalidAttrMask { missing, extra })
+    }
+}
+
+/// Why the table refused an `ibv_modify_qp`, as plain data: the inputs of
+/// [`check_modify`] that matter and its verdict. Nothing is formatted until
+/// the refusal is displayed, so refusing a modify costs no allocation
+/// ([`crate::Error::modify_refused`] keeps it as the error's message).
+///
+/// `Display` explains the refusal in one line, naming the transition, the
+/// rule and the offending bits, e.g. `RTR->RTS for RC requires
+/// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ModifyRefusal {
+    /// The QP's class.
+    pub class: QpClass,
+    /// The table flavor that was applied.
+    pub flavor: TableFlavor,
+    /// The state the modify was validated from (`cur`: `attr.cur_qp_state`
+    /// when the mask holds `CUR_STATE`, else the QP's state).
+    pub from: QpState,
+    /// The state the modify was validated towards (`next`: `attr.qp_state`
+    /// when the mask holds `STATE`, else `from`).
+    pub to: QpState,
+    /// The mask after [`strip_mask`].
+    pub mask: QpAttrMask,
+    /// The verdict of [`check_modify`].
+    pub kind: ErrorKind,
+}
+
+impl ModifyRefusal {
+    /// The refusal of a modify that [`check_modify`] answered with `kind`,
+    /// from the same arguments (`cur`/`next` are resolved the same way).
+    #[inline]
+    pub fn new(
+        class: QpClass,
+        flavor: TableFlavor,
+        qp_state: QpState,
+        mask: QpAttrMask,
+        attr_state: QpState,
+        attr_cur_state: QpState,
+        kind: ErrorKind,
+    ) -> Self {
+        let mask = strip_mask(class, mask);
+        let (from, to) = resolve_states(qp_state, mask, attr_state, attr_cur_state);
+        Self {
+            class,
+            flavor,
+            from,
+            to,
+            mask,
+            kind,
+        }
+    }
+}
+
+/// A required/optional set for a refusal message: `nothing but STATE` when
+/// empty.
+struct RuleSet(QpAttrMask);
+
+impl fmt::Display for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("nothing but STATE")
+        } else {
+            fmt::Display::fmt(&self.0, f)
+        }
+    }
+}
+
+impl fmt::Display for ModifyRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            class,
+            flavor,
+            from,
+            to,
+            mask,
+            kind,
+        } = *self;
+        match kind {
+            ErrorKind::Unsupported => write!(
+                f,
+                "attr_mask bits {:#x} are outside IB_QP_ATTR_STANDARD_BITS|IBV_QP_RATE_LIMIT",
+                mask.difference(SUPPORTED_BITS).bits()
+            ),
+            ErrorKind::InvalidTransition { from, to } => {
+                write!(f, "{from}->{to} is not a legal transition for {class}")?;
+                if flavor == TableFlavor::Mlx5
+                    && transition_masks(class, from, to, TableFlavor::Kernel).is_some()
+                {
+                    f.write_str(" on mlx5 (no firmware command for it)")?;
+                }
+                if !mask.contains(M::STATE) {
+                    f.write_str(
+                        " (no IBV_QP_STATE in the mask: validated as a modify within the \
+                         current state)",
+                    )?;
+                }
+                Ok(())
+            }
+            ErrorKind::InvalidAttrMask { missing, extra } => {
+                match transition_masks(class, from, to, flavor) {
+                    // The rule of the pair, unless the only complaint is a
+                    // CUR_STATE the rule allows (then it was the pre-check
+                    // of spec §3 step 1).
+                    Some(t)
+                        if !(extra == M::CUR_STATE
+                            && missing.is_empty()
+                            && t.optional.contains(M::CUR_STATE)) =>
+                    {
+                        write!(
+                            f,
+                            "{from}->{to} for {class} requires {}",
+                            RuleSet(t.required)
+                        )?;
+                        if !missing.is_empty() {
+                            write!(f, "; missing {missing}")?;
+                        }
+                        if !extra.is_empty() {
+                            write!(
+                                f,
+                                "; {extra} not allowed (optional: {})",
+                                RuleSet(t.optional)
+                            )?;
+                        }
+                        Ok(())
+                    }
+                    _ => write!(
+                        f,
+                        "IBV_QP_CUR_STATE is accepted only from RTR, RTS, SQD or SQE (current \
+                         state {from})"
+                    ),
+                }
+            }
+            other => fmt::Display::fmt(&other, f),
+        }
     }
 }
 
@@ -1651,6 +1915,210 @@ mod tests {
             d.contains("DC rules") && d.contains("legal targets from RTR: none"),
             "{d}"
         );
+    }
+
+    /// The lookup the grids replace: a linear search of the source lists.
+    fn reference_masks(
+        c: QpClass,
+        from: QpState,
+        to: QpState,
+        flavor: TableFlavor,
+    ) -> Option<TransitionMasks> {
+        let dc = |table: &[DcEntry]| {
+            table
+                .iter()
+                .find(|e| e.from == from && e.to == to)
+                .map(|e| e.masks)
+        };
+        match c {
+            QpClass::Dci => dc(DCI_TABLE),
+            QpClass::Dct => dc(DCT_TABLE),
+            _ => {
+                if flavor == TableFlavor::Mlx5 && MLX5_UNIMPLEMENTED.contains(&(from, to)) {
+                    return None;
+                }
+                KERNEL_TABLE
+                    .iter()
+                    .find(|e| e.from == from && e.to == to)
+                    .and_then(|e| e.column(c))
+            }
+        }
+    }
+
+    /// Every state worth feeding a lookup: the seven table states, and
+    /// states beyond ERR including `Unknown(n)` whose raw value is a table
+    /// state's.
+    fn lookup_states() -> Vec<QpState> {
+        let mut states = TABLE_STATES.to_vec();
+        states.push(QpState::UnknownState);
+        states.extend((0..=9).chain([42, u32::MAX]).map(QpState::Unknown));
+        states
+    }
+
+    #[test]
+    fn grids_match_the_source_lists() {
+        // Goal: the compile-time grids are exactly the listed tables, and states beyond ERR (even Unknown(n) with n < 7) are never legal; method: compare every lookup with a linear search of the lists.
+        let states = lookup_states();
+        for &c in QpClass::VALUES {
+            for &flavor in TableFlavor::VALUES {
+                for &from in &states {
+                    for &to in &states {
+                        assert_eq!(
+                            transition_masks(c, from, to, flavor),
+                            reference_masks(c, from, to, flavor),
+                            "{c} {flavor} {from}->{to}"
+                        );
+                    }
+                }
+            }
+        }
+        for &s in &states {
+            let want = TABLE_STATES.iter().position(|t| *t == s);
+            assert_eq!(
+                (slot(s), state_slot(s)),
+                (want.unwrap_or(BEYOND_ERR), want.unwrap_or(BEYOND_ERR)),
+                "{s:?}"
+            );
+        }
+        for bad in [QpState::Unknown(3), QpState::Unknown(0)] {
+            assert_eq!(
+                modify(QpClass::Rc, TableFlavor::Kernel, RTS, M::STATE, bad),
+                Err(ErrorKind::InvalidTransition { from: RTS, to: bad })
+            );
+            assert_eq!(
+                check_modify(
+                    QpClass::Rc,
+                    TableFlavor::Kernel,
+                    RTS,
+                    mask("STATE|CUR_STATE"),
+                    RTS,
+                    bad
+                ),
+                Err(ErrorKind::InvalidTransition { from: bad, to: RTS })
+            );
+        }
+    }
+
+    /// The refusal of `check_modify` on these arguments, displayed.
+    fn refusal_text(
+        c: QpClass,
+        flavor: TableFlavor,
+        qp_state: QpState,
+        m: QpAttrMask,
+        attr_state: QpState,
+        attr_cur: QpState,
+    ) -> String {
+        let kind = check_modify(c, flavor, qp_state, m, attr_state, attr_cur)
+            .expect_err("a refused modify");
+        ModifyRefusal::new(c, flavor, qp_state, m, attr_state, attr_cur, kind).to_string()
+    }
+
+    #[test]
+    fn refusal_messages_name_rule_and_bits() {
+        // Goal: the refusal text names the transition, the rule and the offending bits, word for word; method: one case per message shape.
+        let k = TableFlavor::Kernel;
+        let rts = mask("STATE|RETRY_CNT|RNR_RETRY|SQ_PSN|MAX_QP_RD_ATOMIC");
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, RTR, rts, RTS, RTR),
+            "RTR->RTS for RC requires TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; \
+             missing TIMEOUT"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, RTS, mask("STATE|QKEY"), RESET, RTS),
+            "RTS->RESET for RC requires nothing but STATE; QKEY not allowed (optional: nothing \
+             but STATE)"
+        );
+        assert_eq!(
+            refusal_text(
+                QpClass::Ud,
+                k,
+                RESET,
+                mask("STATE|PORT|SQ_PSN"),
+                INIT,
+                RESET
+            ),
+            "RESET->INIT for UD requires PKEY_INDEX|PORT|QKEY; missing PKEY_INDEX|QKEY; SQ_PSN \
+             not allowed (optional: nothing but STATE)"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, RESET, M::STATE, ERR, RESET),
+            "RESET->ERR is not a legal transition for RC"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, TableFlavor::Mlx5, RTS, M::STATE, SQD, RTS),
+            "RTS->SQD is not a legal transition for RC on mlx5 (no firmware command for it)"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, RTR, M::AV, RTR, RTR),
+            "RTR->RTR is not a legal transition for RC (no IBV_QP_STATE in the mask: validated \
+             as a modify within the current state)"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, INIT, mask("STATE|CUR_STATE"), RTS, INIT),
+            "IBV_QP_CUR_STATE is accepted only from RTR, RTS, SQD or SQE (current state INIT)"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, RTS, mask("STATE|CUR_STATE"), SQD, RTS),
+            "RTS->SQD for RC requires nothing but STATE; CUR_STATE not allowed (optional: \
+             EN_SQD_ASYNC_NOTIFY)"
+        );
+        assert_eq!(
+            refusal_text(QpClass::Rc, k, INIT, M::STATE | M(1 << 22), RTR, INIT),
+            "attr_mask bits 0x400000 are outside IB_QP_ATTR_STANDARD_BITS|IBV_QP_RATE_LIMIT"
+        );
+        // XRC bits uverbs strips are neither missing nor extra.
+        let r = ModifyRefusal::new(
+            QpClass::XrcIni,
+            k,
+            INIT,
+            mask("STATE|MIN_RNR_TIMER"),
+            RTR,
+            INIT,
+            ErrorKind::InvalidAttrMask {
+                missing: mask("AV|PATH_MTU|DEST_QPN|RQ_PSN"),
+                extra: M::empty(),
+            },
+        );
+        assert_eq!((r.from, r.to, r.mask), (INIT, RTR, M::STATE));
+    }
+
+    #[test]
+    fn refused_error_is_lazy_and_equals_its_text_form() {
+        // Goal: an Error built from a refusal allocates no text until asked, and is indistinguishable (message, Display, Debug, ==) from one built with the text; method: compare with Error::new on the displayed refusal.
+        use crate::{Error, Verb};
+        let kind = modify(QpClass::Rc, TableFlavor::Kernel, RESET, M::STATE, INIT)
+            .expect_err("missing bits");
+        let refusal = ModifyRefusal::new(
+            QpClass::Rc,
+            TableFlavor::Kernel,
+            RESET,
+            M::STATE,
+            INIT,
+            RESET,
+            kind,
+        );
+        let lazy = Error::modify_refused(Verb::ModifyQp, refusal);
+        let text = Error::new(Verb::ModifyQp, kind, refusal.to_string());
+        assert_eq!(lazy.refusal(), Some(&refusal));
+        assert_eq!(text.refusal(), None);
+        // Display and equality before the text is cached, then after.
+        assert_eq!(lazy.to_string(), text.to_string());
+        assert_eq!(lazy, text);
+        assert_eq!(text, lazy);
+        assert_eq!(lazy.clone(), lazy);
+        assert_eq!(
+            lazy.message(),
+            "RESET->INIT for RC requires ACCESS_FLAGS|PKEY_INDEX|PORT; missing \
+             ACCESS_FLAGS|PKEY_INDEX|PORT"
+        );
+        assert_eq!(lazy.to_string(), text.to_string());
+        assert_eq!(format!("{lazy:?}"), format!("{text:?}"));
+        assert_eq!(
+            (lazy.kind(), lazy.errno(), lazy.verb(), lazy.bad_wr()),
+            (kind, crate::errno::EINVAL, Verb::ModifyQp, None)
+        );
+        assert_ne!(lazy, Error::new(Verb::ModifyQp, kind, "other text"));
+        assert_ne!(lazy, text.clone().with_errno(crate::errno::ENOMEM));
     }
 
     // ----- property tests -----

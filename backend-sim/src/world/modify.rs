@@ -2,8 +2,8 @@
 //! state-entry side effects, all-or-nothing.
 
 use verbs_api::{
-    check_modify, strip_mask, transition_masks, AsyncEventType, Error, ErrorKind, Mtu,
-    PathMigState, QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
+    check_modify, strip_mask, AsyncEventType, Error, ErrorKind, ModifyRefusal, Mtu, PathMigState,
+    QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
 };
 
 use super::qp::{AltPath, Bound, Path, QpPhase, Requester};
@@ -16,7 +16,9 @@ const PSN_MASK: u32 = 0xff_ffff;
 
 /// The error of a modify the table refused, with the transition, the rule
 /// and what was wrong, e.g. `RTR->RTS for RC requires
-/// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`.
+/// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`
+/// (the `Display` of [`ModifyRefusal`]). The message is kept as data and
+/// formatted only when shown: a refused modify allocates nothing.
 fn table_error(
     class: QpClass,
     flavor: TableFlavor,
@@ -25,56 +27,18 @@ fn table_error(
     mask: M,
     kind: ErrorKind,
 ) -> Error {
-    let mask = strip_mask(class, mask);
-    let from = if mask.contains(M::CUR_STATE) {
-        attr.cur_qp_state
-    } else {
-        state
-    };
-    let to = if mask.contains(M::STATE) {
-        attr.qp_state
-    } else {
-        from
-    };
-    let msg = match kind {
-        ErrorKind::Unsupported => format!(
-            "attr_mask bits {:#x} are outside IB_QP_ATTR_STANDARD_BITS|IBV_QP_RATE_LIMIT",
-            mask.difference(M::STANDARD_BITS | M::RATE_LIMIT).bits()
+    Error::modify_refused(
+        Verb::ModifyQp,
+        ModifyRefusal::new(
+            class,
+            flavor,
+            state,
+            mask,
+            attr.qp_state,
+            attr.cur_qp_state,
+            kind,
         ),
-        ErrorKind::InvalidTransition { from, to } => {
-            let mut m = format!("{from}->{to} is not a legal transition for {class}");
-            if flavor == TableFlavor::Mlx5 && transition_masks(class, from, to, TableFlavor::Kernel).is_some() {
-                m.push_str(" on mlx5 (no firmware command for it)");
-            }
-            if !mask.contains(M::STATE) {
-                m.push_str(" (no IBV_QP_STATE in the mask: validated as a modify within the current state)");
-            }
-            m
-        }
-        ErrorKind::InvalidAttrMask { missing, extra } => match transition_masks(class, from, to, flavor) {
-            Some(t) if !(extra == M::CUR_STATE && missing.is_empty() && t.optional.contains(M::CUR_STATE)) => {
-                let mut m = format!("{from}->{to} for {class} requires {}", names(t.required));
-                if !missing.is_empty() {
-                    m.push_str(&format!("; missing {missing}"));
-                }
-                if !extra.is_empty() {
-                    m.push_str(&format!("; {extra} not allowed (optional: {})", names(t.optional)));
-                }
-                m
-            }
-            _ => format!("IBV_QP_CUR_STATE is accepted only from RTR, RTS, SQD or SQE (current state {from})"),
-        },
-        other => other.to_string(),
-    };
-    Error::new(Verb::ModifyQp, kind, msg)
-}
-
-fn names(m: M) -> String {
-    if m.is_empty() {
-        "nothing but STATE".to_owned()
-    } else {
-        m.names()
-    }
+    )
 }
 
 fn mtu_ok(mtu: Mtu) -> bool {
