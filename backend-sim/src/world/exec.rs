@@ -541,6 +541,10 @@ impl World {
     /// The data path's side of a state change (called by `set_state` after
     /// the phase changed and queues were flushed or discarded).
     pub(crate) fn exec_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
+        // INIT (and INIT->INIT) concerns neither side of the data path.
+        if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
+            return;
+        }
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
