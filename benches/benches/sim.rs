@@ -14,9 +14,16 @@
 //! their throughput (bytes or elements) so criterion prints rates.
 //!
 //! The simulator runs with its trace off (as `SimConfig` allows for
-//! benchmarks) and a fixed seed. A simulator benchmark whose set-up or first
-//! request fails is skipped with a `SKIP` line on stderr (the data path
-//! returns "not implemented" until it lands), never aborting the binary.
+//! benchmarks) and a fixed seed; every simulator benchmark has a simulator
+//! of its own. A simulator benchmark whose set-up or first request fails is
+//! skipped with a `SKIP` line on stderr (a backend without a data path
+//! returns "not implemented"), never aborting the binary.
+//!
+//! `sim_fault_overhead/{none,faults}` run the `sim_rc_write_msg_rate/64`
+//! workload with the QP timeout of the fault workload
+//! ([`verbsim_benches::data::FAULT_ACK_TIMEOUT`]), without and with 1 %
+//! drop, duplicate and delay rules installed through `sim_control`, side by
+//! side in one group; bench-report prints the cost ratio.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -312,6 +319,17 @@ fn sim_atomic_rate(c: &mut Criterion) {
     );
 }
 
+fn sim_fault_overhead(c: &mut Criterion) {
+    message_rate(
+        c,
+        "sim_fault_overhead",
+        &[
+            ("none", MessageRateConfig::fault_overhead(false)),
+            ("faults", MessageRateConfig::fault_overhead(true)),
+        ],
+    );
+}
+
 fn sim_send_recv_bw(c: &mut Criterion) {
     const GROUP: &str = "sim_send_recv_bw";
     let mut prepared = Vec::new();
@@ -362,7 +380,7 @@ mod groups {
         name = simulator;
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
-            sim_read_rate, sim_atomic_rate
+            sim_read_rate, sim_atomic_rate, sim_fault_overhead
     }
 }
 

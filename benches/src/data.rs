@@ -1,5 +1,7 @@
 //! Data-path workloads: `sim_rc_write_msg_rate`, `sim_send_recv_bw`,
-//! `sim_read_rate` and `sim_atomic_rate`, over one connected RC pair.
+//! `sim_read_rate`, `sim_atomic_rate` and `sim_fault_overhead`, over one or
+//! more connected QP pairs (RC by default; UC and UD where the operation
+//! exists on them, for `verbsim perf -c`).
 //!
 //! # The posting contract, and how these workloads keep it
 //!
@@ -17,14 +19,26 @@
 //!   read their source slots, and a receive or READ/atomic landing buffer
 //!   is not looked at by the caller;
 //! * a send slot is reused only after the signalled completion that covers
-//!   it has been reaped: at most `outstanding` requests are in flight and
-//!   the offset tables cycle over more slots than that.
+//!   it has been reaped: at most `outstanding` requests per QP are in
+//!   flight and the offset tables cycle over more slots than that.
 //!
-//! # While the data path is missing
+//! # Polling: ask for what is due, not for more
 //!
-//! A backend whose data path is not there yet either does not advertise
-//! [`Capabilities::DATA_PATH`] (the simulator accepts posts but does not
-//! execute them until it does) or returns [`Error::is_not_implemented`]
+//! The simulator's `poll_cq` moves virtual time on until the CQ holds as
+//! many completions as the caller asked for, or nothing is in flight. A
+//! workload that asked for a full batch of 16 while 8 signalled lists were
+//! outstanding would therefore drain its whole window before every refill,
+//! a bubble hardware does not have (its `poll_cq` returns what is there).
+//! So every poll asks for what the workload needs and knows is coming: when
+//! the window is full, enough completions to bring it back to half full
+//! (at most `poll_batch`); when draining, what is outstanding; for
+//! receives, those of SENDs whose own completions were reaped. On hardware
+//! the same requests just return what is there, and the loops poll again.
+//!
+//! # Backends without a data path
+//!
+//! A backend whose data path is not there either does not advertise
+//! [`Capabilities::DATA_PATH`] or returns [`Error::is_not_implemented`]
 //! errors from `post_*`. Every workload checks the capability before
 //! creating anything and returns a not-implemented
 //! [`WorkloadError::Verbs`] without it ([`require_data_path`]), passes
@@ -32,12 +46,13 @@
 //! [`WorkloadError::is_not_implemented`] tells the benchmark to skip.
 
 use verbs_api::{
-    errno, AccessFlags, AtomicInfo, Capabilities, Error, ErrorKind, MrInfo, QpCap, RdmaInfo,
-    RecvWr, SendFlags, SendWr, Sge, Verb, Verbs, Wc, WcOpcode, WcStatus, WrOpcode,
+    errno, AccessFlags, AtomicInfo, Capabilities, Error, ErrorKind, FaultAction, FaultScope,
+    FaultWhen, MrInfo, QpCap, QpType, RdmaInfo, RecvWr, SendFlags, SendWr, Sge, SimCommand, UdInfo,
+    Verb, Verbs, Wc, WcOpcode, WcStatus, WrOpcode,
 };
 
 use crate::calibration::{random_offsets, sequential_offsets, touch_pages, PAGE_BYTES};
-use crate::fixture::{connect_rc, peer_device_index, rc_attr, Endpoint};
+use crate::fixture::{connect_qp, peer_device_index, rc_attr, Endpoint, QKEY};
 use crate::WorkloadError;
 
 /// The longest post list the workloads build (requests per `post_send`).
@@ -49,6 +64,53 @@ pub const OFFSET_TABLE_LEN: usize = 1 << 20;
 /// Empty polls in a row after which a workload reports
 /// [`WorkloadError::Stalled`] (hardware may need many; the simulator none).
 pub const MAX_EMPTY_POLLS: u64 = 100_000_000;
+
+/// Most QP pairs one workload runs (`verbsim perf -q`).
+pub const MAX_QPS: u32 = 1024;
+
+/// Bytes of GRH in front of every UD receive (data-path.md §4.2).
+pub const UD_GRH_BYTES: u32 = 40;
+
+/// The QP `timeout` the workloads use unless told otherwise: 14, i.e.
+/// 4.096 µs × 2¹⁴ ≈ 67 ms, as perftest sets it.
+pub const DEFAULT_ACK_TIMEOUT: u8 = 14;
+
+/// The QP `timeout` of `sim_fault_overhead`: 4, i.e. 4.096 µs × 2⁴ ≈ 65.5 µs.
+///
+/// Most losses (and every reordering by a delay) are repaired by a
+/// PSN-sequence-error NAK as soon as the next packet arrives; only a lost
+/// tail (the last request before the window fills, a lost NAK, a lost last
+/// ACK) waits for the timer. Virtual time costs no wall time, so the timer
+/// does not change what the benchmark measures: on 100 000 WRITEs with the
+/// 1 % rules, timeouts 1 to 20 all send the same 4.38 packets per request
+/// and cost the same wall time (12 timer retransmissions against 2 397
+/// NAK-driven ones); what they change is virtual time, from 24 ns per
+/// request (timeout 1) to 8 µs (timeout 14, perftest's, where the 12 lost
+/// tails wait 67 ms each) and 515 µs (timeout 20). Two things bound it:
+///
+/// * below: never shorter than the slowest honest ACK, or whole windows
+///   are retransmitted for nothing (and, repeated, `retry_cnt` runs out,
+///   `RETRY_EXC_ERR`, and the benchmark fails). The timer restarts at every
+///   transmission and every acknowledgement, so the slowest honest ACK is
+///   a full window queued on the port, a round trip and an injected delay:
+///   128 × 90 B at 200 Gb/s (0.5 µs) + 1 µs + [`FAULT_DELAY_NS`] ≈ 2.5 µs
+///   on the ConnectX profiles, 128 × 146 B at 10 Gb/s (15 µs) + 2 µs on
+///   the rxe profile. 65.5 µs is 4× the worst of these;
+/// * above: short enough that the lost tails are a minority of the run's
+///   virtual time (26 % of it here), so `verbsim perf`-style simulated
+///   figures of this workload show the cost of the repairs, not of timers.
+///
+/// With `retry_cnt` 7 and progress acknowledged continuously, a failure
+/// needs eight losses in a row of one request or of every answer to it
+/// (about 10⁻¹⁶ per request at these rates), so the workload cannot stall
+/// or fail in any run of practical length.
+pub const FAULT_ACK_TIMEOUT: u8 = 4;
+
+/// The extra delay of a delayed packet in [`FaultMix::one_percent_each`]:
+/// 1 µs, about one round trip, so the delayed packet is overtaken by the
+/// rest of the window and arrives out of order (which RC repairs with a
+/// NAK and a go-back-N retransmission, like a loss).
+pub const FAULT_DELAY_NS: u64 = 1_000;
 
 /// Fails with a not-implemented error (`post_send`, `ENOSYS`) unless the
 /// backend advertises [`Capabilities::DATA_PATH`].
@@ -66,6 +128,60 @@ pub fn require_data_path<V: Verbs>(v: &mut V) -> Result<(), WorkloadError> {
         Err(Error::new(Verb::PostSend, ErrorKind::Unsupported, message)
             .with_errno(errno::ENOSYS)
             .into())
+    }
+}
+
+/// The transport a workload's QPs use (perftest's `-c`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Connection {
+    /// Reliable connected: every operation; completions once acknowledged.
+    #[default]
+    Rc,
+    /// Unreliable connected: SEND and RDMA WRITE; a request completes once
+    /// sent.
+    Uc,
+    /// Unreliable datagram: SEND of at most one MTU, addressed per request;
+    /// every receive starts with [`UD_GRH_BYTES`] of GRH.
+    Ud,
+}
+
+impl Connection {
+    /// Every transport, in perftest's order.
+    pub const ALL: [Self; 3] = [Self::Rc, Self::Uc, Self::Ud];
+
+    /// The QP type.
+    pub fn qp_type(self) -> QpType {
+        match self {
+            Self::Rc => QpType::Rc,
+            Self::Uc => QpType::Uc,
+            Self::Ud => QpType::Ud,
+        }
+    }
+
+    /// `RC`, `UC` or `UD`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rc => "RC",
+            Self::Uc => "UC",
+            Self::Ud => "UD",
+        }
+    }
+
+    /// Parses `RC`, `UC` or `UD`, in any case.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+    }
+
+    /// Whether this transport carries `op` (UC: WRITE; UD: none of the
+    /// [`RateOp`]s; RC: all).
+    pub fn carries(self, op: RateOp) -> bool {
+        match self {
+            Self::Rc => true,
+            Self::Uc => op == RateOp::Write,
+            Self::Ud => false,
+        }
     }
 }
 
@@ -127,6 +243,62 @@ impl RateOp {
     }
 }
 
+/// Seeded fault rules a [`MessageRate`] workload installs on the traffic
+/// of its own QPs, both directions, through [`Verbs::sim_control`]
+/// ([`SimCommand::Fault`] with [`FaultWhen::RatePpm`], one rule per
+/// action and direction, in the order drop, duplicate, delay; the first
+/// rule that fires decides). Only the simulator accepts them; elsewhere the
+/// workload is [`WorkloadError::Unsupported`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultMix {
+    /// Packets lost, in parts per million.
+    pub drop_ppm: u32,
+    /// Packets delivered twice, in parts per million.
+    pub duplicate_ppm: u32,
+    /// Packets delivered `delay_ns` late, in parts per million.
+    pub delay_ppm: u32,
+    /// The extra delay of a delayed packet, nanoseconds.
+    pub delay_ns: u64,
+}
+
+impl FaultMix {
+    /// `sim_fault_overhead`: drop, duplicate and delay ([`FAULT_DELAY_NS`])
+    /// 1 % (10 000 ppm) each.
+    pub const fn one_percent_each() -> Self {
+        Self {
+            drop_ppm: 10_000,
+            duplicate_ppm: 10_000,
+            delay_ppm: 10_000,
+            delay_ns: FAULT_DELAY_NS,
+        }
+    }
+
+    /// Installs the rules on every packet `qp` sends.
+    fn install<V: Verbs>(&self, v: &mut V, qp: &V::Qp) -> Result<(), WorkloadError> {
+        let rules = [
+            (FaultAction::Drop, self.drop_ppm),
+            (FaultAction::Duplicate, self.duplicate_ppm),
+            (FaultAction::DelayNs(self.delay_ns), self.delay_ppm),
+        ];
+        for (action, ppm) in rules {
+            if ppm == 0 {
+                continue;
+            }
+            let cmd = SimCommand::Fault {
+                scope: FaultScope::From(qp),
+                action,
+                when: FaultWhen::RatePpm(ppm),
+            };
+            v.sim_control(cmd).map_err(|e| {
+                WorkloadError::Unsupported(format!(
+                    "fault injection needs the simulator's sim_control: {e}"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// Shape of a [`MessageRate`] workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageRateConfig {
@@ -134,18 +306,28 @@ pub struct MessageRateConfig {
     pub op: RateOp,
     /// Bytes per request (8 for atomics).
     pub msg_bytes: u32,
-    /// Requests in flight at most (the send queue is this deep).
+    /// Requests in flight at most per QP (each send queue is this deep).
     pub outstanding: u32,
     /// Every `signal_every`-th request is signalled; requests are posted in
     /// lists of this length (at most [`MAX_POST_LIST`]), the last one
     /// signalled.
     pub signal_every: u32,
-    /// Completions asked for per `poll_cq`.
+    /// Completions asked for per `poll_cq` at most.
     pub poll_batch: u32,
     /// Bytes of the responder's MR.
     pub remote_mr_bytes: usize,
     /// Where in it the requests go.
     pub spread: Spread,
+    /// QP pairs (perftest's `-q`): post lists go to them round robin, all
+    /// on one CQ and one MR per side.
+    pub qps: u32,
+    /// The transport.
+    pub connection: Connection,
+    /// The requester QPs' `timeout` attribute (RC): 4.096 µs × 2^timeout
+    /// without an ACK before a retransmission.
+    pub ack_timeout: u8,
+    /// Fault rules to install (simulator only); `None` for a clean fabric.
+    pub faults: Option<FaultMix>,
 }
 
 impl MessageRateConfig {
@@ -160,6 +342,10 @@ impl MessageRateConfig {
             poll_batch: 16,
             remote_mr_bytes: 1 << 20,
             spread: Spread::Sequential,
+            qps: 1,
+            connection: Connection::Rc,
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+            faults: None,
         }
     }
 
@@ -168,6 +354,18 @@ impl MessageRateConfig {
         Self {
             remote_mr_bytes: 1 << 30,
             spread: Spread::Random { seed: 0x1_6b },
+            ..Self::rc_write_64()
+        }
+    }
+
+    /// `sim_fault_overhead/{none,faults}`: [`MessageRateConfig::rc_write_64`]
+    /// with the QP timeout [`FAULT_ACK_TIMEOUT`], and with
+    /// [`FaultMix::one_percent_each`] when `faults`; the two differ only in
+    /// the faults.
+    pub fn fault_overhead(faults: bool) -> Self {
+        Self {
+            ack_timeout: FAULT_ACK_TIMEOUT,
+            faults: faults.then(FaultMix::one_percent_each),
             ..Self::rc_write_64()
         }
     }
@@ -211,87 +409,105 @@ impl MessageRateConfig {
         if self.remote_mr_bytes < self.msg_bytes as usize || self.remote_mr_bytes > 1 << 32 {
             return bad("the responder's MR must hold one message and at most 4 GiB");
         }
+        if self.qps == 0 || self.qps > MAX_QPS {
+            return bad("qps must be in 1..=MAX_QPS");
+        }
+        if !self.connection.carries(self.op) {
+            return Err(WorkloadError::Unsupported(format!(
+                "{} has no {:?} (UC carries SEND and RDMA WRITE, UD only SEND)",
+                self.connection.name(),
+                self.op
+            )));
+        }
         Ok(())
     }
 }
 
-/// One side of an RC pair: its device objects, QP and MR.
+/// Shape of a [`SendRecvBw`] workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendRecvConfig {
+    /// Bytes per SEND.
+    pub msg_bytes: u32,
+    /// Receives kept posted per QP (each receive queue's depth).
+    pub rq_depth: u32,
+    /// SENDs in flight at most per QP.
+    pub outstanding: u32,
+    /// Every `signal_every`-th SEND is signalled (lists of this length).
+    pub signal_every: u32,
+    /// Completions asked for per `poll_cq` at most.
+    pub poll_batch: u32,
+    /// QP pairs (perftest's `-q`), SEND lists going to them round robin.
+    pub qps: u32,
+    /// The transport.
+    pub connection: Connection,
+}
+
+/// Bytes of receive buffers a [`SendRecvBw`] workload registers at most;
+/// beyond it the receive slots wrap and share buffers (legal: the content
+/// of a shared buffer is then undefined, and nobody reads it).
+pub const RECV_MR_BYTES_MAX: usize = 64 << 20;
+
+impl SendRecvConfig {
+    /// `sim_send_recv_bw/{4K,64K,1M}`: RQ depth 256, 128 SENDs in flight,
+    /// signal every 16th, poll batches of 16, one RC pair.
+    pub fn bw(msg_bytes: u32) -> Self {
+        Self {
+            msg_bytes,
+            rq_depth: 256,
+            outstanding: 128,
+            signal_every: 16,
+            poll_batch: 16,
+            qps: 1,
+            connection: Connection::Rc,
+        }
+    }
+
+    /// Bytes one receive needs: the message, plus the GRH on UD.
+    fn recv_bytes(&self) -> u32 {
+        match self.connection {
+            Connection::Ud => self.msg_bytes.saturating_add(UD_GRH_BYTES),
+            _ => self.msg_bytes,
+        }
+    }
+
+    fn check(&self) -> Result<(), WorkloadError> {
+        let ok = self.signal_every > 0
+            && self.signal_every as usize <= MAX_POST_LIST
+            && self.outstanding >= self.signal_every
+            && self.outstanding <= self.rq_depth
+            && self.poll_batch > 0
+            && self.msg_bytes > 0
+            && self.msg_bytes <= u32::MAX - UD_GRH_BYTES
+            && (1..=MAX_QPS).contains(&self.qps);
+        if ok {
+            Ok(())
+        } else {
+            Err(WorkloadError::Unsupported(
+                "workload shape: need 0 < signal_every <= MAX_POST_LIST, signal_every <= outstanding <= rq_depth, 1 <= qps <= MAX_QPS"
+                    .into(),
+            ))
+        }
+    }
+}
+
+/// One side of the workload: its device objects and its MR, shared by all
+/// its QPs.
 struct Side<V: Verbs> {
     ep: Endpoint<V>,
-    qp: V::Qp,
     mr: V::Mr,
     mr_info: MrInfo,
 }
 
-/// Two RC QPs connected to each other, each on its own context, PD, CQ and
-/// MR; the responder on device 1 when there is one (else loopback).
-struct RcPair<V: Verbs> {
-    requester: Side<V>,
-    responder: Side<V>,
-}
-
-/// What [`RcPair::new`] builds.
-struct PairShape {
-    send_wr: u32,
-    recv_wr: u32,
-    requester_cqe: u32,
-    responder_cqe: u32,
-    requester_mr: (usize, AccessFlags),
-    responder_mr: (usize, AccessFlags),
-}
-
-impl<V: Verbs> RcPair<V> {
-    fn new(v: &mut V, shape: &PairShape) -> Result<Self, WorkloadError> {
-        let cap = QpCap {
-            max_send_wr: shape.send_wr,
-            max_recv_wr: shape.recv_wr,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let requester = Self::side(v, 0, shape.requester_cqe, cap, shape.requester_mr)?;
-        let peer = match peer_device_index(v) {
-            Ok(peer) => peer,
-            Err(e) => {
-                let _ = Self::close_side(v, requester);
-                return Err(e.into());
-            }
-        };
-        let responder = match Self::side(v, peer, shape.responder_cqe, cap, shape.responder_mr) {
-            Ok(side) => side,
-            Err(e) => {
-                let _ = Self::close_side(v, requester);
-                return Err(e);
-            }
-        };
-        let pair = Self {
-            requester,
-            responder,
-        };
-        match pair.connect(v) {
-            Ok(()) => Ok(pair),
-            Err(e) => {
-                let _ = pair.close(v);
-                Err(e)
-            }
-        }
-    }
-
-    fn side(
+impl<V: Verbs> Side<V> {
+    /// Opens device `index` with a CQ of `cqe` and registers (and touches)
+    /// an MR of `mr.0` bytes with access `mr.1`. On error nothing is left.
+    fn open(
         v: &mut V,
         index: usize,
         cqe: u32,
-        cap: QpCap,
         mr: (usize, AccessFlags),
-    ) -> Result<Side<V>, WorkloadError> {
+    ) -> Result<Self, WorkloadError> {
         let ep = Endpoint::open(v, index, cqe)?;
-        let qp = match ep.create_rc_qp(v, cap) {
-            Ok(qp) => qp,
-            Err(e) => {
-                let _ = ep.close(v);
-                return Err(e.into());
-            }
-        };
         let registered = v
             .reg_mr(&ep.pd, mr.0, mr.1)
             .and_then(|m| match v.mr_info(&m) {
@@ -301,59 +517,236 @@ impl<V: Verbs> RcPair<V> {
                     Err(e)
                 }
             });
-        match registered {
-            Ok((mr, mr_info)) => {
-                let side = Side {
-                    ep,
-                    qp,
-                    mr,
-                    mr_info,
-                };
-                // Touch every page now, so no page fault is timed later.
-                match v.mr_bytes_mut(&side.mr) {
-                    Ok(bytes) => touch_pages(bytes),
-                    Err(e) => {
-                        let _ = Self::close_side(v, side);
-                        return Err(e.into());
-                    }
-                }
-                Ok(side)
-            }
+        let (mr, mr_info) = match registered {
+            Ok(r) => r,
             Err(e) => {
-                let _ = v.destroy_qp(&qp);
                 let _ = ep.close(v);
-                Err(e.into())
+                return Err(e.into());
+            }
+        };
+        let side = Self { ep, mr, mr_info };
+        // Touch every page now, so no page fault is timed later.
+        match v.mr_bytes_mut(&side.mr) {
+            Ok(bytes) => touch_pages(bytes),
+            Err(e) => {
+                let _ = side.close(v);
+                return Err(e.into());
+            }
+        }
+        Ok(side)
+    }
+
+    fn close(self, v: &mut V) -> Result<(), WorkloadError> {
+        v.dereg_mr(&self.mr)?;
+        self.ep.close(v)?;
+        Ok(())
+    }
+}
+
+/// One requester QP, the responder QP it talks to, and the counters of the
+/// traffic between them.
+struct Lane<V: Verbs> {
+    requester: V::Qp,
+    responder: V::Qp,
+    requester_qpn: u32,
+    responder_qpn: u32,
+    /// Post lists posted; the `wr_id` of every request of list `k` is `k`.
+    posted_lists: u64,
+    /// Post lists whose signalled completion was reaped.
+    reaped_lists: u64,
+    /// SENDs posted.
+    sends_posted: u64,
+    /// SENDs covered by reaped send completions.
+    sends_done: u64,
+    /// `sends_posted` after list `k`, at `k % list_end.len()` (a ring as
+    /// long as the window, so it covers every list in flight).
+    list_end: Vec<u64>,
+    /// Receives posted; the `wr_id` of receive `k` is `k`.
+    recvs_posted: u64,
+    /// Receives whose completion was reaped.
+    recvs_reaped: u64,
+    /// Receives reaped in the current batch, to repost.
+    recvs_to_post: u64,
+}
+
+impl<V: Verbs> Lane<V> {
+    fn lists_in_flight(&self) -> u64 {
+        self.posted_lists - self.reaped_lists
+    }
+}
+
+/// What [`Pairs::new`] builds.
+struct PairShape {
+    qps: u32,
+    connection: Connection,
+    send_wr: u32,
+    recv_wr: u32,
+    /// Post lists in flight per QP (sizes the `list_end` rings).
+    max_lists: u64,
+    requester_cqe: u32,
+    responder_cqe: u32,
+    requester_mr: (usize, AccessFlags),
+    responder_mr: (usize, AccessFlags),
+    ack_timeout: u8,
+}
+
+/// `qps` connected QP pairs between two sides, each side with its own
+/// context, PD, CQ and MR; the responder on device 1 when there is one
+/// (else loopback).
+struct Pairs<V: Verbs> {
+    connection: Connection,
+    requester: Side<V>,
+    responder: Side<V>,
+    /// UD: the requester's address vector to the responder's port.
+    ah: Option<V::Ah>,
+    lanes: Vec<Lane<V>>,
+    /// Fault rules were installed (teardown clears them).
+    faults_installed: bool,
+}
+
+impl<V: Verbs> Pairs<V> {
+    fn new(v: &mut V, shape: &PairShape) -> Result<Self, WorkloadError> {
+        let requester = Side::open(v, 0, shape.requester_cqe, shape.requester_mr)?;
+        let peer = match peer_device_index(v) {
+            Ok(peer) => peer,
+            Err(e) => {
+                let _ = requester.close(v);
+                return Err(e.into());
+            }
+        };
+        let responder = match Side::open(v, peer, shape.responder_cqe, shape.responder_mr) {
+            Ok(side) => side,
+            Err(e) => {
+                let _ = requester.close(v);
+                return Err(e);
+            }
+        };
+        let mut pairs = Self {
+            connection: shape.connection,
+            requester,
+            responder,
+            ah: None,
+            lanes: Vec::with_capacity(shape.qps as usize),
+            faults_installed: false,
+        };
+        match pairs.populate(v, shape) {
+            Ok(()) => Ok(pairs),
+            Err(e) => {
+                let _ = pairs.close(v);
+                Err(e)
             }
         }
     }
 
-    fn connect(&self, v: &mut V) -> Result<(), WorkloadError> {
-        let (a, b) = (&self.requester, &self.responder);
-        let (a_qpn, b_qpn) = (v.qp_num(&a.qp)?, v.qp_num(&b.qp)?);
-        connect_rc(
-            v,
-            &a.qp,
-            &mut rc_attr(&a.ep.limits, &a.ep.path, &b.ep.path, b_qpn),
-        )?;
-        connect_rc(
-            v,
-            &b.qp,
-            &mut rc_attr(&b.ep.limits, &b.ep.path, &a.ep.path, a_qpn),
-        )?;
+    /// Creates the address vector (UD) and the connected QP pairs.
+    fn populate(&mut self, v: &mut V, shape: &PairShape) -> Result<(), WorkloadError> {
+        let qp_type = self.connection.qp_type();
+        if self.connection == Connection::Ud {
+            let attr = self.responder.ep.path.ah_attr();
+            self.ah = Some(v.create_ah(&self.requester.ep.pd, &attr)?);
+        }
+        let cap = QpCap {
+            max_send_wr: shape.send_wr,
+            max_recv_wr: shape.recv_wr,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        for _ in 0..shape.qps {
+            let requester = self.requester.ep.create_qp(v, qp_type, cap)?;
+            let responder = match self.responder.ep.create_qp(v, qp_type, cap) {
+                Ok(qp) => qp,
+                Err(e) => {
+                    let _ = v.destroy_qp(&requester);
+                    return Err(e.into());
+                }
+            };
+            self.lanes.push(Lane {
+                requester,
+                responder,
+                requester_qpn: 0,
+                responder_qpn: 0,
+                posted_lists: 0,
+                reaped_lists: 0,
+                sends_posted: 0,
+                sends_done: 0,
+                list_end: vec![0; shape.max_lists.max(1) as usize],
+                recvs_posted: 0,
+                recvs_reaped: 0,
+                recvs_to_post: 0,
+            });
+            let lane = self.lanes.last_mut().expect("just pushed");
+            lane.requester_qpn = v.qp_num(&lane.requester)?;
+            lane.responder_qpn = v.qp_num(&lane.responder)?;
+            let (a, b) = (&self.requester.ep, &self.responder.ep);
+            let mut to_b = rc_attr(&a.limits, &a.path, &b.path, lane.responder_qpn);
+            to_b.timeout = shape.ack_timeout;
+            connect_qp(v, &lane.requester, qp_type, &mut to_b)?;
+            let mut to_a = rc_attr(&b.limits, &b.path, &a.path, lane.requester_qpn);
+            to_a.timeout = shape.ack_timeout;
+            connect_qp(v, &lane.responder, qp_type, &mut to_a)?;
+        }
         Ok(())
     }
 
-    fn close_side(v: &mut V, side: Side<V>) -> Result<(), WorkloadError> {
-        v.destroy_qp(&side.qp)?;
-        v.dereg_mr(&side.mr)?;
-        side.ep.close(v)?;
+    /// Installs `faults` on both directions of every pair.
+    fn install_faults(&mut self, v: &mut V, faults: &FaultMix) -> Result<(), WorkloadError> {
+        self.faults_installed = true;
+        for lane in &self.lanes {
+            faults.install(v, &lane.requester)?;
+            faults.install(v, &lane.responder)?;
+        }
         Ok(())
     }
 
+    /// The lane whose requester (`responder` false) or responder QP has
+    /// number `qpn`.
+    fn lane_of(&self, qpn: u32, responder: bool) -> Result<usize, WorkloadError> {
+        self.lanes
+            .iter()
+            .position(|l| {
+                qpn == if responder {
+                    l.responder_qpn
+                } else {
+                    l.requester_qpn
+                }
+            })
+            .ok_or_else(|| {
+                WorkloadError::Mismatch(format!("a completion names QP {qpn}, not one of ours"))
+            })
+    }
+
+    fn lists_in_flight(&self) -> u64 {
+        self.lanes.iter().map(Lane::lists_in_flight).sum()
+    }
+
+    /// Destroys everything, continuing past failures; the first one is
+    /// returned. Fault rules are cleared first: the trait can only remove
+    /// every rule of the simulator at once (`SimCommand::ClearFaults`).
     fn close(self, v: &mut V) -> Result<(), WorkloadError> {
-        let first = Self::close_side(v, self.requester);
-        let second = Self::close_side(v, self.responder);
-        first.and(second)
+        let mut first: Result<(), WorkloadError> = Ok(());
+        let mut keep = |r: Result<(), WorkloadError>| {
+            if first.is_ok() {
+                first = r;
+            }
+        };
+        if self.faults_installed {
+            keep(
+                v.sim_control(SimCommand::ClearFaults)
+                    .map(|_| ())
+                    .map_err(Into::into),
+            );
+        }
+        for lane in &self.lanes {
+            keep(v.destroy_qp(&lane.requester).map_err(Into::into));
+            keep(v.destroy_qp(&lane.responder).map_err(Into::into));
+        }
+        if let Some(ah) = &self.ah {
+            keep(v.destroy_ah(ah).map_err(Into::into));
+        }
+        keep(self.requester.close(v));
+        keep(self.responder.close(v));
+        first
     }
 }
 
@@ -394,7 +787,7 @@ fn check_wc(wc: &Wc, opcode: WcOpcode, wr_id: Option<u64>) -> Result<(), Workloa
     }
     match wr_id {
         Some(id) if id != wc.wr_id => Err(WorkloadError::Mismatch(format!(
-            "completion wr_id={} arrived where wr_id={id} was due (RC completes in order)",
+            "completion wr_id={} arrived where wr_id={id} was due (a QP completes in order)",
             wc.wr_id
         ))),
         _ => Ok(()),
@@ -403,12 +796,11 @@ fn check_wc(wc: &Wc, opcode: WcOpcode, wr_id: Option<u64>) -> Result<(), Workloa
 
 /// The send side shared by every data-path workload: a pipeline of post
 /// lists of up to `signal_every` requests, the last one signalled, at most
-/// `outstanding / signal_every` lists in flight.
+/// `max_lists` lists in flight per QP, the QPs taking lists round robin.
 struct Pipeline {
     signal_every: usize,
     max_lists: u64,
-    posted_lists: u64,
-    reaped_lists: u64,
+    next_lane: usize,
     wc: Vec<Wc>,
 }
 
@@ -417,40 +809,114 @@ impl Pipeline {
         Self {
             signal_every: signal_every as usize,
             max_lists: u64::from(outstanding / signal_every),
-            posted_lists: 0,
-            reaped_lists: 0,
+            next_lane: 0,
             wc: vec![Wc::default(); poll_batch as usize],
         }
     }
 
-    fn in_flight(&self) -> u64 {
-        self.posted_lists - self.reaped_lists
+    /// Completions to ask for when a QP's window is full: enough to bring
+    /// all windows back to half full, at least one, at most a poll batch
+    /// (see "Polling" in the module documentation).
+    fn refill_want(&self, lanes: usize, in_flight: u64) -> usize {
+        let half = self.max_lists * lanes as u64 / 2;
+        let want = in_flight.saturating_sub(half).max(1).min(in_flight.max(1));
+        (want as usize).min(self.wc.len())
     }
 
-    /// Reaps at least one signalled completion; the `wr_id` of list `k` is `k`.
+    /// Completions to ask for while draining: what is outstanding, at most
+    /// a poll batch.
+    fn drain_want(&self, in_flight: u64) -> usize {
+        (in_flight.max(1) as usize).min(self.wc.len())
+    }
+
+    /// Reaps at least one signalled send completion (asking for `want`):
+    /// each must be the next list of its QP, with `opcode`.
     fn reap<V: Verbs>(
         &mut self,
         v: &mut V,
-        cq: &V::Cq,
+        pairs: &mut Pairs<V>,
         opcode: WcOpcode,
+        want: usize,
     ) -> Result<(), WorkloadError> {
-        let n = poll_some(v, cq, &mut self.wc, "requester CQ")?;
+        let n = poll_some(
+            v,
+            &pairs.requester.ep.cq,
+            &mut self.wc[..want],
+            "requester CQ",
+        )?;
+        let ring = self.max_lists.max(1);
         for wc in &self.wc[..n] {
-            check_wc(wc, opcode, Some(self.reaped_lists))?;
-            self.reaped_lists += 1;
+            let at = if pairs.lanes.len() == 1 {
+                0
+            } else {
+                pairs.lane_of(wc.qp_num, false)?
+            };
+            let lane = &mut pairs.lanes[at];
+            check_wc(wc, opcode, Some(lane.reaped_lists))?;
+            if lane.reaped_lists >= lane.posted_lists {
+                return Err(WorkloadError::Mismatch(format!(
+                    "completion wr_id={} for a list never posted",
+                    wc.wr_id
+                )));
+            }
+            lane.sends_done = lane.list_end[(lane.reaped_lists % ring) as usize];
+            lane.reaped_lists += 1;
         }
         Ok(())
+    }
+
+    /// Waits until lane `at` has room for one more list.
+    fn make_room<V: Verbs>(
+        &mut self,
+        v: &mut V,
+        pairs: &mut Pairs<V>,
+        at: usize,
+        opcode: WcOpcode,
+    ) -> Result<(), WorkloadError> {
+        while pairs.lanes[at].lists_in_flight() >= self.max_lists {
+            let want = self.refill_want(pairs.lanes.len(), pairs.lists_in_flight());
+            self.reap(v, pairs, opcode, want)?;
+        }
+        Ok(())
+    }
+
+    /// Reaps until no list is in flight.
+    fn drain<V: Verbs>(
+        &mut self,
+        v: &mut V,
+        pairs: &mut Pairs<V>,
+        opcode: WcOpcode,
+    ) -> Result<(), WorkloadError> {
+        loop {
+            let in_flight = pairs.lists_in_flight();
+            if in_flight == 0 {
+                return Ok(());
+            }
+            let want = self.drain_want(in_flight);
+            self.reap(v, pairs, opcode, want)?;
+        }
+    }
+
+    /// Records that list `k = lane.posted_lists` of `n` requests went out.
+    fn posted<V: Verbs>(&mut self, pairs: &mut Pairs<V>, at: usize, n: u64) {
+        let ring = self.max_lists.max(1);
+        let lane = &mut pairs.lanes[at];
+        lane.sends_posted += n;
+        lane.list_end[(lane.posted_lists % ring) as usize] = lane.sends_posted;
+        lane.posted_lists += 1;
+        self.next_lane = (at + 1) % pairs.lanes.len();
     }
 }
 
 /// Builds the post list for the next `n` requests and posts it. `fill`
-/// gives request `k` its local SGE and its `wr.rdma`/`wr.atomic` part.
+/// gives request `k` its local SGE and its `wr.rdma`/`wr.atomic` part;
+/// `ud` addresses every request of a UD QP (address vector, remote QPN).
 ///
 /// # Safety (kept here, see the module documentation)
 /// The SGEs and remote addresses `fill` returns lie inside MRs the workload
 /// owns until `teardown`, and no slot is reused before its completion is
 /// reaped.
-// The only call of an `unsafe fn` in this module: `post_send`, whose
+// The only call of `post_send` in this module, an `unsafe fn` whose
 // contract is kept as the module documentation explains.
 #[allow(unsafe_code)]
 fn post_list<V: Verbs>(
@@ -459,6 +925,7 @@ fn post_list<V: Verbs>(
     wr_id: u64,
     opcode: WrOpcode,
     n: usize,
+    ud: Option<(&V::Ah, u32)>,
     mut fill: impl FnMut(usize) -> (Sge, RdmaInfo, AtomicInfo),
 ) -> Result<(), WorkloadError> {
     debug_assert!(n > 0 && n <= MAX_POST_LIST);
@@ -480,6 +947,11 @@ fn post_list<V: Verbs>(
         },
         rdma: remote[k].0,
         atomic: remote[k].1,
+        ud: ud.map(|(ah, remote_qpn)| UdInfo {
+            ah,
+            remote_qpn,
+            remote_qkey: QKEY,
+        }),
         ..SendWr::default()
     });
     // SAFETY: every SGE and remote address names memory inside an MR the
@@ -491,8 +963,9 @@ fn post_list<V: Verbs>(
     Ok(())
 }
 
-/// Posts receives for the slots `first..first + n` (wrapping at `slots`)
-/// of the responder's MR, in lists of at most [`MAX_POST_LIST`].
+/// Posts receives `first..first + n` on `qp`, receive `k` landing in slot
+/// `k % slots` of `mr` (slots of `slot_bytes`), in lists of at most
+/// [`MAX_POST_LIST`].
 // Calls `post_recv`, an `unsafe fn`; its contract is kept as the module
 // documentation explains.
 #[allow(unsafe_code)]
@@ -500,7 +973,7 @@ fn post_recvs<V: Verbs>(
     v: &mut V,
     qp: &V::Qp,
     mr: &MrInfo,
-    msg_bytes: u32,
+    slot_bytes: u32,
     slots: u64,
     first: u64,
     n: u64,
@@ -509,8 +982,8 @@ fn post_recvs<V: Verbs>(
     while done < n {
         let len = (n - done).min(MAX_POST_LIST as u64) as usize;
         let sges: [Sge; MAX_POST_LIST] = core::array::from_fn(|k| Sge {
-            addr: mr.addr + ((first + done + k as u64) % slots) * u64::from(msg_bytes),
-            length: msg_bytes,
+            addr: mr.addr + ((first + done + k as u64) % slots) * u64::from(slot_bytes),
+            length: slot_bytes,
             lkey: mr.lkey,
         });
         let wrs: [RecvWr<'_>; MAX_POST_LIST] = core::array::from_fn(|k| RecvWr {
@@ -526,15 +999,16 @@ fn post_recvs<V: Verbs>(
     Ok(())
 }
 
-/// `sim_rc_write_msg_rate`, `sim_read_rate`, `sim_atomic_rate`: one RC
-/// pair, the requester keeping `outstanding` requests in flight.
+/// `sim_rc_write_msg_rate`, `sim_read_rate`, `sim_atomic_rate`,
+/// `sim_fault_overhead`: `qps` pairs, each requester keeping `outstanding`
+/// requests in flight.
 ///
 /// The pipeline persists across [`MessageRate::run`] calls (a benchmark
 /// iteration sees the steady state, not a ramp-up); [`MessageRate::drain`]
 /// empties it.
 pub struct MessageRate<V: Verbs> {
     cfg: MessageRateConfig,
-    pair: RcPair<V>,
+    pairs: Pairs<V>,
     pipe: Pipeline,
     local_offsets: Vec<u32>,
     remote_offsets: Vec<u32>,
@@ -542,34 +1016,47 @@ pub struct MessageRate<V: Verbs> {
 }
 
 impl<V: Verbs> MessageRate<V> {
-    /// Builds and connects the pair, registers the MRs (requester: 1 MiB,
+    /// Builds and connects the pairs, registers the MRs (requester: 1 MiB,
     /// or less if the responder's is smaller; responder:
-    /// `cfg.remote_mr_bytes`) and precomputes the offset tables.
+    /// `cfg.remote_mr_bytes`), installs `cfg.faults` and precomputes the
+    /// offset tables.
     ///
     /// # Errors
-    /// [`WorkloadError::Unsupported`] for atomics on a device without them
-    /// or an inconsistent `cfg`; a not-implemented error without
+    /// [`WorkloadError::Unsupported`] for atomics on a device without them,
+    /// an operation the transport lacks, faults off the simulator, or an
+    /// inconsistent `cfg`; a not-implemented error without
     /// [`Capabilities::DATA_PATH`]; otherwise the first verb that fails.
     pub fn new(v: &mut V, cfg: MessageRateConfig) -> Result<Self, WorkloadError> {
         cfg.check()?;
         require_data_path(v)?;
         let local_bytes = cfg.remote_mr_bytes.min(1 << 20);
+        let max_lists = u64::from(cfg.outstanding / cfg.signal_every);
         let shape = PairShape {
+            qps: cfg.qps,
+            connection: cfg.connection,
             send_wr: cfg.outstanding,
             recv_wr: 1,
-            requester_cqe: cfg.outstanding / cfg.signal_every + 1,
+            max_lists,
+            requester_cqe: (cfg.outstanding / cfg.signal_every + 1) * cfg.qps,
             responder_cqe: 1,
             requester_mr: (local_bytes, AccessFlags::LOCAL_WRITE),
             responder_mr: (cfg.remote_mr_bytes, cfg.op.remote_access()),
+            ack_timeout: cfg.ack_timeout,
         };
-        let pair = RcPair::new(v, &shape)?;
+        let mut pairs = Pairs::new(v, &shape)?;
         if cfg.op.is_atomic()
-            && !(pair.requester.ep.limits.atomics && pair.responder.ep.limits.atomics)
+            && !(pairs.requester.ep.limits.atomics && pairs.responder.ep.limits.atomics)
         {
-            let _ = pair.close(v);
+            let _ = pairs.close(v);
             return Err(WorkloadError::Unsupported(
                 "RDMA atomics (atomic_cap is NONE)".into(),
             ));
+        }
+        if let Some(faults) = &cfg.faults {
+            if let Err(e) = pairs.install_faults(v, faults) {
+                let _ = pairs.close(v);
+                return Err(e);
+            }
         }
         let len = cfg.msg_bytes as usize;
         let local_offsets = sequential_offsets(OFFSET_TABLE_LEN, local_bytes, len);
@@ -582,7 +1069,7 @@ impl<V: Verbs> MessageRate<V> {
         let pipe = Pipeline::new(cfg.outstanding, cfg.signal_every, cfg.poll_batch);
         Ok(Self {
             cfg,
-            pair,
+            pairs,
             pipe,
             local_offsets,
             remote_offsets,
@@ -597,8 +1084,9 @@ impl<V: Verbs> MessageRate<V> {
 
     /// Posts `requests` more requests, in lists of `signal_every` (the last
     /// list may be shorter; the last request of every list is signalled),
-    /// reaping completions whenever `outstanding` are in flight. Up to
-    /// `outstanding` stay in flight afterwards.
+    /// the QPs taking lists round robin, reaping completions whenever the
+    /// next QP has `outstanding` in flight. Up to `outstanding` per QP stay
+    /// in flight afterwards.
     ///
     /// # Errors
     /// The first verb that fails, a completion with an error status, or a
@@ -606,23 +1094,24 @@ impl<V: Verbs> MessageRate<V> {
     pub fn run(&mut self, v: &mut V, requests: u64) -> Result<(), WorkloadError> {
         let opcode = self.cfg.op.opcode();
         let wc_opcode = self.cfg.op.wc_opcode();
-        let (local, remote) = (self.pair.requester.mr_info, self.pair.responder.mr_info);
+        let (local, remote) = (self.pairs.requester.mr_info, self.pairs.responder.mr_info);
         let len = self.cfg.msg_bytes;
         let atomic = self.cfg.op.is_atomic();
         let mut left = requests;
         while left > 0 {
             let n = left.min(self.pipe.signal_every as u64);
-            while self.pipe.in_flight() >= self.pipe.max_lists {
-                self.pipe.reap(v, &self.pair.requester.ep.cq, wc_opcode)?;
-            }
+            let at = self.pipe.next_lane;
+            self.pipe.make_room(v, &mut self.pairs, at, wc_opcode)?;
             let (locals, remotes, cursor) =
                 (&self.local_offsets, &self.remote_offsets, &mut self.cursor);
+            let lane = &self.pairs.lanes[at];
             post_list(
                 v,
-                &self.pair.requester.qp,
-                self.pipe.posted_lists,
+                &lane.requester,
+                lane.posted_lists,
                 opcode,
                 n as usize,
+                None,
                 |_| {
                     let at = *cursor;
                     *cursor = (at + 1) & (OFFSET_TABLE_LEN - 1);
@@ -652,7 +1141,7 @@ impl<V: Verbs> MessageRate<V> {
                     }
                 },
             )?;
-            self.pipe.posted_lists += 1;
+            self.pipe.posted(&mut self.pairs, at, n);
             left -= n;
         }
         Ok(())
@@ -663,125 +1152,88 @@ impl<V: Verbs> MessageRate<V> {
     /// # Errors
     /// As [`MessageRate::run`].
     pub fn drain(&mut self, v: &mut V) -> Result<(), WorkloadError> {
-        while self.pipe.in_flight() > 0 {
-            self.pipe
-                .reap(v, &self.pair.requester.ep.cq, self.cfg.op.wc_opcode())?;
-        }
-        Ok(())
+        self.pipe.drain(v, &mut self.pairs, self.cfg.op.wc_opcode())
     }
 
-    /// Drains, then destroys everything the workload created.
+    /// Drains, then destroys everything the workload created (and clears
+    /// the simulator's fault rules if it installed any).
     ///
     /// # Errors
     /// The first failure; teardown continues past a failed drain.
     pub fn teardown(mut self, v: &mut V) -> Result<(), WorkloadError> {
         let drained = self.drain(v);
-        let closed = self.pair.close(v);
+        let closed = self.pairs.close(v);
         drained.and(closed)
     }
 }
 
-/// Shape of a [`SendRecvBw`] workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendRecvConfig {
-    /// Bytes per SEND.
-    pub msg_bytes: u32,
-    /// Receives kept posted (the receive queue's depth).
-    pub rq_depth: u32,
-    /// SENDs in flight at most.
-    pub outstanding: u32,
-    /// Every `signal_every`-th SEND is signalled (lists of this length).
-    pub signal_every: u32,
-    /// Completions asked for per `poll_cq`.
-    pub poll_batch: u32,
-}
-
-/// Bytes of receive buffers a [`SendRecvBw`] workload registers at most;
-/// beyond it the `rq_depth` receive slots wrap and share buffers (legal:
-/// the content of a shared buffer is then undefined, and nobody reads it).
-pub const RECV_MR_BYTES_MAX: usize = 64 << 20;
-
-impl SendRecvConfig {
-    /// `sim_send_recv_bw/{4K,64K,1M}`: RQ depth 256, 128 SENDs in flight,
-    /// signal every 16th, poll batches of 16.
-    pub fn bw(msg_bytes: u32) -> Self {
-        Self {
-            msg_bytes,
-            rq_depth: 256,
-            outstanding: 128,
-            signal_every: 16,
-            poll_batch: 16,
-        }
-    }
-
-    fn check(&self) -> Result<(), WorkloadError> {
-        let ok = self.signal_every > 0
-            && self.signal_every as usize <= MAX_POST_LIST
-            && self.outstanding >= self.signal_every
-            && self.outstanding <= self.rq_depth
-            && self.poll_batch > 0
-            && self.msg_bytes > 0;
-        if ok {
-            Ok(())
-        } else {
-            Err(WorkloadError::Unsupported(
-                "workload shape: need 0 < signal_every <= MAX_POST_LIST <= ..., signal_every <= outstanding <= rq_depth"
-                    .into(),
-            ))
-        }
-    }
-}
-
-/// `sim_send_recv_bw`: RC SEND/RECV, the responder keeping `rq_depth`
-/// receives posted and reposting each as its completion is reaped.
+/// `sim_send_recv_bw`: SEND/RECV over `qps` pairs, each responder keeping
+/// `rq_depth` receives posted and reposting each as its completion is
+/// reaped.
 ///
 /// Every SEND reads the same `msg_bytes` source buffer (legal: posted
 /// requests may share source bytes nobody writes); receives land in
-/// distinct slots up to [`RECV_MR_BYTES_MAX`].
+/// distinct slots up to [`RECV_MR_BYTES_MAX`]. A SEND is posted only when
+/// its QP's receive queue holds a receive for it (counting the receives
+/// reaped and reposted), so RC never sees an RNR NAK and UC/UD never drop
+/// a SEND for want of a receive.
 pub struct SendRecvBw<V: Verbs> {
     cfg: SendRecvConfig,
-    pair: RcPair<V>,
+    pairs: Pairs<V>,
     pipe: Pipeline,
     recv_slots: u64,
-    recvs_posted: u64,
-    recvs_reaped: u64,
-    sends_posted: u64,
     recv_wc: Vec<Wc>,
 }
 
 impl<V: Verbs> SendRecvBw<V> {
-    /// Builds and connects the pair, registers the buffers and posts
-    /// `rq_depth` receives.
+    /// Builds and connects the pairs, registers the buffers and posts
+    /// `rq_depth` receives on every responder QP.
     ///
     /// # Errors
-    /// A not-implemented error without [`Capabilities::DATA_PATH`];
-    /// otherwise the first verb that fails.
+    /// [`WorkloadError::Unsupported`] for a UD message above the path MTU or
+    /// an inconsistent `cfg`; a not-implemented error without
+    /// [`Capabilities::DATA_PATH`]; otherwise the first verb that fails.
     pub fn new(v: &mut V, cfg: SendRecvConfig) -> Result<Self, WorkloadError> {
         cfg.check()?;
         require_data_path(v)?;
         let msg = cfg.msg_bytes as usize;
-        let recv_slots = (RECV_MR_BYTES_MAX / msg).clamp(1, cfg.rq_depth as usize);
+        let slot = cfg.recv_bytes() as usize;
+        let recv_slots = (RECV_MR_BYTES_MAX / slot).clamp(1, cfg.rq_depth as usize);
         let shape = PairShape {
+            qps: cfg.qps,
+            connection: cfg.connection,
             send_wr: cfg.outstanding,
             recv_wr: cfg.rq_depth,
-            requester_cqe: cfg.outstanding / cfg.signal_every + 1,
-            responder_cqe: cfg.rq_depth,
+            max_lists: u64::from(cfg.outstanding / cfg.signal_every),
+            requester_cqe: (cfg.outstanding / cfg.signal_every + 1) * cfg.qps,
+            responder_cqe: cfg.rq_depth.saturating_mul(cfg.qps),
             requester_mr: (msg.max(PAGE_BYTES), AccessFlags::LOCAL_WRITE),
-            responder_mr: (recv_slots * msg, AccessFlags::LOCAL_WRITE),
+            responder_mr: (recv_slots * slot, AccessFlags::LOCAL_WRITE),
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
         };
-        let pair = RcPair::new(v, &shape)?;
+        let pairs = Pairs::new(v, &shape)?;
+        if cfg.connection == Connection::Ud {
+            let mtu = pairs.requester.ep.path.active_mtu.bytes().unwrap_or(0);
+            if cfg.msg_bytes > mtu {
+                let _ = pairs.close(v);
+                return Err(WorkloadError::Unsupported(format!(
+                    "a UD SEND carries at most one MTU ({mtu} B), not {} B",
+                    cfg.msg_bytes
+                )));
+            }
+        }
         let mut bw = Self {
             cfg,
-            pair,
+            pairs,
             pipe: Pipeline::new(cfg.outstanding, cfg.signal_every, cfg.poll_batch),
             recv_slots: recv_slots as u64,
-            recvs_posted: 0,
-            recvs_reaped: 0,
-            sends_posted: 0,
             recv_wc: vec![Wc::default(); cfg.poll_batch as usize],
         };
-        if let Err(e) = bw.repost(v, u64::from(cfg.rq_depth)) {
-            let _ = bw.pair.close(v);
+        for at in 0..bw.pairs.lanes.len() {
+            bw.pairs.lanes[at].recvs_to_post = u64::from(cfg.rq_depth);
+        }
+        if let Err(e) = bw.repost(v) {
+            let _ = bw.pairs.close(v);
             return Err(e);
         }
         Ok(bw)
@@ -792,68 +1244,129 @@ impl<V: Verbs> SendRecvBw<V> {
         &self.cfg
     }
 
-    fn repost(&mut self, v: &mut V, n: u64) -> Result<(), WorkloadError> {
-        let r = &self.pair.responder;
-        post_recvs(
-            v,
-            &r.qp,
-            &r.mr_info,
-            self.cfg.msg_bytes,
-            self.recv_slots,
-            self.recvs_posted,
-            n,
-        )?;
-        self.recvs_posted += n;
+    /// Posts the receives each lane has to post.
+    fn repost(&mut self, v: &mut V) -> Result<(), WorkloadError> {
+        let slot = self.cfg.recv_bytes();
+        let mr = self.pairs.responder.mr_info;
+        for lane in &mut self.pairs.lanes {
+            let n = lane.recvs_to_post;
+            if n == 0 {
+                continue;
+            }
+            post_recvs(
+                v,
+                &lane.responder,
+                &mr,
+                slot,
+                self.recv_slots,
+                lane.recvs_posted,
+                n,
+            )?;
+            lane.recvs_posted += n;
+            lane.recvs_to_post = 0;
+        }
         Ok(())
     }
 
-    /// Reaps receive completions while full batches come back, reposting
-    /// as many receives.
+    /// Takes `n` receive completions out of `recv_wc`, checks them and
+    /// reposts as many receives.
+    fn take_recvs(&mut self, v: &mut V, n: usize) -> Result<(), WorkloadError> {
+        let want_len = self.cfg.recv_bytes();
+        for wc in &self.recv_wc[..n] {
+            let at = if self.pairs.lanes.len() == 1 {
+                0
+            } else {
+                self.pairs.lane_of(wc.qp_num, true)?
+            };
+            let lane = &mut self.pairs.lanes[at];
+            check_wc(wc, WcOpcode::Recv, Some(lane.recvs_reaped))?;
+            if wc.byte_len != want_len {
+                return Err(WorkloadError::Mismatch(format!(
+                    "receive wr_id={} got {} bytes, expected {want_len}",
+                    wc.wr_id, wc.byte_len
+                )));
+            }
+            lane.recvs_reaped += 1;
+            lane.recvs_to_post += 1;
+        }
+        self.repost(v)
+    }
+
+    /// Reaps the receives of SENDs whose own completions were reaped (on
+    /// RC these are certainly there; on UC/UD about to be), reposting as
+    /// many; stops early when the CQ has fewer (hardware may lag).
     fn reap_recvs(&mut self, v: &mut V) -> Result<(), WorkloadError> {
         loop {
-            let n = v.poll_cq(&self.pair.responder.ep.cq, &mut self.recv_wc)?;
-            for wc in &self.recv_wc[..n] {
-                check_wc(wc, WcOpcode::Recv, Some(self.recvs_reaped))?;
-                if wc.byte_len != self.cfg.msg_bytes {
-                    return Err(WorkloadError::Mismatch(format!(
-                        "receive wr_id={} got {} bytes, expected {}",
-                        wc.wr_id, wc.byte_len, self.cfg.msg_bytes
-                    )));
-                }
-                self.recvs_reaped += 1;
+            let due: u64 = self
+                .pairs
+                .lanes
+                .iter()
+                .map(|l| l.sends_done.saturating_sub(l.recvs_reaped))
+                .sum();
+            if due == 0 {
+                return Ok(());
             }
-            if n > 0 {
-                self.repost(v, n as u64)?;
-            }
-            if n < self.recv_wc.len() {
+            let want = (due as usize).min(self.recv_wc.len());
+            let n = v.poll_cq(&self.pairs.responder.ep.cq, &mut self.recv_wc[..want])?;
+            self.take_recvs(v, n)?;
+            if n < want {
                 return Ok(());
             }
         }
     }
 
+    /// Reaps at least one receive completion, asking for at most `max`.
+    fn wait_recvs(&mut self, v: &mut V, max: u64) -> Result<(), WorkloadError> {
+        let want = (max.max(1) as usize).min(self.recv_wc.len());
+        let n = poll_some(
+            v,
+            &self.pairs.responder.ep.cq,
+            &mut self.recv_wc[..want],
+            "responder CQ",
+        )?;
+        self.take_recvs(v, n)
+    }
+
     /// Posts `sends` more SENDs, in lists of `signal_every` (the last may be
-    /// shorter), reaping send and receive completions as it goes.
+    /// shorter), the QPs taking lists round robin, reaping send and receive
+    /// completions as it goes.
     ///
     /// # Errors
     /// The first verb that fails, a completion with an error status, or a
     /// stalled CQ.
     pub fn run(&mut self, v: &mut V, sends: u64) -> Result<(), WorkloadError> {
-        let source = self.pair.requester.mr_info;
+        let source = self.pairs.requester.mr_info;
         let len = self.cfg.msg_bytes;
+        let rq_depth = u64::from(self.cfg.rq_depth);
         let mut left = sends;
         while left > 0 {
             let n = left.min(self.pipe.signal_every as u64);
-            while self.pipe.in_flight() >= self.pipe.max_lists {
-                self.pipe
-                    .reap(v, &self.pair.requester.ep.cq, WcOpcode::Send)?;
+            let at = self.pipe.next_lane;
+            while self.pairs.lanes[at].lists_in_flight() >= self.pipe.max_lists {
+                let want = self
+                    .pipe
+                    .refill_want(self.pairs.lanes.len(), self.pairs.lists_in_flight());
+                self.pipe.reap(v, &mut self.pairs, WcOpcode::Send, want)?;
                 self.reap_recvs(v)?;
             }
+            // Room in the receive queue for every SEND of the list.
+            loop {
+                let lane = &self.pairs.lanes[at];
+                let unreaped = lane.sends_posted - lane.recvs_reaped;
+                if unreaped + n <= rq_depth {
+                    break;
+                }
+                self.wait_recvs(v, unreaped)?;
+            }
+            let lane = &self.pairs.lanes[at];
+            let ud = self.pairs.ah.as_ref().map(|ah| (ah, lane.responder_qpn));
             post_list(
                 v,
-                &self.pair.requester.qp,
-                self.pipe.posted_lists,
+                &lane.requester,
+                lane.posted_lists,
                 WrOpcode::Send,
                 n as usize,
+                ud,
                 |_| {
                     let sge = Sge {
                         addr: source.addr,
@@ -863,8 +1376,7 @@ impl<V: Verbs> SendRecvBw<V> {
                     (sge, RdmaInfo::default(), AtomicInfo::default())
                 },
             )?;
-            self.pipe.posted_lists += 1;
-            self.sends_posted += n;
+            self.pipe.posted(&mut self.pairs, at, n);
             left -= n;
         }
         Ok(())
@@ -875,33 +1387,29 @@ impl<V: Verbs> SendRecvBw<V> {
     /// # Errors
     /// As [`SendRecvBw::run`].
     pub fn drain(&mut self, v: &mut V) -> Result<(), WorkloadError> {
-        while self.pipe.in_flight() > 0 {
-            self.pipe
-                .reap(v, &self.pair.requester.ep.cq, WcOpcode::Send)?;
-        }
-        let sent = self.sends_posted;
-        let mut empty = 0u64;
-        while self.recvs_reaped < sent {
-            let before = self.recvs_reaped;
-            self.reap_recvs(v)?;
-            if self.recvs_reaped == before {
-                empty += 1;
-                if empty >= MAX_EMPTY_POLLS {
-                    return Err(WorkloadError::Stalled("responder CQ"));
-                }
+        self.pipe.drain(v, &mut self.pairs, WcOpcode::Send)?;
+        loop {
+            let left: u64 = self
+                .pairs
+                .lanes
+                .iter()
+                .map(|l| l.sends_posted - l.recvs_reaped)
+                .sum();
+            if left == 0 {
+                return Ok(());
             }
+            self.wait_recvs(v, left)?;
         }
-        Ok(())
     }
 
     /// Drains, then destroys everything (the receives still posted are
-    /// flushed by the QP's destruction).
+    /// flushed by the QPs' destruction).
     ///
     /// # Errors
     /// The first failure; teardown continues past a failed drain.
     pub fn teardown(mut self, v: &mut V) -> Result<(), WorkloadError> {
         let drained = self.drain(v);
-        let closed = self.pair.close(v);
+        let closed = self.pairs.close(v);
         drained.and(closed)
     }
 }
@@ -913,6 +1421,13 @@ mod tests {
 
     fn sim() -> SimVerbs {
         SimVerbs::new(SimConfig::default())
+    }
+
+    fn now(v: &mut SimVerbs) -> u64 {
+        match v.sim_control(SimCommand::Now) {
+            Ok(verbs_api::SimReply::TimeNs(ns)) => ns,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -941,6 +1456,15 @@ mod tests {
                 remote_mr_bytes: 32,
                 ..base
             },
+            MessageRateConfig { qps: 0, ..base },
+            MessageRateConfig {
+                connection: Connection::Uc,
+                ..MessageRateConfig::read_64()
+            },
+            MessageRateConfig {
+                connection: Connection::Ud,
+                ..base
+            },
         ];
         for cfg in bad {
             assert!(
@@ -957,70 +1481,194 @@ mod tests {
         .is_err());
     }
 
-    /// Runs a message-rate workload: without a data path it is a clean
-    /// not-implemented error before anything is created; with one, it runs,
-    /// drains and tears down completely.
-    fn exercise_rate(cfg: MessageRateConfig) {
+    #[test]
+    fn the_simulator_runs_the_data_path() {
+        // Goal: the premise of every sim_* data-path benchmark: the
+        // simulator advertises and executes the data path. Method: the
+        // capability, and the virtual clock moving under a run.
         let mut v = sim();
-        let data_path = v.capabilities().contains(Capabilities::DATA_PATH);
-        match MessageRate::new(&mut v, cfg) {
-            Err(e) => assert!(!data_path && e.is_not_implemented(), "{e}"),
-            Ok(mut w) => {
-                w.run(&mut v, 1_000).expect("run");
-                w.drain(&mut v).expect("drain");
-                w.teardown(&mut v).expect("teardown leaves nothing behind");
-            }
+        assert!(v.capabilities().contains(Capabilities::DATA_PATH));
+        let mut w = MessageRate::new(&mut v, MessageRateConfig::rc_write_64()).expect("build");
+        let before = now(&mut v);
+        w.run(&mut v, 256).expect("run");
+        w.drain(&mut v).expect("drain");
+        assert!(now(&mut v) > before, "virtual time moved");
+        w.teardown(&mut v).expect("teardown");
+    }
+
+    /// Runs a message-rate workload for `n` requests, drains it and tears it
+    /// down (which fails if anything leaked); the virtual time it took.
+    fn exercise_rate(cfg: MessageRateConfig, n: u64) -> u64 {
+        let mut v = sim();
+        let mut w = MessageRate::new(&mut v, cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+        let start = now(&mut v);
+        w.run(&mut v, n).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+        w.drain(&mut v).expect("drain");
+        let took = now(&mut v) - start;
+        w.teardown(&mut v).expect("teardown leaves nothing behind");
+        took
+    }
+
+    #[test]
+    fn message_rates_run_on_the_simulator() {
+        // Goal: every message-rate benchmark shape runs, drains and tears
+        // down on the simulator. Method: 1 000 requests of each (1 MiB MRs),
+        // plus two QPs and UC for the write.
+        for cfg in [
+            MessageRateConfig::rc_write_64(),
+            MessageRateConfig::read_64(),
+            MessageRateConfig::atomic(RateOp::FetchAdd),
+            MessageRateConfig::atomic(RateOp::CompSwap),
+            MessageRateConfig {
+                qps: 3,
+                ..MessageRateConfig::rc_write_64()
+            },
+            MessageRateConfig {
+                connection: Connection::Uc,
+                ..MessageRateConfig::rc_write_64()
+            },
+        ] {
+            exercise_rate(cfg, 1_000);
         }
     }
 
     #[test]
-    fn message_rates_run_or_report_not_implemented() {
-        // Goal: every data-path workload either runs on the simulator or
-        // fails cleanly while its data path is missing. Method: exercise
-        // each shape (1 MiB MRs).
-        exercise_rate(MessageRateConfig::rc_write_64());
-        exercise_rate(MessageRateConfig::read_64());
-        exercise_rate(MessageRateConfig::atomic(RateOp::FetchAdd));
-        exercise_rate(MessageRateConfig::atomic(RateOp::CompSwap));
+    fn the_window_stays_open_in_virtual_time() {
+        // Goal: polling asks only for what is due, so the pipeline never
+        // drains between refills: 64 B WRITEs then run near the rate the
+        // window allows (outstanding / round trip), not at one window per
+        // (window serialisation + round trip). Method: 20 000 WRITEs; the
+        // round trip of one WRITE is measured on its own; the steady state
+        // must beat 0.75 × outstanding / round trip, which a drained window
+        // (128 per ~1.5 round trips) cannot.
+        let rtt = exercise_rate(
+            MessageRateConfig {
+                outstanding: 1,
+                signal_every: 1,
+                ..MessageRateConfig::rc_write_64()
+            },
+            1,
+        );
+        let n = 20_000;
+        let took = exercise_rate(MessageRateConfig::rc_write_64(), n);
+        let per_rtt = n as f64 * rtt as f64 / took as f64;
+        assert!(
+            per_rtt > 0.75 * 128.0,
+            "{per_rtt:.1} WRITEs per round trip of {rtt} ns"
+        );
     }
 
     #[test]
-    fn pair_set_up_leaves_nothing_behind() {
-        // Goal: building and closing the connected pair (what every
-        // data-path workload stands on) works on the simulator today and
-        // frees everything. Method: build the write pair, check both QPs
-        // reached RTS, close it; close_side's dealloc_pd fails on a leak.
+    fn faults_cost_retransmissions_not_errors() {
+        // Goal: the sim_fault_overhead workload survives 1 % drop,
+        // duplicate and delay with no error completion, and the faults do
+        // happen (the run takes longer in virtual time than the clean one).
+        // Method: 20 000 WRITEs with and without the rules; teardown clears
+        // the rules (a later clean workload on the same simulator is
+        // unaffected).
+        let clean = exercise_rate(MessageRateConfig::fault_overhead(false), 20_000);
+        let faulty = exercise_rate(MessageRateConfig::fault_overhead(true), 20_000);
+        assert!(faulty > clean, "faulty {faulty} ns vs clean {clean} ns");
         let mut v = sim();
-        let cfg = MessageRateConfig::rc_write_64();
-        let shape = PairShape {
-            send_wr: cfg.outstanding,
-            recv_wr: 1,
-            requester_cqe: 9,
-            responder_cqe: 1,
-            requester_mr: (1 << 20, AccessFlags::LOCAL_WRITE),
-            responder_mr: (1 << 20, cfg.op.remote_access()),
+        let w = MessageRate::new(&mut v, MessageRateConfig::fault_overhead(true)).expect("build");
+        w.teardown(&mut v).expect("teardown");
+        let mut w = MessageRate::new(&mut v, MessageRateConfig::fault_overhead(false)).unwrap();
+        let start = now(&mut v);
+        w.run(&mut v, 20_000).expect("run");
+        w.drain(&mut v).expect("drain");
+        assert_eq!(now(&mut v) - start, clean, "no rule left behind");
+        w.teardown(&mut v).expect("teardown");
+    }
+
+    #[test]
+    fn pairs_set_up_leaves_nothing_behind() {
+        // Goal: building and closing the connected pairs (what every
+        // data-path workload stands on) frees everything, for each
+        // transport. Method: build two pairs, check every QP reached RTS,
+        // close; Endpoint::close's dealloc_pd fails on a leak.
+        for connection in Connection::ALL {
+            let mut v = sim();
+            let shape = PairShape {
+                qps: 2,
+                connection,
+                send_wr: 16,
+                recv_wr: 4,
+                max_lists: 4,
+                requester_cqe: 9,
+                responder_cqe: 8,
+                requester_mr: (1 << 20, AccessFlags::LOCAL_WRITE),
+                responder_mr: (1 << 20, RateOp::Write.remote_access()),
+                ack_timeout: DEFAULT_ACK_TIMEOUT,
+            };
+            let pairs = Pairs::new(&mut v, &shape).expect("pairs");
+            assert_eq!(pairs.lanes.len(), 2);
+            assert_eq!(pairs.ah.is_some(), connection == Connection::Ud);
+            for lane in &pairs.lanes {
+                for qp in [&lane.requester, &lane.responder] {
+                    let (attr, _) = v.query_qp(qp, verbs_api::QpAttrMask::STATE).expect("query");
+                    assert_eq!(attr.qp_state, verbs_api::QpState::ReadyToSend);
+                }
+            }
+            pairs.close(&mut v).expect("close");
+        }
+    }
+
+    #[test]
+    fn send_recv_runs_on_every_transport() {
+        // Goal: SEND/RECV runs, drains and tears down on RC, UC and UD,
+        // with one and several QPs, at a size that wraps the receive slots
+        // (1 MiB: 64 slots for 256 receives) on RC. Method: 1 000 SENDs
+        // each (UD at 2 KiB, under the MTU); a UD SEND above the MTU is
+        // refused up front.
+        let cases = [
+            SendRecvConfig::bw(4096),
+            SendRecvConfig {
+                qps: 4,
+                ..SendRecvConfig::bw(4096)
+            },
+            SendRecvConfig::bw(1 << 20),
+            SendRecvConfig {
+                connection: Connection::Uc,
+                ..SendRecvConfig::bw(65536)
+            },
+            SendRecvConfig {
+                connection: Connection::Ud,
+                qps: 2,
+                ..SendRecvConfig::bw(2048)
+            },
+        ];
+        for cfg in cases {
+            let mut v = sim();
+            let mut w = SendRecvBw::new(&mut v, cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+            w.run(&mut v, 1_000)
+                .unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+            w.drain(&mut v).expect("drain");
+            let sent: u64 = w.pairs.lanes.iter().map(|l| l.recvs_reaped).sum();
+            assert_eq!(sent, 1_000, "{cfg:?}");
+            w.teardown(&mut v).expect("teardown");
+        }
+        let mut v = sim();
+        let too_big = SendRecvConfig {
+            connection: Connection::Ud,
+            ..SendRecvConfig::bw(8192)
         };
-        let pair = RcPair::new(&mut v, &shape).expect("pair");
-        for qp in [&pair.requester.qp, &pair.responder.qp] {
-            let (attr, _) = v.query_qp(qp, verbs_api::QpAttrMask::STATE).expect("query");
-            assert_eq!(attr.qp_state, verbs_api::QpState::ReadyToSend);
-        }
-        pair.close(&mut v).expect("close");
+        assert!(matches!(
+            SendRecvBw::new(&mut v, too_big),
+            Err(WorkloadError::Unsupported(_))
+        ));
     }
 
     #[test]
-    fn send_recv_runs_or_reports_not_implemented() {
-        // Goal: as above for SEND/RECV, whose set-up already posts receives.
-        // Method: build; a not-implemented error must come back as such.
-        let mut v = sim();
-        let data_path = v.capabilities().contains(Capabilities::DATA_PATH);
-        match SendRecvBw::new(&mut v, SendRecvConfig::bw(4096)) {
-            Err(e) => assert!(!data_path && e.is_not_implemented(), "{e}"),
-            Ok(mut w) => {
-                w.run(&mut v, 1_000).expect("run");
-                w.drain(&mut v).expect("drain");
-                w.teardown(&mut v).expect("teardown");
-            }
-        }
+    fn polls_ask_for_what_is_due() {
+        // Goal: the poll sizes of the module documentation. Method: the
+        // write shape (8 lists per QP) with one and two QPs, the latency
+        // shape (1 list), draining.
+        let p = Pipeline::new(128, 16, 16);
+        assert_eq!(p.refill_want(1, 8), 4);
+        assert_eq!(p.refill_want(2, 16), 8);
+        assert_eq!(p.refill_want(2, 9), 1);
+        assert_eq!(Pipeline::new(1, 1, 16).refill_want(1, 1), 1);
+        assert_eq!(p.drain_want(3), 3);
+        assert_eq!(p.drain_want(40), 16);
     }
 }

@@ -1,16 +1,19 @@
 //! Shared set-up of every workload: an open device with a PD and a CQ, the
-//! path to a peer port, and the attributes that walk an RC QP from RESET to
-//! RTS.
+//! path to a peer port, and the attributes that walk an RC, UC or UD QP
+//! from RESET to RTS.
 //!
 //! The attribute values are the ones perftest and the pyverbs helpers use
 //! (port 1, P_Key index 0, GID index 0, `timeout` 14, `retry_cnt` 7,
-//! `rnr_retry` 7, `min_rnr_timer` 12, PSNs 0), clamped to the device's read
-//! and atomic limits, so they pass every range check of
-//! `spec/qp-state-machine.md` §5.2 on either backend.
+//! `rnr_retry` 7, `min_rnr_timer` 12, PSNs 0, Q_Key [`QKEY`]), clamped to
+//! the device's read and atomic limits, so they pass every range check of
+//! `spec/qp-state-machine.md` §5.2 on either backend. Every transition uses
+//! exactly the required attribute mask of its QP type (checked against the
+//! transition table by the tests below).
 
 use verbs_api::{
-    AccessFlags, AhAttr, AtomicCap, CqInit, Gid, GlobalRoute, LinkLayer, Mtu, ProcessId, QpAttr,
-    QpAttrMask, QpCap, QpInitAttrEx, QpState, QpType, Result, Verbs, QPF_GRH_REQUIRED,
+    AccessFlags, AhAttr, AtomicCap, CqInit, Error, ErrorKind, Gid, GlobalRoute, LinkLayer, Mtu,
+    ProcessId, QpAttr, QpAttrMask, QpCap, QpInitAttrEx, QpState, QpType, Result, Verb, Verbs,
+    QPF_GRH_REQUIRED,
 };
 
 /// The port every workload uses.
@@ -41,6 +44,38 @@ pub const RC_RTS_MASK: QpAttrMask = QpAttrMask::STATE
     .union(QpAttrMask::RNR_RETRY)
     .union(QpAttrMask::SQ_PSN)
     .union(QpAttrMask::MAX_QP_RD_ATOMIC);
+
+/// RESET→INIT mask of a UC QP: exactly the required bits.
+pub const UC_INIT_MASK: QpAttrMask = RC_INIT_MASK;
+
+/// INIT→RTR mask of a UC QP: exactly the required bits (no read/atomic or
+/// RNR attributes: UC has neither).
+pub const UC_RTR_MASK: QpAttrMask = QpAttrMask::STATE
+    .union(QpAttrMask::AV)
+    .union(QpAttrMask::PATH_MTU)
+    .union(QpAttrMask::DEST_QPN)
+    .union(QpAttrMask::RQ_PSN);
+
+/// RTR→RTS mask of a UC QP: exactly the required bits (no retransmission
+/// attributes: UC does not retransmit).
+pub const UC_RTS_MASK: QpAttrMask = QpAttrMask::STATE.union(QpAttrMask::SQ_PSN);
+
+/// RESET→INIT mask of a UD QP: exactly the required bits (a Q_Key instead
+/// of access flags).
+pub const UD_INIT_MASK: QpAttrMask = QpAttrMask::STATE
+    .union(QpAttrMask::PKEY_INDEX)
+    .union(QpAttrMask::PORT)
+    .union(QpAttrMask::QKEY);
+
+/// INIT→RTR mask of a UD QP: the state only.
+pub const UD_RTR_MASK: QpAttrMask = QpAttrMask::STATE;
+
+/// RTR→RTS mask of a UD QP: exactly the required bits.
+pub const UD_RTS_MASK: QpAttrMask = QpAttrMask::STATE.union(QpAttrMask::SQ_PSN);
+
+/// The Q_Key of every UD QP the workloads create (the value the
+/// conformance scripts use).
+pub const QKEY: u32 = 0x1111_1111;
 
 /// Outstanding RDMA READ / atomic requests the workloads ask for (clamped to
 /// the device's `max_qp_init_rd_atom` / `max_qp_rd_atom`).
@@ -190,6 +225,55 @@ pub fn connect_rc<V: Verbs>(v: &mut V, qp: &V::Qp, attr: &mut QpAttr) -> Result<
     v.modify_qp(qp, attr, RC_RTS_MASK)
 }
 
+/// The masks of RESET→INIT, INIT→RTR and RTR→RTS for `qp_type` (RC, UC or
+/// UD), or `None` for another type.
+pub fn connect_masks(qp_type: QpType) -> Option<[QpAttrMask; 3]> {
+    match qp_type {
+        QpType::Rc => Some([RC_INIT_MASK, RC_RTR_MASK, RC_RTS_MASK]),
+        QpType::Uc => Some([UC_INIT_MASK, UC_RTR_MASK, UC_RTS_MASK]),
+        QpType::Ud => Some([UD_INIT_MASK, UD_RTR_MASK, UD_RTS_MASK]),
+        _ => None,
+    }
+}
+
+/// Walks `qp`, of type `qp_type` (RC, UC or UD), RESET→INIT→RTR→RTS with
+/// the attributes of `attr` (its `qp_state` is overwritten), using exactly
+/// the required masks of that type ([`connect_masks`]). For UC the access
+/// flags are cut down to `REMOTE_WRITE` (UC has no READ or atomics); for UD
+/// `attr.qkey` is set to [`QKEY`] and `attr.dest_qp_num`, the path and the
+/// retransmission attributes are not read.
+///
+/// # Errors
+/// `EINVAL` ([`ErrorKind::InvalidArgument`]) for another QP type; otherwise
+/// the first `modify_qp` that fails.
+pub fn connect_qp<V: Verbs>(
+    v: &mut V,
+    qp: &V::Qp,
+    qp_type: QpType,
+    attr: &mut QpAttr,
+) -> Result<()> {
+    let Some([init, rtr, rts]) = connect_masks(qp_type) else {
+        return Err(Error::new(
+            Verb::ModifyQp,
+            ErrorKind::InvalidArgument,
+            format!("the workloads connect RC, UC and UD QPs, not {qp_type}"),
+        ));
+    };
+    match qp_type {
+        QpType::Uc => {
+            attr.qp_access_flags = attr.qp_access_flags.intersection(AccessFlags::REMOTE_WRITE);
+        }
+        QpType::Ud => attr.qkey = QKEY,
+        _ => {}
+    }
+    attr.qp_state = QpState::Init;
+    v.modify_qp(qp, attr, init)?;
+    attr.qp_state = QpState::ReadyToReceive;
+    v.modify_qp(qp, attr, rtr)?;
+    attr.qp_state = QpState::ReadyToSend;
+    v.modify_qp(qp, attr, rts)
+}
+
 /// The device index a workload's responder uses: device 1 when the backend
 /// has two devices, otherwise device 0 (loopback through one port).
 ///
@@ -271,11 +355,20 @@ impl<V: Verbs> Endpoint<V> {
     /// # Errors
     /// Whatever `create_qp` returns.
     pub fn create_rc_qp(&self, v: &mut V, cap: QpCap) -> Result<V::Qp> {
+        self.create_qp(v, QpType::Rc, cap)
+    }
+
+    /// Creates a QP of `qp_type` on this side's PD with `cap`, both queues
+    /// on the CQ.
+    ///
+    /// # Errors
+    /// Whatever `create_qp` returns.
+    pub fn create_qp(&self, v: &mut V, qp_type: QpType, cap: QpCap) -> Result<V::Qp> {
         let mut init = QpInitAttrEx::<'_, V> {
             send_cq: Some(&self.cq),
             recv_cq: Some(&self.cq),
             cap,
-            qp_type: QpType::Rc,
+            qp_type,
             ..QpInitAttrEx::default()
         };
         v.create_qp(&self.pd, &mut init)
@@ -301,23 +394,32 @@ mod tests {
     use verbs_api::{transition_masks, QpClass, TableFlavor};
 
     #[test]
-    fn rc_masks_are_exactly_the_required_bits() {
-        // Goal: the lifecycle uses the minimal legal masks on both table
-        // flavors. Method: compare with the table's required bits + STATE.
-        let walk = [
-            (QpState::Reset, QpState::Init, RC_INIT_MASK),
-            (QpState::Init, QpState::ReadyToReceive, RC_RTR_MASK),
-            (QpState::ReadyToReceive, QpState::ReadyToSend, RC_RTS_MASK),
+    fn connect_masks_are_exactly_the_required_bits() {
+        // Goal: the workloads connect RC, UC and UD QPs with the minimal
+        // legal masks on both table flavors. Method: compare each step with
+        // the table's required bits + STATE.
+        let steps = [
+            (QpState::Reset, QpState::Init),
+            (QpState::Init, QpState::ReadyToReceive),
+            (QpState::ReadyToReceive, QpState::ReadyToSend),
         ];
-        for flavor in TableFlavor::VALUES {
-            for (from, to, mask) in walk {
-                let m = transition_masks(QpClass::Rc, from, to, *flavor).expect("legal");
-                assert_eq!(
-                    m.required.union(QpAttrMask::STATE),
-                    mask,
-                    "{from}->{to} {flavor}"
-                );
+        for (qp_type, class) in [
+            (QpType::Rc, QpClass::Rc),
+            (QpType::Uc, QpClass::Uc),
+            (QpType::Ud, QpClass::Ud),
+        ] {
+            let masks = connect_masks(qp_type).expect("connectable");
+            for flavor in TableFlavor::VALUES {
+                for ((from, to), mask) in steps.into_iter().zip(masks) {
+                    let m = transition_masks(class, from, to, *flavor).expect("legal");
+                    assert_eq!(
+                        m.required.union(QpAttrMask::STATE),
+                        mask,
+                        "{qp_type} {from}->{to} {flavor}"
+                    );
+                }
             }
         }
+        assert_eq!(connect_masks(QpType::XrcSend), None);
     }
 }

@@ -33,9 +33,13 @@
 //! | `sim_send_recv_bw/{4K,64K,1M}` | [`data::SendRecvBw`] with [`data::SendRecvConfig::bw`] |
 //! | `sim_read_rate` | [`data::MessageRate`] with [`data::MessageRateConfig::read_64`] |
 //! | `sim_atomic_rate/{fadd,cswap}` | [`data::MessageRate`] with [`data::MessageRateConfig::atomic`] |
+//! | `sim_fault_overhead/{none,faults}` | [`data::MessageRate`] with [`data::MessageRateConfig::fault_overhead`] (1 % drop, duplicate, delay through `sim_control`) |
 //!
 //! Every input is seeded (offset tables, modify plans, heap contents); only
-//! the harness measures wall time.
+//! the harness measures wall time. The data-path workloads also run over
+//! several QP pairs and over UC and UD ([`data::Connection`]), which
+//! `verbsim perf` exposes as `-q` and `-c`; the example `datapath` runs one
+//! workload once on a fixed seed, for callgrind and for trace statistics.
 //!
 //! ## Ownership & cleanup
 //!

@@ -14,10 +14,22 @@
 //! phys_memcpy_hot/64 rate`), the calibration's rate is its iterations per
 //! second (one copy per iteration). A calibration benchmark and the
 //! benchmark it calibrates must come from the same run: the report reads
-//! whatever the last run left, so run them together.
+//! whatever the last run left, so run them together. When the two results
+//! were written more than [`SAME_RUN_WINDOW_S`] apart the verdict is marked
+//! with `*` (probably two runs: rerun both).
+//!
+//! Ratios print as percentages for "at least" targets (`3.07 %` of the
+//! reference's rate) and as cost multiples for "at most" targets (`1.12×`
+//! the reference's time per element).
 
 use core::fmt;
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// Results written further apart than this (seconds) are taken to come
+/// from different runs; a full `cargo bench --bench sim` takes well under
+/// an hour here.
+pub const SAME_RUN_WINDOW_S: u64 = 3600;
 
 /// What one benchmark iteration moves, as criterion recorded it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,6 +49,9 @@ pub struct Measurement {
     pub median_ns: f64,
     /// The declared throughput per iteration, if any.
     pub throughput: Option<Throughput>,
+    /// When criterion wrote the result (seconds since the Unix epoch), if
+    /// known.
+    pub written_unix_s: Option<u64>,
 }
 
 impl Measurement {
@@ -282,6 +297,18 @@ pub const TARGETS: &[Target] = &[
     ),
 ];
 
+impl Rule {
+    /// The reference benchmark, for the rules that have one.
+    pub fn reference(&self) -> Option<&'static str> {
+        match *self {
+            Self::RatioAtLeast { reference, .. } | Self::CostAtMost { reference, .. } => {
+                Some(reference)
+            }
+            Self::Absolute { .. } => None,
+        }
+    }
+}
+
 /// The verdict on one target.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Verdict {
@@ -343,6 +370,9 @@ pub struct Row {
     pub target: Option<Target>,
     /// The verdict, when both are known.
     pub verdict: Option<Verdict>,
+    /// The reference was written more than [`SAME_RUN_WINDOW_S`] apart
+    /// from the measurement (probably another run).
+    pub stale_reference: bool,
 }
 
 /// The whole report: one row per measured benchmark (calibration first,
@@ -384,11 +414,16 @@ pub fn evaluate(measurements: &[Measurement]) -> Report {
         .map(|m| {
             let target = TARGETS.iter().find(|t| t.bench == m.id).copied();
             let verdict = target.as_ref().map(|t| check(t, m, measurements));
+            let stale_reference = target
+                .and_then(|t| t.rule.reference())
+                .and_then(|r| measurements.iter().find(|x| x.id == r))
+                .is_some_and(|r| apart(m, r));
             Row {
                 id: m.id.clone(),
                 measurement: Some(m.clone()),
                 target,
                 verdict,
+                stale_reference,
             }
         })
         .collect();
@@ -399,10 +434,19 @@ pub fn evaluate(measurements: &[Measurement]) -> Report {
                 measurement: None,
                 target: Some(*t),
                 verdict: None,
+                stale_reference: false,
             });
         }
     }
     Report { rows }
+}
+
+/// Whether two results were written more than [`SAME_RUN_WINDOW_S`] apart.
+fn apart(a: &Measurement, b: &Measurement) -> bool {
+    match (a.written_unix_s, b.written_unix_s) {
+        (Some(x), Some(y)) => x.abs_diff(y) > SAME_RUN_WINDOW_S,
+        _ => false,
+    }
 }
 
 /// Sort key of an id: calibration first, then by group, then by the
@@ -446,10 +490,11 @@ impl fmt::Display for Report {
                     Some(m) => (duration_text(m.median_ns), m.rate_text()),
                     None => ("-".into(), "-".into()),
                 };
-                let absolute = matches!(r.target.map(|t| t.rule), Some(Rule::Absolute { .. }));
+                let rule = r.target.map(|t| t.rule);
+                let star = if r.stale_reference { "*" } else { "" };
                 let (ratio, result) = match (r.verdict, &r.measurement) {
-                    (Some(Verdict::Pass(v)), _) => (ratio_text(v, absolute), "PASS".into()),
-                    (Some(Verdict::Miss(v)), _) => (ratio_text(v, absolute), "MISS".into()),
+                    (Some(Verdict::Pass(v)), _) => (ratio_text(v, rule), format!("PASS{star}")),
+                    (Some(Verdict::Miss(v)), _) => (ratio_text(v, rule), format!("MISS{star}")),
                     (Some(Verdict::NoReference), _) => ("-".into(), "no reference".into()),
                     (None, None) => ("-".into(), "not run".into()),
                     (None, Some(_)) if r.id.starts_with("phys_") => {
@@ -489,17 +534,26 @@ impl fmt::Display for Report {
         for row in &cells {
             line(f, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
         }
+        if self.rows.iter().any(|r| r.stale_reference) {
+            writeln!(
+                f,
+                "\n* the reference was measured more than {} s apart (another run?): rerun both together",
+                SAME_RUN_WINDOW_S
+            )?;
+        }
         writeln!(f, "\n{} passed, {} missed", self.passed(), self.missed())
     }
 }
 
-fn ratio_text(v: f64, absolute: bool) -> String {
-    if absolute {
-        format!("abs {}", scaled_per_sec(v))
-    } else if v < 10.0 {
-        format!("{:.2} %", v * 100.0)
-    } else {
-        format!("{v:.1}×")
+/// The value of a verdict in words: a rate for absolute targets, a cost
+/// multiple for "at most" targets, a percentage of the reference's rate
+/// otherwise (a multiple beyond 10×).
+fn ratio_text(v: f64, rule: Option<Rule>) -> String {
+    match rule {
+        Some(Rule::Absolute { .. }) => format!("abs {}", scaled_per_sec(v)),
+        Some(Rule::CostAtMost { .. }) => format!("{v:.2}×"),
+        _ if v < 10.0 => format!("{:.2} %", v * 100.0),
+        _ => format!("{v:.1}×"),
     }
 }
 
@@ -577,7 +631,14 @@ fn read_measurement(new: &Path) -> Result<Measurement, LoadError> {
     let bench = read_json(&bench_path)?;
     let estimates_path = new.join("estimates.json");
     let estimates = read_json(&estimates_path)?;
-    parse_measurement(&bench, &estimates).map_err(|e| LoadError::Format(new.to_owned(), e))
+    let mut m =
+        parse_measurement(&bench, &estimates).map_err(|e| LoadError::Format(new.to_owned(), e))?;
+    m.written_unix_s = std::fs::metadata(&estimates_path)
+        .and_then(|md| md.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    Ok(m)
 }
 
 /// Builds a [`Measurement`] from the two parsed files.
@@ -608,6 +669,7 @@ fn parse_measurement(bench: &json::Value, estimates: &json::Value) -> Result<Mea
         id: id.to_owned(),
         median_ns,
         throughput,
+        written_unix_s: None,
     })
 }
 
@@ -854,7 +916,151 @@ mod tests {
             id: id.into(),
             median_ns,
             throughput,
+            written_unix_s: None,
         }
+    }
+
+    fn ratio_of(v: Verdict) -> f64 {
+        match v {
+            Verdict::Pass(r) | Verdict::Miss(r) => r,
+            Verdict::NoReference => panic!("no reference"),
+        }
+    }
+
+    #[test]
+    fn spread_write_rate_is_a_fraction_of_random_copies_per_second() {
+        // Goal: the 1 GiB write target divides WR/s by random 64 B copies/s.
+        // Method: a 27 ns copy is 37.0 M copies/s and 15 % of it 5.56 M WR/s,
+        // i.e. 180 ns per WR: 170 ns passes (15.9 %), 190 ns misses (14.2 %).
+        let t = target("sim_rc_write_msg_rate/64_1GiB");
+        let copy = m("phys_memcpy_rand/64", 27.0, Some(Throughput::Bytes(64)));
+        let hot = m("phys_memcpy_hot/64", 3.0, Some(Throughput::Bytes(64)));
+        let id = "sim_rc_write_msg_rate/64_1GiB";
+        let fast = m(id, 170.0, Some(Throughput::Elements(1)));
+        let slow = m(id, 190.0, Some(Throughput::Elements(1)));
+        let all = [hot, copy];
+        let v = check(&t, &fast, &all);
+        assert!(matches!(v, Verdict::Pass(_)), "{v:?}");
+        assert!((ratio_of(v) - 27.0 / 170.0).abs() < 1e-9);
+        assert!(matches!(check(&t, &slow, &all), Verdict::Miss(_)));
+        assert_eq!(check(&t, &fast, &all[..1]), Verdict::NoReference);
+    }
+
+    #[test]
+    fn read_and_atomic_rates_compare_with_the_write_rate() {
+        // Goal: read and atomic rates are fractions of the 64 B write rate
+        // (elements per second on both sides; `sim_read_rate` declares no
+        // throughput, so its iterations per second count), 60 % passing.
+        // Method: write at 100 ns per WR; read at 160 ns is 62.5 % (PASS),
+        // cswap at 170 ns 58.8 % (MISS), fadd at 165 ns 60.6 % (PASS).
+        let write = m(
+            "sim_rc_write_msg_rate/64",
+            100.0,
+            Some(Throughput::Elements(1)),
+        );
+        let read = m("sim_read_rate", 160.0, None);
+        let cswap = m(
+            "sim_atomic_rate/cswap",
+            170.0,
+            Some(Throughput::Elements(1)),
+        );
+        let fadd = m("sim_atomic_rate/fadd", 165.0, Some(Throughput::Elements(1)));
+        let all = [write, read.clone(), cswap.clone(), fadd.clone()];
+        let v = check(&target("sim_read_rate"), &read, &all);
+        assert!(matches!(v, Verdict::Pass(_)) && (ratio_of(v) - 0.625).abs() < 1e-9);
+        let v = check(&target("sim_atomic_rate/cswap"), &cswap, &all);
+        assert!(matches!(v, Verdict::Miss(_)) && (ratio_of(v) - 100.0 / 170.0).abs() < 1e-9);
+        assert!(matches!(
+            check(&target("sim_atomic_rate/fadd"), &fadd, &all),
+            Verdict::Pass(_)
+        ));
+    }
+
+    #[test]
+    fn fault_overhead_is_a_cost_multiple_of_the_fault_free_run() {
+        // Goal: sim_fault_overhead/faults passes at up to 1.15× the time
+        // per WR of sim_fault_overhead/none, and prints as a multiple.
+        // Method: none at 200 ns; faults at 228 ns (1.14×) and 232 ns
+        // (1.16×); the rendered row.
+        let t = target("sim_fault_overhead/faults");
+        let none = m(
+            "sim_fault_overhead/none",
+            200.0,
+            Some(Throughput::Elements(1)),
+        );
+        let ok = m(
+            "sim_fault_overhead/faults",
+            228.0,
+            Some(Throughput::Elements(1)),
+        );
+        let bad = m(
+            "sim_fault_overhead/faults",
+            232.0,
+            Some(Throughput::Elements(1)),
+        );
+        let v = check(&t, &ok, core::slice::from_ref(&none));
+        assert!(matches!(v, Verdict::Pass(_)) && (ratio_of(v) - 1.14).abs() < 1e-9);
+        let v = check(&t, &bad, core::slice::from_ref(&none));
+        assert!(matches!(v, Verdict::Miss(_)) && (ratio_of(v) - 1.16).abs() < 1e-9);
+        let text = evaluate(&[none, bad]).to_string();
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("sim_fault_overhead/faults"))
+            .expect("row");
+        assert!(row.contains("1.16×") && row.ends_with("MISS"), "{row}");
+    }
+
+    #[test]
+    fn send_recv_sizes_use_their_own_copy_size_and_threshold() {
+        // Goal: each send/recv size is compared with the random copy of the
+        // same size, 50 % at 4 KiB and 80 % at 1 MiB. Method: copies at 10
+        // GB/s; 4K at 5.5 GB/s passes; 1M at 7.5 GB/s misses; 1M against
+        // the 64K copy alone has no reference.
+        let gbps = |id: &str, bytes: u64, gb_per_s: f64| {
+            m(id, bytes as f64 / gb_per_s, Some(Throughput::Bytes(bytes)))
+        };
+        let c4k = gbps("phys_memcpy_rand/4096", 4096, 10.0);
+        let c64k = gbps("phys_memcpy_rand/65536", 65536, 10.0);
+        let c1m = gbps("phys_memcpy_rand/1048576", 1 << 20, 10.0);
+        let s4k = gbps("sim_send_recv_bw/4K", 4096, 5.5);
+        let s1m = gbps("sim_send_recv_bw/1M", 1 << 20, 7.5);
+        let all = [c4k, c64k.clone(), c1m];
+        let v = check(&target("sim_send_recv_bw/4K"), &s4k, &all);
+        assert!(matches!(v, Verdict::Pass(_)) && (ratio_of(v) - 0.55).abs() < 1e-9);
+        let v = check(&target("sim_send_recv_bw/1M"), &s1m, &all);
+        assert!(matches!(v, Verdict::Miss(_)) && (ratio_of(v) - 0.75).abs() < 1e-9);
+        assert_eq!(
+            check(&target("sim_send_recv_bw/1M"), &s1m, &[c64k]),
+            Verdict::NoReference
+        );
+    }
+
+    #[test]
+    fn results_from_different_runs_are_starred() {
+        // Goal: a ratio whose reference was written more than an hour apart
+        // is flagged, not silently trusted. Method: the write rate and its
+        // calibration written 2 h apart, then 10 min apart.
+        let at = |mut x: Measurement, s: u64| {
+            x.written_unix_s = Some(s);
+            x
+        };
+        let hot = m("phys_memcpy_hot/64", 3.0, Some(Throughput::Bytes(64)));
+        let write = m(
+            "sim_rc_write_msg_rate/64",
+            50.0,
+            Some(Throughput::Elements(1)),
+        );
+        let far = evaluate(&[at(hot.clone(), 1_000), at(write.clone(), 8_200)]);
+        let row = far.rows.iter().find(|r| r.id == write.id).expect("row");
+        assert!(row.stale_reference);
+        let text = far.to_string();
+        assert!(
+            text.contains("PASS*") && text.contains("another run?"),
+            "{text}"
+        );
+        let near = evaluate(&[at(hot, 1_000), at(write.clone(), 1_600)]);
+        assert!(!near.rows.iter().any(|r| r.stale_reference));
+        assert!(!near.to_string().contains('*'));
     }
 
     fn target(id: &str) -> Target {

@@ -16,7 +16,8 @@ use backend_sim::{SimConfig, SimVerbs};
 use verbs_api::{SimCommand, SimReply, Verbs};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
 use verbsim_benches::data::{
-    MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, Spread, MAX_POST_LIST,
+    Connection, MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, Spread,
+    DEFAULT_ACK_TIMEOUT, MAX_POST_LIST, MAX_QPS,
 };
 use verbsim_benches::WorkloadError;
 
@@ -32,24 +33,26 @@ Usage:
                [--atomic fetch_add|cmp_swap]
 
 Tests:
-  write_bw      RDMA WRITE bandwidth and message rate (one RC pair)
-  write_lat     RDMA WRITE latency (one signalled WRITE at a time)
-  send_bw       SEND/RECV bandwidth and message rate
+  write_bw      RDMA WRITE bandwidth and message rate (RC or UC)
+  write_lat     RDMA WRITE latency (one signalled WRITE at a time; RC or UC)
+  send_bw       SEND/RECV bandwidth and message rate (RC, UC or UD)
   send_lat      SEND/RECV latency (one SEND and its receive at a time)
-  read_bw       RDMA READ bandwidth and message rate
-  read_lat      RDMA READ latency
-  atomic_rate   8-byte atomics rate (--atomic fetch_add|cmp_swap)
+  read_bw       RDMA READ bandwidth and message rate (RC)
+  read_lat      RDMA READ latency (RC)
+  atomic_rate   8-byte atomics rate (--atomic fetch_add|cmp_swap; RC)
   qp_lifecycle  create an RC QP, RESET->INIT->RTR->RTS, destroy: QPs/sec
   modify_qp     80 % legal / 20 % illegal ibv_modify_qp calls: calls/sec
 
 Bandwidth tests print `#bytes #iterations BW average[Gb/sec] MsgRate[Mpps]`,
 latency tests `#bytes #iterations t_min[usec] t_typical[usec] t_avg[usec]
-t_99%[usec]` (the completion time of one request, not half a round trip),
-control-path tests `#iterations time[usec] rate[Mops/sec]`. On the simulator
-each table has a `wall` row (how fast the simulator runs) and a `simulated`
-row (virtual time: what the modelled device would do). Exits 2 on a usage
-error, when the backend is missing, or when the backend cannot run the test
-yet (the simulator has no data path yet); 1 when a workload fails.
+t_99%[usec]` (the time from posting one request to reaping its completion,
+and for SEND the receive's too: not half a round trip), control-path tests
+`#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
+`wall` row (how fast the simulator runs on this machine) and a `simulated`
+row (virtual time, read with `sim_control(Now)` around the measured part:
+what the modelled device and fabric would do). Exits 2 on a usage error,
+when the backend is missing, or when the backend cannot run the test (for
+instance atomics on a device without them); 1 when a workload fails.
 
 Options:
   --backend sim|hw   the backend (default sim); hw needs a build with the `hw`
@@ -61,11 +64,15 @@ Options:
   -n, --iters N      requests, QP lifecycles or modify calls to time (default
                      5000 for *_bw and atomic_rate, 1000 for *_lat and
                      qp_lifecycle, 10000 for modify_qp)
-  -q, --qps N        QPs: 1 for the data-path tests and qp_lifecycle; the QPs
-                     the modify_qp plan runs over (default 64)
-  -c, --connection T transport: RC (UC and UD are not in the workloads yet)
-  --tx-depth N       requests in flight at most (default 128 for write_bw and
-                     send_bw, 16 for read_bw and atomic_rate, 1 for *_lat)
+  -q, --qps N        QP pairs of a *_bw or atomic_rate test (default 1; post
+                     lists go to them round robin, each with its own tx
+                     depth); the QPs the modify_qp plan runs over (default
+                     64); *_lat and qp_lifecycle run one
+  -c, --connection T transport of a data-path test: RC (default), UC
+                     (write_* and send_*) or UD (send_*, one MTU at most)
+  --tx-depth N       requests in flight at most per QP (default 128 for
+                     write_bw and send_bw, 16 for read_bw and atomic_rate,
+                     1 for *_lat)
   --post-list N      requests per ibv_post_send, the last one signalled,
                      1..=16 (default 16 for write_bw and send_bw, 4 for read_bw
                      and atomic_rate, 1 for *_lat)
@@ -144,6 +151,20 @@ impl TestKind {
         !matches!(self, Self::QpLifecycle | Self::ModifyQp)
     }
 
+    fn is_latency(self) -> bool {
+        matches!(self, Self::WriteLat | Self::SendLat | Self::ReadLat)
+    }
+
+    /// Whether the test's operation exists on `c` (UC: WRITE and SEND; UD:
+    /// SEND).
+    fn runs_over(self, c: Connection) -> bool {
+        match self {
+            Self::SendBw | Self::SendLat => true,
+            Self::WriteBw | Self::WriteLat => c != Connection::Ud,
+            _ => c == Connection::Rc,
+        }
+    }
+
     /// The title line, in perftest's words where perftest has the test.
     fn title(self, atomic: RateOp) -> &'static str {
         match self {
@@ -181,8 +202,10 @@ struct PerfTest {
     size: u32,
     /// Requests, lifecycles or modify calls timed.
     iterations: u64,
-    /// QPs (1, or the QPs of the modify_qp plan).
+    /// QP pairs of a data-path test, or the QPs of the modify_qp plan.
     qps: u32,
+    /// The transport of a data-path test.
+    connection: Connection,
     /// Requests in flight at most.
     tx_depth: u32,
     /// Requests per post list.
@@ -226,6 +249,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     let mut tx_depth = None;
     let mut post_list = None;
     let mut atomic = None;
+    let mut connection = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -257,15 +281,13 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             "-q" | "--qps" => qps = Some(number(value()?, "-q")?),
             "--tx-depth" | "-t" => tx_depth = Some(number(value()?, "--tx-depth")?),
             "--post-list" | "-l" => post_list = Some(number(value()?, "--post-list")?),
-            "-c" | "--connection" => match value()?.to_ascii_uppercase().as_str() {
-                "RC" => {}
-                t @ ("UC" | "UD") => {
-                    return Err(format!(
-                        "-c {t}: the workloads run RC only for now (use -c RC)"
-                    ))
-                }
-                other => return Err(format!("unknown transport `{other}` (RC, UC or UD)")),
-            },
+            "-c" | "--connection" => {
+                let t = value()?;
+                connection = Some(
+                    Connection::parse(&t)
+                        .ok_or_else(|| format!("unknown transport `{t}` (RC, UC or UD)"))?,
+                );
+            }
             "--atomic" => {
                 atomic = Some(match value()?.as_str() {
                     "fetch_add" | "fadd" => RateOp::FetchAdd,
@@ -313,12 +335,38 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         (_, None | Some(1)) => 1,
         (TestKind::ModifyQp, Some(q)) if (1..=65_536).contains(&q) => q as u32,
         (TestKind::ModifyQp, Some(q)) => return Err(format!("-q must be 1..=65536 (got {q})")),
+        (k, Some(q)) if k.is_data_path() && !k.is_latency() => {
+            if (1..=u64::from(MAX_QPS)).contains(&q) {
+                q as u32
+            } else {
+                return Err(format!("-q must be 1..={MAX_QPS} (got {q})"));
+            }
+        }
         (_, Some(q)) => {
             return Err(format!(
-                "-q {q}: {} runs on one QP (pair) for now",
+                "-q {q}: {} runs on one QP (pair), as perftest's does",
                 kind.name()
             ))
         }
+    };
+    let connection = match connection {
+        None => Connection::Rc,
+        Some(_) if !kind.is_data_path() => {
+            return Err(format!("-c does not apply to {}", kind.name()))
+        }
+        Some(c) if !kind.runs_over(c) => {
+            return Err(format!(
+                "-c {}: {} does not run over {} ({})",
+                c.name(),
+                kind.name(),
+                c.name(),
+                match c {
+                    Connection::Uc => "UC carries write_* and send_*",
+                    _ => "UD carries send_* only",
+                }
+            ))
+        }
+        Some(c) => c,
     };
     if !kind.is_data_path() && (tx_depth.is_some() || post_list.is_some()) {
         return Err(format!(
@@ -355,6 +403,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             size,
             iterations,
             qps,
+            connection,
             tx_depth,
             post_list,
             atomic: atomic.unwrap_or(RateOp::FetchAdd),
@@ -572,6 +621,10 @@ fn rate_config(op: RateOp, test: &PerfTest) -> MessageRateConfig {
         poll_batch: 16,
         remote_mr_bytes: (test.size as usize).max(1 << 20),
         spread: Spread::Sequential,
+        qps: test.qps,
+        connection: test.connection,
+        ack_timeout: DEFAULT_ACK_TIMEOUT,
+        faults: None,
     }
 }
 
@@ -583,6 +636,8 @@ fn send_config(test: &PerfTest) -> SendRecvConfig {
         outstanding: test.tx_depth,
         signal_every: test.post_list,
         poll_batch: 16,
+        qps: test.qps,
+        connection: test.connection,
     }
 }
 
@@ -679,17 +734,17 @@ fn table(args: &Args, report: &PerfReport) -> String {
     };
     let shape = if t.kind.is_data_path() {
         format!(
-            " QPs: 1 | tx depth: {} | post list: {}",
-            t.tx_depth, t.post_list
+            " connection: {} | QPs: {} | tx depth: {} | post list: {}",
+            t.connection.name(),
+            t.qps,
+            t.tx_depth,
+            t.post_list
         )
     } else {
-        format!(" QPs: {}", t.qps)
+        // The control-path tests create RC QPs.
+        format!(" connection: RC | QPs: {}", t.qps)
     };
-    let _ = writeln!(
-        out,
-        " backend: {}{seed} | connection: RC |{shape}",
-        report.backend
-    );
+    let _ = writeln!(out, " backend: {}{seed} |{shape}", report.backend);
     let _ = writeln!(out, "{RULE}");
     let rows: Vec<(&str, Derived)> = std::iter::once(("wall", derive(&report.wall, t)))
         .chain(report.sim.iter().map(|f| ("simulated", derive(f, t))))
@@ -841,11 +896,12 @@ fn json(args: &Args, report: &PerfReport) -> String {
         }
     };
     format!(
-        "{{\"test\":\"{}\",\"backend\":\"{}\",\"seed\":{seed},\"connection\":\"RC\",\
+        "{{\"test\":\"{}\",\"backend\":\"{}\",\"seed\":{seed},\"connection\":\"{}\",\
          \"bytes\":{},\"iterations\":{},\"qps\":{},\"tx_depth\":{},\"post_list\":{},\
          \"atomic\":{atomic},\"wall\":{},\"sim\":{sim},\"modify\":{tally}}}",
         t.kind.name(),
         report.backend,
+        t.connection.name(),
         data(t.size),
         t.iterations,
         t.qps,
@@ -1001,6 +1057,19 @@ mod tests {
         assert_eq!((m.test.qps, m.test.iterations), (8, 10_000));
         let c = parse(&["atomic_rate", "--atomic", "cmp_swap"]).unwrap();
         assert_eq!((c.test.atomic, c.test.size), (RateOp::CompSwap, 8));
+        assert_eq!(c.test.connection, Connection::Rc);
+        let q = parse(&["send_bw", "-q", "4", "-c", "UD", "-s", "2K"]).unwrap();
+        assert_eq!(
+            (q.test.qps, q.test.connection, q.test.size),
+            (4, Connection::Ud, 2048)
+        );
+        assert_eq!(
+            parse(&["write_lat", "--connection=uc"])
+                .unwrap()
+                .test
+                .connection,
+            Connection::Uc
+        );
         // A small tx depth caps the default post list.
         assert_eq!(
             parse(&["write_bw", "--tx-depth", "4"])
@@ -1020,9 +1089,12 @@ mod tests {
             (&["write_bw", "-n"], "-n needs a value"),
             (&[], "no test given"),
             (&["write_bw", "read_bw"], "one test at a time"),
-            (&["write_bw", "-c", "UD"], "RC only"),
+            (&["write_bw", "-c", "UD"], "write_bw does not run over UD"),
+            (&["read_lat", "-c", "uc"], "read_lat does not run over UC"),
+            (&["modify_qp", "-c", "RC"], "-c does not apply"),
             (&["write_bw", "-c", "XRC"], "unknown transport `XRC`"),
-            (&["write_bw", "-q", "4"], "one QP"),
+            (&["write_lat", "-q", "4"], "one QP"),
+            (&["send_bw", "-q", "5000"], "-q must be 1..=1024"),
             (
                 &["write_bw", "--post-list", "17"],
                 "--post-list must be 1..=16",
@@ -1044,23 +1116,73 @@ mod tests {
         }
     }
 
-    // Goal: the control-path tests run through the one generic `measure`
-    // on the simulator and report both clocks; data-path tests come back
-    // as not implemented while the simulator lacks a data path.
-    // Method: measure each on a fresh simulator.
-    #[test]
-    fn measure_on_the_simulator() {
-        let test = |kind, iterations| PerfTest {
+    /// The data rate of port 1 of device 0, Gb/s, from `ibv_query_port`.
+    fn line_rate_gbps(v: &mut SimVerbs) -> f64 {
+        let ctx = v.open_device(0, verbs_api::ProcessId(0)).expect("open");
+        let port = v.query_port(&ctx, 1).expect("port");
+        v.close_device(&ctx).expect("close");
+        let mbps =
+            backend_sim::fabric::PortConfig::ib_rate_mbps(port.active_width, port.active_speed)
+                .expect("an IB rate");
+        mbps as f64 / 1e3
+    }
+
+    fn test(kind: TestKind, iterations: u64) -> PerfTest {
+        PerfTest {
             kind,
             size: kind.defaults().0,
             iterations,
             qps: if kind == TestKind::ModifyQp { 8 } else { 1 },
+            connection: Connection::Rc,
             tx_depth: kind.defaults().2,
             post_list: kind.defaults().3,
             atomic: RateOp::FetchAdd,
             plan_seed: 1,
+        }
+    }
+
+    /// The simulated figures of a data-path test, checked for plausibility
+    /// against the port: bandwidth above zero and below the line rate,
+    /// every latency sample above the propagation delay of a round trip on
+    /// RC (the request must arrive and the answer come back) and of one way
+    /// on UC/UD (a SEND is timed to its receive).
+    fn check_simulated(r: &PerfReport, t: &PerfTest, line_gbps: f64) -> Derived {
+        let sim = r
+            .sim
+            .as_ref()
+            .unwrap_or_else(|| panic!("{t:?}: no simulated clock"));
+        let d = derive(sim, t);
+        let one_way_us = backend_sim::fabric::PortConfig::PROPAGATION_NS_DEFAULT as f64 / 1e3;
+        let floor_us = if t.connection == Connection::Rc {
+            2.0 * one_way_us
+        } else {
+            one_way_us
         };
+        match d {
+            Derived::Bw { gbps, mpps, .. } => {
+                assert!(gbps > 0.0 && gbps < line_gbps, "{t:?}: {gbps} Gb/s");
+                assert!(mpps > 0.0, "{t:?}");
+            }
+            Derived::Lat { min_us, p99_us, .. } => {
+                assert!(min_us > floor_us, "{t:?}: t_min {min_us} us");
+                assert!(p99_us < 100.0, "{t:?}: t_99 {p99_us} us");
+            }
+            Derived::Rate { .. } => panic!("{t:?}: a data-path test printed a rate table"),
+        }
+        d
+    }
+
+    // Goal: every test runs through the one generic `measure` on the
+    // simulator and reports both clocks, the data-path tests with plausible
+    // simulated figures: bandwidth below the port's line rate and, for 64
+    // KiB messages (one RC pair, 128 in flight), above half of it; latency
+    // at least the propagation of a round trip. Method: measure each test
+    // on one simulator.
+    #[test]
+    fn measure_on_the_simulator() {
         let mut v = SimVerbs::new(SimConfig::default());
+        let line_gbps = line_rate_gbps(&mut v);
+        assert!(line_gbps > 0.0);
         let r = measure(&mut v, &test(TestKind::QpLifecycle, 50)).expect("lifecycle");
         assert_eq!(r.backend, "sim");
         assert!(matches!(r.wall, Figures::Rate { .. }) && r.sim.is_some());
@@ -1068,10 +1190,49 @@ mod tests {
         let (ok, refused) = r.modify_tally.expect("tally");
         assert_eq!(ok + refused, 1_003);
         for kind in TestKind::ALL.into_iter().filter(|k| k.is_data_path()) {
-            match measure(&mut v, &test(kind, 10)) {
-                Ok(r) => assert!(r.sim.is_some(), "{kind:?}"),
-                Err(e) => assert!(e.is_not_implemented(), "{kind:?}: {e}"),
+            let t = test(kind, 200);
+            let r = measure(&mut v, &t).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+            assert!(matches!(
+                (&r.wall, kind.is_latency()),
+                (Figures::Lat { .. }, true) | (Figures::Bw { .. }, false)
+            ));
+            let d = check_simulated(&r, &t, line_gbps);
+            if let (Derived::Bw { gbps, .. }, TestKind::WriteBw | TestKind::SendBw) = (d, kind) {
+                assert!(gbps > 0.5 * line_gbps, "{kind:?}: {gbps} Gb/s");
             }
+        }
+    }
+
+    // Goal: the transports and QP counts the options select run on the
+    // simulator too. Method: write_bw over UC on 4 QPs, send_bw over UD
+    // (2 KiB, under the MTU), send_lat over UC; plausible figures each.
+    #[test]
+    fn transports_and_qp_counts_on_the_simulator() {
+        let mut v = SimVerbs::new(SimConfig::default());
+        let line_gbps = line_rate_gbps(&mut v);
+        let cases = [
+            PerfTest {
+                qps: 4,
+                connection: Connection::Uc,
+                ..test(TestKind::WriteBw, 500)
+            },
+            PerfTest {
+                size: 2048,
+                connection: Connection::Ud,
+                ..test(TestKind::SendBw, 500)
+            },
+            PerfTest {
+                connection: Connection::Uc,
+                ..test(TestKind::SendLat, 100)
+            },
+            PerfTest {
+                qps: 2,
+                ..test(TestKind::AtomicRate, 500)
+            },
+        ];
+        for t in cases {
+            let r = measure(&mut v, &t).unwrap_or_else(|e| panic!("{t:?}: {e}"));
+            check_simulated(&r, &t, line_gbps);
         }
     }
 
@@ -1084,6 +1245,7 @@ mod tests {
             size: 2,
             iterations: 100,
             qps: 1,
+            connection: Connection::Rc,
             tx_depth: 1,
             post_list: 1,
             atomic: RateOp::FetchAdd,

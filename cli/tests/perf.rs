@@ -1,11 +1,11 @@
-//! `verbsim perf` end to end: usage errors, the control-path tables and
-//! JSON on the simulator, and the "not available" exit of the data-path
-//! tests while the simulator has no data path.
+//! `verbsim perf` end to end: usage errors, the control-path and data-path
+//! tables and JSON on the simulator, with plausible simulated figures.
 
 use std::process::Command;
 
+use backend_sim::fabric::PortConfig;
 use backend_sim::SimVerbs;
-use verbs_api::{Capabilities, Verbs};
+use verbs_api::{ProcessId, Verbs};
 
 fn verbsim(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_verbsim"))
@@ -56,7 +56,10 @@ fn perf_usage_errors_exit_2() {
             &["perf", "write_bw", "-s", "0"],
             "verbsim perf: -s must be 1..=",
         ),
-        (&["perf", "write_bw", "-c", "UD"], "RC only"),
+        (
+            &["perf", "write_bw", "-c", "UD"],
+            "verbsim perf: -c UD: write_bw does not run over UD",
+        ),
     ];
     for (args, want) in cases {
         let (code, stdout, stderr) = verbsim(args);
@@ -131,31 +134,104 @@ fn perf_json_has_the_numbers() {
     assert_eq!(ok + refused, 2000);
 }
 
-// Goal: a data-path test on the simulator, which has no data path yet, is
-// one clear line and exit 2, not a panic; once the simulator advertises the
-// data path, the same command prints the bandwidth table instead.
-// Method: write_bw and send_lat with a few iterations.
+/// The data rate of the simulator's default port, Gb/s (what `verbsim
+/// perf` runs on), from `ibv_query_port`.
+fn line_rate_gbps() -> f64 {
+    let mut v = SimVerbs::default();
+    let ctx = v.open_device(0, ProcessId(0)).expect("open");
+    let port = v.query_port(&ctx, 1).expect("port");
+    let mbps = PortConfig::ib_rate_mbps(port.active_width, port.active_speed).expect("IB rate");
+    mbps as f64 / 1e3
+}
+
+/// A number of the JSON, parsed.
+fn json_f64(json: &str, key: &str) -> f64 {
+    let raw = json_value(json, key);
+    raw.parse()
+        .unwrap_or_else(|_| panic!("{key} is not a number: {raw}"))
+}
+
+// Goal: the data-path tests run on the simulator and print their tables,
+// both clocks, in the shape perftest prints. Method: write_bw and send_lat
+// with a few iterations; find the header and a `wall` and a `simulated` row
+// with the size and iterations asked for.
 #[test]
-fn perf_data_path_on_the_sim() {
-    let data_path = SimVerbs::default()
-        .capabilities()
-        .contains(Capabilities::DATA_PATH);
+fn perf_data_path_prints_the_tables() {
     for (test, header) in [
         ("write_bw", "BW average[Gb/sec]"),
         ("send_lat", "t_typical[usec]"),
     ] {
         let (code, stdout, stderr) = verbsim(&["perf", test, "-n", "100"]);
-        if data_path {
-            assert_eq!(code, 0, "{stderr}");
-            assert!(stdout.contains(header), "{stdout}");
-        } else {
-            assert_eq!(code, 2, "{stdout}{stderr}");
-            let line = format!("verbsim perf: {test} is not available on the sim backend yet: ");
-            assert!(stderr.starts_with(&line), "{stderr}");
-            assert_eq!(stderr.lines().count(), 1, "{stderr}");
-            assert!(stdout.is_empty(), "{stdout}");
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.contains(header), "{stdout}");
+        assert!(stdout.contains("connection: RC | QPs: 1"), "{stdout}");
+        for clock in ["wall", "simulated"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.trim_end().ends_with(clock))
+                .unwrap_or_else(|| panic!("no {clock} row in {stdout}"));
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cells[1], "100", "{row}");
+            assert!(cells[2].parse::<f64>().is_ok_and(|x| x > 0.0), "{row}");
         }
     }
+}
+
+// Goal: the simulated figures are plausible for the modelled port: 64 KiB
+// RDMA WRITE bandwidth below the line rate (headers and ACKs cost) but
+// above half of it (128 in flight keep the link busy), READ bandwidth below
+// the line rate, a message rate for 8-byte atomics, and a SEND latency
+// above the propagation delay of the round trip the ACK needs.
+// Method: --json runs; the `sim` object's numbers.
+#[test]
+fn perf_simulated_figures_are_plausible() {
+    let line = line_rate_gbps();
+    let one_way_us = PortConfig::PROPAGATION_NS_DEFAULT as f64 / 1e3;
+    for (test, floor) in [("write_bw", 0.5 * line), ("read_bw", 0.0)] {
+        let (code, stdout, stderr) = verbsim(&["perf", "--json", test, "-n", "2000"]);
+        assert_eq!(code, 0, "{stderr}");
+        let sim = json_value(stdout.trim(), "sim");
+        let gbps = json_f64(sim, "bw_gbps");
+        assert!(
+            gbps > floor && gbps < line,
+            "{test}: {gbps} Gb/s on a {line} Gb/s port"
+        );
+        let wall = json_value(stdout.trim(), "wall");
+        assert!(json_f64(wall, "bw_gbps") > 0.0, "{wall}");
+    }
+    let (code, stdout, stderr) = verbsim(&["perf", "--json", "atomic_rate", "-n", "2000"]);
+    assert_eq!(code, 0, "{stderr}");
+    let sim = json_value(stdout.trim(), "sim");
+    assert!(json_f64(sim, "msg_rate_mpps") > 0.0, "{sim}");
+    assert_eq!(json_value(stdout.trim(), "atomic"), "\"fetch_add\"");
+    let (code, stdout, stderr) = verbsim(&["perf", "--json", "send_lat", "-n", "200"]);
+    assert_eq!(code, 0, "{stderr}");
+    let sim = json_value(stdout.trim(), "sim");
+    let t_min = json_f64(sim, "t_min_us");
+    let t_99 = json_f64(sim, "t_p99_us");
+    assert!(t_min > 2.0 * one_way_us, "t_min {t_min} us");
+    assert!(t_99 >= t_min && t_99 < 100.0, "t_99 {t_99} us");
+}
+
+// Goal: -c and -q reach the workloads: UD SEND bandwidth over two QP pairs
+// runs and says so in the table; a UD SEND above the MTU cannot run (exit
+// 2, one line). Method: send_bw -c UD -q 2 -s 2K, then -s 64K.
+#[test]
+fn perf_transport_and_qps_options() {
+    let (code, stdout, stderr) = verbsim(&[
+        "perf", "send_bw", "-c", "UD", "-q", "2", "-s", "2K", "-n", "1000",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("connection: UD | QPs: 2"), "{stdout}");
+    let (code, stdout, stderr) = verbsim(&["perf", "send_bw", "-c", "UD", "-s", "64K"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.starts_with("verbsim perf: send_bw cannot run on the sim backend: ")
+            && stderr.contains("MTU"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 // Goal: --backend hw is a clear exit 2 on this machine, built with or
