@@ -524,8 +524,9 @@ impl World {
                 Opcode::ReadResponse(_) => self.on_read_response(&p),
                 Opcode::AtomicAcknowledge => self.on_atomic_ack(&p),
                 _ => {
-                    self.on_request(&p);
-                    self.unreliable_departed(&p);
+                    if let Some(sender) = self.on_request(&p) {
+                        self.unreliable_done(sender, &p);
+                    }
                 }
             },
             FabricEvent::Timer(t) => match t.kind {
@@ -552,7 +553,7 @@ impl World {
         let (bound, path, req) = q.phase.parts();
         match to {
             QpState::Reset => {
-                self.disarm(qp);
+                self.disarm_tx(qp);
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
                     q.tx = Tx::default();
@@ -564,7 +565,7 @@ impl World {
             }
             QpState::Error | QpState::SendQueueError => {
                 if to == QpState::Error {
-                    self.disarm(qp);
+                    self.disarm_tx(qp);
                     self.flush_rx_message(qp);
                 } else {
                     self.disarm_tx(qp);
@@ -671,10 +672,6 @@ impl World {
 
     /// Before a QP is destroyed: its timers stop counting as live work.
     pub(crate) fn exec_on_destroy(&mut self, qp: QpHandle) {
-        self.disarm(qp);
-    }
-
-    fn disarm(&mut self, qp: QpHandle) {
         self.disarm_tx(qp);
     }
 
@@ -718,7 +715,6 @@ impl World {
     /// Transmits what the send queue allows: called after a post, on
     /// entering RTS, after progress and when an RNR wait ends.
     pub(crate) fn kick(&mut self, qp: QpHandle) {
-        let flavor = self.config.errno_flavor;
         loop {
             let Some(q) = self.qps.get(qp.index, qp.generation) else {
                 return;
@@ -772,7 +768,6 @@ impl World {
             if w.send_flags.contains(SendFlags::FENCE) && q.tx.rd_atomic > 0 {
                 return;
             }
-            let _ = flavor;
             self.transmit(qp, seq, transport, class);
         }
     }
@@ -1445,12 +1440,16 @@ impl World {
     /// An unreliable request's last packet arrived or was dropped: the
     /// request is done (the responder, if any, has read its bytes).
     fn unreliable_departed(&mut self, p: &Packet) {
-        if !p.opcode.is_request() || !p.opcode.ends_message() {
+        if let Some(qp) = self.qp_at(p.source) {
+            self.unreliable_done(qp, p);
+        }
+    }
+
+    /// [`Self::unreliable_departed`] with the sender already looked up.
+    fn unreliable_done(&mut self, qp: QpHandle, p: &Packet) {
+        if !p.opcode.ends_message() {
             return;
         }
-        let Some(qp) = self.qp_at(p.source) else {
-            return;
-        };
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
@@ -1470,16 +1469,17 @@ impl World {
 
     // ----------------------------------------------------------- responder
 
-    fn on_request(&mut self, p: &Packet) {
-        let Some(rq) = self.qp_at(p.destination) else {
-            // No such QP: dropped (RC senders time out).
-            self.discard(p, "no such QP");
-            return;
-        };
+    /// A request arrives; returns its sender, if it still exists.
+    fn on_request(&mut self, p: &Packet) -> Option<QpHandle> {
         let Some(req) = self.qp_at(p.source) else {
             // The sender is gone: nothing to read the payload from.
             self.discard(p, "sender destroyed");
-            return;
+            return None;
+        };
+        let Some(rq) = self.qp_at(p.destination) else {
+            // No such QP: dropped (RC senders time out).
+            self.discard(p, "no such QP");
+            return Some(req);
         };
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let s = self.qps.get(req.index, req.generation).expect("live");
@@ -1487,13 +1487,13 @@ impl World {
         let st = transport_of(s.class);
         if !receives(r.phase.state(), rt) {
             self.discard(p, "QP not in RTR, RTS or SQD");
-            return;
+            return Some(req);
         }
         let seq = p.cookie;
         if seq < s.sq.done || seq >= s.tx.send_seq {
             // The request already completed: a stale duplicate.
             self.discard(p, "stale duplicate");
-            return;
+            return Some(req);
         }
         match (rt, st) {
             (Transport::Ud, Transport::Ud) if p.opcode == Opcode::UdSend => {
@@ -1509,6 +1509,7 @@ impl World {
             // UD/UC table "UD→RC QP").
             _ => self.discard(p, "transport mismatch"),
         }
+        Some(req)
     }
 
     /// Records that the receiver dropped `p` silently, and why.
@@ -1617,6 +1618,46 @@ impl World {
                 })
             }
         }
+    }
+
+    /// Whether the receive WQE `peek` can take a `len`-byte message
+    /// (`scatter_plan`); if not, the error path runs (the WQE is consumed
+    /// unless the receiver drops the message) and the answer is false.
+    fn recv_fits(
+        &mut self,
+        rq: QpHandle,
+        p: &Packet,
+        peek: RecvRef,
+        len: u32,
+        transport: Transport,
+    ) -> bool {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let (device, pd) = (r.device, r.pd.map_or(u32::MAX, |p| p.index));
+        let sges = match peek.srq {
+            Some(srq) => {
+                let s = self.srqs.get(srq.index, srq.generation).expect("live");
+                let (w, sges, _) = s.ring.get(peek.seq);
+                &sges[..w.num_sge as usize]
+            }
+            None => {
+                let (w, sges, _) = r.rq.get(peek.seq);
+                &sges[..w.num_sge as usize]
+            }
+        };
+        let mrs = DevMrs {
+            mrs: &self.mrs,
+            device,
+        };
+        let Err(scenario) = scatter_plan(len, transport, sges, &mrs, pd) else {
+            return true;
+        };
+        let recv = if error_outcome(scenario, transport).dropped {
+            None
+        } else {
+            self.take_recv(rq)
+        };
+        self.responder_error(rq, p, scenario, recv);
+        false
     }
 
     /// The SGEs of a consumed receive WQE.
@@ -1868,30 +1909,7 @@ impl World {
             };
             if !write {
                 // SEND: the receive buffer must hold the message (§4.2 rows 6, 7).
-                let r = self.qps.get(rq.index, rq.generation).expect("live");
-                let sges = match peek.srq {
-                    Some(srq) => {
-                        let s = self.srqs.get(srq.index, srq.generation).expect("live");
-                        let (w, sges, _) = s.ring.get(peek.seq);
-                        &sges[..w.num_sge as usize]
-                    }
-                    None => {
-                        let (w, sges, _) = r.rq.get(peek.seq);
-                        &sges[..w.num_sge as usize]
-                    }
-                };
-                let mrs = DevMrs {
-                    mrs: &self.mrs,
-                    device,
-                };
-                if let Err(scenario) = scatter_plan(total, transport, sges, &mrs, pd) {
-                    let out = error_outcome(scenario, transport);
-                    let recv = if out.dropped {
-                        None
-                    } else {
-                        self.take_recv(rq)
-                    };
-                    self.responder_error(rq, p, scenario, recv);
+                if !self.recv_fits(rq, p, peek, total, transport) {
                     return false;
                 }
                 if info.is_some_and(|i| i.with_inv) {
@@ -2154,35 +2172,11 @@ impl World {
             self.discard(p, "wrong Q_Key");
             return;
         }
-        let pd = r.pd.map_or(u32::MAX, |p| p.index);
         let Some(peek) = self.peek_recv(rq) else {
             self.discard(p, "no receive WQE");
             return;
         };
-        let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let sges = match peek.srq {
-            Some(srq) => {
-                let s = self.srqs.get(srq.index, srq.generation).expect("live");
-                let (w, sges, _) = s.ring.get(peek.seq);
-                &sges[..w.num_sge as usize]
-            }
-            None => {
-                let (w, sges, _) = r.rq.get(peek.seq);
-                &sges[..w.num_sge as usize]
-            }
-        };
-        let mrs = DevMrs {
-            mrs: &self.mrs,
-            device,
-        };
-        if let Err(scenario) = scatter_plan(p.payload_len, Transport::Ud, sges, &mrs, pd) {
-            let out = error_outcome(scenario, Transport::Ud);
-            let recv = if out.dropped {
-                None
-            } else {
-                self.take_recv(rq)
-            };
-            self.responder_error(rq, p, scenario, recv);
+        if !self.recv_fits(rq, p, peek, p.payload_len, Transport::Ud) {
             return;
         }
         let Some(recv) = self.take_recv(rq) else {
