@@ -29,6 +29,11 @@ impl<T> Default for Arena<T> {
 }
 
 impl<T> Arena<T> {
+    /// Bytes one slot occupies in the arena's vector.
+    pub(crate) const fn slot_bytes(&self) -> usize {
+        size_of::<Slot<T>>()
+    }
+
     /// Stores `value`, returning its `(index, generation)`.
     pub(crate) fn insert(&mut self, value: T) -> (u32, u32) {
         self.live += 1;

@@ -15,6 +15,21 @@ pub enum ErrnoFlavor {
     Spec,
 }
 
+/// What a DCT does with a request whose DC key is not its `dct_access_key`
+/// (dc-and-mlx5dv.md §3.5: not confirmed from upstream code).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DcKeyViolation {
+    /// The spec's recommendation: the DCT drops the request silently (no
+    /// receive WQE consumed, no CQE, the DCT stays RTR, the violation is
+    /// counted and traced); the DCI retries and completes the request with
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    #[default]
+    SilentDrop,
+    /// The DCT answers with a remote-access NAK: the DCI completes the
+    /// request with `IBV_WC_REM_ACCESS_ERR` at once.
+    NakRemoteAccess,
+}
+
 /// Everything a [`crate::SimVerbs`] is built from.
 ///
 /// Two worlds built from equal configurations and driven by the same verb
@@ -40,6 +55,14 @@ pub struct SimConfig {
     pub trace_enabled: bool,
     /// At most this many trace events are kept; later ones are counted only.
     pub trace_events_max: usize,
+    /// What a DCT does on a wrong DC key (a divergence knob, see
+    /// `docs/dc-ooo.md`).
+    pub dc_key_violation: DcKeyViolation,
+    /// Reorder window of `MLX5DV_QP_CREATE_OOO_DP` QPs, in packets (0 and 1
+    /// keep the order, at most 64): the packets of a multi-packet SEND or
+    /// WRITE, and of a READ response, leave in a seeded random order within
+    /// each run of this many packets.
+    pub ooo_window: u32,
 }
 
 impl Default for SimConfig {
@@ -54,6 +77,8 @@ impl Default for SimConfig {
             mr_bytes_max: 16 << 30,
             trace_enabled: true,
             trace_events_max: 1 << 20,
+            dc_key_violation: DcKeyViolation::SilentDrop,
+            ooo_window: 8,
         }
     }
 }

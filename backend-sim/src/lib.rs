@@ -110,7 +110,7 @@ mod sim;
 mod trace;
 mod world;
 
-pub use config::{ErrnoFlavor, SimConfig};
+pub use config::{DcKeyViolation, ErrnoFlavor, SimConfig};
 pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,
     PdHandle, QpHandle, SrqHandle, XrcdHandle,

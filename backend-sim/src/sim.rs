@@ -109,6 +109,20 @@ impl Verbs for SimVerbs {
         {
             caps |= Capabilities::ATOMICS;
         }
+        // mlx5dv, DC, DCI streams and OOO as device 0's profile has them.
+        if let Some(m) = self.world.device_profile(0).and_then(|p| p.mlx5) {
+            caps |= Capabilities::MLX5DV;
+            if m.dc {
+                caps |= Capabilities::DC;
+                if m.dci_streams.max_log_num_concurent > 0 {
+                    caps |= Capabilities::DCI_STREAMS;
+                }
+            }
+            let o = m.ooo_recv_wrs;
+            if o.max_rc | o.max_dct | o.max_xrc | o.max_ud | o.max_uc != 0 {
+                caps |= Capabilities::OOO_DP;
+            }
+        }
         caps
     }
 
@@ -323,6 +337,27 @@ impl Verbs for SimVerbs {
     #[allow(unsafe_code)]
     unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         self.world.post_srq_recv(*srq, wrs)
+    }
+
+    fn mlx5dv_query_device(
+        &mut self,
+        ctx: &ContextHandle,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context> {
+        self.world.mlx5dv_query_device(*ctx, comp_mask)
+    }
+
+    fn mlx5dv_create_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, Self>,
+        mlx5_attr: &Mlx5QpInitAttr,
+    ) -> Result<QpHandle> {
+        self.world.mlx5dv_create_qp(*ctx, attr, mlx5_attr)
+    }
+
+    fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()> {
+        self.world.mlx5dv_dci_stream_id_reset(*qp, stream_id)
     }
 
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {

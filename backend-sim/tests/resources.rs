@@ -480,6 +480,9 @@ fn query_device_port_gid_pkey() {
             | Capabilities::ATOMICS
             | Capabilities::DATA_PATH
     ));
-    // Not modelled yet (issues #4, #5, #6): never claimed.
-    assert!(!caps.intersects(Capabilities::XRC | Capabilities::DC | Capabilities::RDMA_CM));
+    // Not modelled yet (issues #4, #6): never claimed.
+    assert!(!caps.intersects(Capabilities::XRC | Capabilities::RDMA_CM));
+    // DC (issue #5): claimed on cx6 (DC and DCI streams, no OOO).
+    assert!(caps.contains(Capabilities::MLX5DV | Capabilities::DC | Capabilities::DCI_STREAMS));
+    assert!(!caps.contains(Capabilities::OOO_DP));
 }

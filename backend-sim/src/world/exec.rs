@@ -368,7 +368,7 @@ impl World {
     }
 
     /// Hands `packet` to the fabric now.
-    fn wire(&mut self, packet: Packet) {
+    pub(super) fn wire(&mut self, packet: Packet) {
         let now = self.instant();
         let Self {
             fabric,
@@ -716,6 +716,12 @@ impl World {
     /// entering RTS, after progress and when an RNR wait ends.
     pub(crate) fn kick(&mut self, qp: QpHandle) {
         loop {
+            // DCI: per-request target and streams (world/dc.rs).
+            match self.dc_gate(qp) {
+                super::dc::Gate::Go => {}
+                super::dc::Gate::Stop => return,
+                super::dc::Gate::Again => continue,
+            }
             let Some(q) = self.qps.get(qp.index, qp.generation) else {
                 return;
             };
@@ -870,6 +876,22 @@ impl World {
                     offset: 0,
                     cookie: seq,
                 });
+            }
+            _ if npkts > 1 && self.ooo_reliable(qp) => {
+                // OOO_DP: the packets leave in a seeded order (world/ooo.rs).
+                let write = class == OpClass::Write;
+                let template = Packet {
+                    source: src,
+                    destination: dest,
+                    psn,
+                    opcode: Opcode::Send(crate::fabric::SegmentPosition::Only),
+                    flags: retry_flag,
+                    payload_len: 0,
+                    offset: 0,
+                    cookie: seq,
+                };
+                let kind = if write { Opcode::RdmaWrite } else { Opcode::Send };
+                self.ooo_wire(template, len, mtu, last_flags, kind);
             }
             _ => {
                 let write = class == OpClass::Write;
@@ -1051,6 +1073,7 @@ impl World {
         q.tx.next_psn = Psn::new(q.sq.get(first).0.psn);
         q.tx.send_seq = first;
         q.tx.rd_atomic = 0;
+        self.ooo_forget_reads(qp);
     }
 
     /// Marks SEND/WRITE requests whose last PSN is at or before `psn`
@@ -1217,14 +1240,21 @@ impl World {
         if seq < q.sq.done || seq >= q.tx.send_seq {
             return;
         }
-        let (w, sges, _) = q.sq.get(seq);
-        let w = *w;
+        let w = *q.sq.get(seq).0;
         if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
             return;
         }
-        if p.psn != Psn::new(w.psn).add(w.received) {
+        let ooo = self.ooo_read_response(qp, p);
+        if ooo == Some(false) {
+            return;
+        }
+        if ooo.is_none() && p.psn != Psn::new(w.psn).add(w.received) {
             return; // out of order: the timer retries the READ
         }
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let sges = q.sq.get(seq).1;
         // Place the response: responder MR (by rkey) → local SGEs.
         let device = q.device;
         let mut dst = [Extent::default(); EXTENTS_MAX];
@@ -1268,7 +1298,9 @@ impl World {
         self.acknowledge(qp, Psn::new(w.psn), false);
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         let w = q.sq.get_mut(seq);
-        w.received += 1;
+        if ooo.is_none() {
+            w.received += 1;
+        }
         if w.received >= w.npkts {
             w.exec = Exec::Done;
             q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
@@ -1394,6 +1426,10 @@ impl World {
                 }
             }
             if let Some(fate) = fate {
+                // DCI streams: only the request's stream may enter error.
+                if self.dci_stream_absorbs(qp, w.stream, status) {
+                    continue;
+                }
                 self.leave_service(qp, fate);
                 return;
             }
@@ -1414,6 +1450,10 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
+        // A DCT serves many DCIs: one initiator's error does not stop it.
+        if q.class == QpClass::Dct {
+            return;
+        }
         let state = q.phase.state();
         let (b, p, r) = q.phase.parts();
         match fate {
@@ -1495,7 +1535,13 @@ impl World {
             self.discard(p, "stale duplicate");
             return Some(req);
         }
+        if self.ooo_mismatch(rq, req, p) {
+            return Some(req);
+        }
         match (rt, st) {
+            (Transport::Dct, Transport::Dci) if p.opcode != Opcode::UdSend => {
+                self.dct_receive(rq, req, p);
+            }
             (Transport::Ud, Transport::Ud) if p.opcode == Opcode::UdSend => {
                 self.ud_receive(rq, req, p);
             }
@@ -1513,7 +1559,7 @@ impl World {
     }
 
     /// Records that the receiver dropped `p` silently, and why.
-    fn discard(&mut self, p: &Packet, reason: &'static str) {
+    pub(super) fn discard(&mut self, p: &Packet, reason: &'static str) {
         self.record(TraceEvent::Discarded {
             device: u32::from(p.destination.device.0),
             qpn: p.destination.qpn,
@@ -1522,7 +1568,7 @@ impl World {
         });
     }
 
-    fn send_ack(&mut self, p: &Packet, syndrome: AckSyndrome, psn: Psn, cookie: u64) {
+    pub(super) fn send_ack(&mut self, p: &Packet, syndrome: AckSyndrome, psn: Psn, cookie: u64) {
         self.wire(Packet {
             source: p.destination,
             destination: p.source,
@@ -1793,7 +1839,11 @@ impl World {
         self.leave_service(rq, out.responder_fate);
     }
 
-    fn rc_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+    pub(super) fn rc_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        if matches!(p.opcode, Opcode::Send(_) | Opcode::RdmaWrite(_)) && self.ooo_reliable(rq) {
+            self.ooo_receive(rq, req, p);
+            return;
+        }
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         let epsn = r.rx.epsn;
         match p.psn.compare(epsn) {
@@ -1838,7 +1888,7 @@ impl World {
     }
 
     /// A request PSN behind the expected one (a retransmission).
-    fn rc_duplicate(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+    pub(super) fn rc_duplicate(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         match p.opcode {
             Opcode::ReadRequest => self.rc_read(rq, req, p, true),
             Opcode::CompareSwap | Opcode::FetchAdd => {
@@ -1866,7 +1916,7 @@ impl World {
 
     /// First packet of a SEND or WRITE: consume the receive WQE, check the
     /// target. False when the message is refused (NAKed or dropped).
-    fn begin_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) -> bool {
+    pub(super) fn begin_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) -> bool {
         let s = self.qps.get(req.index, req.generation).expect("live");
         let w = *s.sq.get(p.cookie).0;
         let info = opcode_info(w.opcode);
@@ -1945,7 +1995,7 @@ impl World {
     }
 
     /// Places one SEND/WRITE packet's payload.
-    fn place(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) {
+    pub(super) fn place(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) {
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let msg = r.rx.msg;
         if !msg.active || p.payload_len == 0 {
@@ -1978,7 +2028,7 @@ impl World {
     }
 
     /// Last packet of a SEND or WRITE: the receive completion, if any.
-    fn end_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+    pub(super) fn end_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         let msg = core::mem::take(&mut r.rx.msg);
         let qpn = r.qp_num;
@@ -2036,6 +2086,20 @@ impl World {
         if !duplicate {
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
             r.rx.epsn = p.psn.add(n);
+        }
+        if n > 1 && self.ooo_reliable(rq) {
+            let template = Packet {
+                source: p.destination,
+                destination: p.source,
+                psn: p.psn,
+                opcode: Opcode::ReadResponse(crate::fabric::SegmentPosition::Only),
+                flags: PacketFlags::NONE,
+                payload_len: 0,
+                offset: 0,
+                cookie: p.cookie,
+            };
+            self.ooo_wire(template, len, mtu, PacketFlags::NONE, Opcode::ReadResponse);
+            return;
         }
         for (i, seg) in segment(len, mtu).enumerate() {
             self.wire(Packet {

@@ -4,9 +4,11 @@
 //! or iterates a hash map.
 
 mod cq;
+mod dc;
 mod exec;
 mod modify;
 mod mr;
+mod ooo;
 mod post;
 mod qp;
 mod queues;
@@ -235,6 +237,8 @@ pub struct World {
     pub(crate) live_timers: u32,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
+    /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
+    pub(crate) dc: dc::DcState,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -295,6 +299,7 @@ impl World {
             drops: Vec::new(),
             live_timers: 0,
             timer_seq: 0,
+            dc: dc::DcState::new(config.seed),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,

@@ -472,6 +472,7 @@ impl World {
             _ => {}
         }
         self.exec_on_state(qp, from, to);
+        self.dc_on_state(qp, from, to);
         // R5 invariants of the target state.
         let q = self.qps.get(qp.index, qp.generation).expect("live");
         debug_assert_eq!(q.phase.state(), to);

@@ -116,6 +116,13 @@ impl World {
             }
             _ => (None, 0, 0),
         };
+        // DC addressing (world/dc.rs): required on a DCI, refused elsewhere.
+        let dc = self.dc_addressing(qp, wr)?;
+        let q = self.qp(qp, v)?;
+        let (ah, remote_qpn, dc_key, stream) = match dc {
+            Some((ah, dctn, key, stream)) => (Some(ah), dctn, key, stream),
+            None => (ah, remote_qpn, 0, 0),
+        };
         let length: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
         let inline = wr.send_flags.contains(SendFlags::INLINE);
         let wqe = SendWqe {
@@ -129,6 +136,8 @@ impl World {
             remote_qpn,
             remote_qkey,
             remote_srqn: wr.remote_srqn,
+            dc_key,
+            stream,
             num_sge: wr.sg_list.len() as u32,
             signaled: q.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED),
             length,

@@ -134,6 +134,8 @@ pub(crate) struct Qp {
     pub(crate) tx: super::exec::Tx,
     /// Responder execution state.
     pub(crate) rx: super::exec::Rx,
+    /// mlx5dv attributes: DC role, DC key, DCI streams, OOO (`world/dc.rs`).
+    pub(crate) dv: super::dc::DvQp,
 }
 
 /// `send_ops_flags` each type may ask for on mlx5 (rdma-core
@@ -351,6 +353,19 @@ impl World {
         legacy_pd: Option<PdHandle>,
         verb: Verb,
     ) -> Result<QpHandle> {
+        self.create_qp_as(ctx, attr, legacy_pd, verb, None)
+    }
+
+    /// [`Self::create_qp`] with the DC role `mlx5dv_create_qp` already
+    /// validated (`dc` is `Some` only for an `IBV_QPT_DRIVER` QP from there).
+    pub(crate) fn create_qp_as(
+        &mut self,
+        ctx: ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        legacy_pd: Option<PdHandle>,
+        verb: Verb,
+        dc: Option<verbs_api::DcType>,
+    ) -> Result<QpHandle> {
         let v = verb;
         let c = self.ctx(ctx, v)?;
         let (device, process) = (c.device, c.process);
@@ -364,6 +379,9 @@ impl World {
         // libibverbs: the type and the comp_mask (U-CMDQP).
         let class = match qp_type {
             QpType::Unknown(t) => return Err(invalid(v, format!("unknown qp_type {t}"))),
+            QpType::Driver if dc.is_some() => {
+                QpClass::from_qp_type(qp_type, dc).ok_or_else(|| invalid(v, "unknown dc_type"))?
+            }
             QpType::Driver => {
                 return Err(invalid(
                     v,
@@ -557,6 +575,9 @@ impl World {
             }
         }
         let srq = attr.srq.copied();
+        if class == QpClass::Dct && srq.is_none() {
+            return Err(invalid(v, "a DCT needs an SRQ (K-MLX5 check_qp_attr)"));
+        }
         if let Some(s) = srq {
             if qp_type == QpType::XrcSend {
                 return Err(invalid(v, "an XRC_SEND QP cannot use an SRQ"));
@@ -575,8 +596,13 @@ impl World {
         }
 
         // Capabilities (create-qp.md §4).
-        let has_rq = srq.is_none() && qp_type != QpType::XrcSend;
+        let has_rq = srq.is_none() && qp_type != QpType::XrcSend && class != QpClass::Dci;
         let mut req = attr.cap;
+        if class == QpClass::Dct {
+            // A DCT has no send queue and receives through its SRQ: its
+            // capabilities are unused (dc-and-mlx5dv.md §2.1).
+            req = QpCap::default();
+        }
         if qp_type == QpType::XrcSend {
             // libibverbs forces the receive caps of XRC_SEND to 0 (U-CMDQP).
             req.max_recv_wr = 0;
@@ -632,9 +658,14 @@ impl World {
             rq: Ring::new(cap.max_recv_wr, cap.max_recv_sge),
             tx: super::exec::Tx::default(),
             rx: super::exec::Rx {
-                srq_sges: Vec::with_capacity(srq_sges as usize),
+                srq_sges: Vec::with_capacity(if class == QpClass::Dct {
+                    0
+                } else {
+                    srq_sges as usize
+                }),
                 ..Default::default()
             },
+            dv: super::dc::DvQp::default(),
         };
         let h = QpHandle::from_parts(self.qps.insert(qp));
         debug_assert_eq!(h.index, index);
@@ -658,7 +689,13 @@ impl World {
 
     /// `qp->qp_num`.
     pub fn qp_num(&self, qp: QpHandle) -> Result<u32> {
-        Ok(self.qp(qp, Verb::QueryQp)?.qp_num)
+        let q = self.qp(qp, Verb::QueryQp)?;
+        // A DCT gets its number at INIT->RTR (dc-and-mlx5dv.md §2.2).
+        Ok(if q.class == QpClass::Dct && !q.dv.dct_created {
+            0
+        } else {
+            q.qp_num
+        })
     }
 
     /// The QP's current state (authoritative; what `ibv_query_qp` reports).
@@ -672,6 +709,13 @@ impl World {
     pub fn query_qp(&self, qp: QpHandle, _mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
         let q = self.qp(qp, Verb::QueryQp)?;
         let state = q.phase.state();
+        if q.class == QpClass::Dct && state != QpState::ReadyToReceive {
+            // mlx5_query_qp: a DCT is queried only once created (RTR).
+            return Err(invalid(
+                Verb::QueryQp,
+                format!("ibv_query_qp on a DCT in {state}: only RTR can be queried"),
+            ));
+        }
         let mut a = QpAttr {
             qp_state: state,
             cur_qp_state: state,
@@ -743,6 +787,7 @@ impl World {
         let (ctx, device, qpn, pd, send_cq, recv_cq, srq) =
             (q.ctx, q.device, q.qp_num, q.pd, q.send_cq, q.recv_cq, q.srq);
         self.exec_on_destroy(qp);
+        self.dc_on_destroy(qp);
         self.discard_queues(qp);
         if self.device(device).profile.driver == DriverModel::Mlx5 {
             for cq in [send_cq, recv_cq].into_iter().flatten() {

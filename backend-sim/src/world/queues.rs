@@ -41,6 +41,10 @@ pub(crate) struct SendWqe {
     pub(crate) remote_qkey: u32,
     #[allow(dead_code)] // read by XRC sends (issue #4)
     pub(crate) remote_srqn: u32,
+    /// DCI: the DC key presented to the DCT (`mlx5dv_wr_set_dc_addr`).
+    pub(crate) dc_key: u64,
+    /// DCI: the stream (`mlx5dv_wr_set_dc_addr_stream`).
+    pub(crate) stream: u16,
     pub(crate) num_sge: u32,
     /// Whether a successful completion produces a CQE.
     pub(crate) signaled: bool,
@@ -159,6 +163,20 @@ impl<W: Copy + Default> Ring<W> {
     pub(crate) fn get_mut(&mut self, seq: u64) -> &mut W {
         let slot = self.slot(seq);
         &mut self.wqes[slot]
+    }
+
+    /// Exchanges two outstanding requests and their SGEs (out-of-order
+    /// receive-WQE consumption, `world/ooo.rs`).
+    pub(crate) fn swap(&mut self, a: u64, b: u64) {
+        let (sa, sb) = (self.slot(a), self.slot(b));
+        if sa == sb {
+            return;
+        }
+        self.wqes.swap(sa, sb);
+        let n = self.max_sge as usize;
+        for i in 0..n {
+            self.sges.swap(sa * n + i, sb * n + i);
+        }
     }
 
     /// The inline bytes stored for request `seq` (the first `len`).

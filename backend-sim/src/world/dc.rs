@@ -1,0 +1,813 @@
+//! mlx5 direct verbs (dc-and-mlx5dv.md): `mlx5dv_query_device`,
+//! `mlx5dv_create_qp` with every field of `mlx5dv_qp_init_attr`, the DC
+//! transport (DCI requester, DCT responder, DC keys), DCI streams and
+//! `mlx5dv_dci_stream_id_reset`.
+//!
+//! # The DC model
+//!
+//! A DCI is an RC requester whose destination comes with each work request
+//! (address handle, DCT number, DC key, stream). It is connected to one DCT
+//! at a time: a request for another target waits until everything sent to
+//! the current one has completed, then the DCI disconnects and connects to
+//! the new target (hardware does the same, with a connect handshake the
+//! simulator makes instantaneous). The DCT keeps responder state (expected
+//! PSN, the message in progress) per connected DCI, in
+//! [`DcState::conns`], created at connect and dropped at disconnect; the
+//! DCT object itself holds no per-initiator memory, so a DCT costs its QP
+//! slot and nothing else.
+//!
+//! A request whose DC key is not the DCT's access key is dropped silently
+//! (or NAKed, [`crate::DcKeyViolation`]) before any receive WQE is touched.
+//!
+//! With DCI streams (`MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`) a failed request
+//! puts only its stream in error: its completion carries the error, later
+//! requests of that stream complete with `IBV_WC_WR_FLUSH_ERR` and the others
+//! keep running; the DCI enters ERR once `2^log_num_errored` distinct streams
+//! are in error. `mlx5dv_dci_stream_id_reset` takes a stream out of error.
+
+use std::collections::BTreeMap;
+
+use verbs_api::{
+    DcType, DciStreams, DciStreamsCaps, Mlx5Context, Mlx5ContextFlags,
+    Mlx5ContextMask, Mlx5QpCreateFlags, Mlx5QpInitAttr, Mlx5QpInitAttrMask, Mlx5SendOpsFlags,
+    QpClass, QpInitAttrEx, QpInitAttrMask, QpState, QpType, Result, SendWr, Sge, Verb, WcStatus,
+};
+
+use super::exec::RxMsg;
+use super::queues::Exec;
+use super::{invalid, unsupported, World};
+use crate::datapath::RetryCounters;
+use crate::fabric::{AckSyndrome, Address, Endpoint, Packet, Psn};
+use crate::handles::{AhHandle, ContextHandle, QpHandle};
+use crate::profile::DriverModel;
+use crate::rng::{SimRng, Stream};
+use crate::{DcKeyViolation, SimVerbs};
+
+/// The mlx5dv attributes of a QP (all default for a plain verbs QP).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DvQp {
+    /// DCT: its `dct_access_key`.
+    pub(crate) dct_key: u64,
+    /// DCT: reached RTR, so it exists in "firmware" and has its number.
+    pub(crate) dct_created: bool,
+    /// DCI: its stream configuration, if created with DCI streams.
+    pub(crate) streams: Option<DciStreams>,
+    /// DCI: the streams in error (bit `stream_id`).
+    pub(crate) errored: u32,
+    /// `MLX5DV_QP_CREATE_OOO_DP`.
+    pub(crate) ooo: bool,
+    /// DCI: the DCT it is connected to.
+    pub(crate) conn: Option<Endpoint>,
+}
+
+/// A DCT's responder state for one connected DCI.
+#[derive(Debug, Default)]
+pub(crate) struct Conn {
+    epsn: Psn,
+    nak_sent: bool,
+    msg: RxMsg,
+    srq_sges: Vec<Sge>,
+    srq_num_sge: u32,
+}
+
+/// An out-of-order message in progress at a responder: packets `base..`
+/// not all arrived; bit `i` of `bits` = packet `base + i` arrived.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OooMsg {
+    pub(crate) base: u32,
+    pub(crate) bits: u64,
+}
+
+/// World-wide DC and OOO state.
+#[derive(Debug)]
+pub(crate) struct DcState {
+    /// `(DCT slot, DCI device, DCI number)` → the DCT's state for that DCI.
+    pub(crate) conns: BTreeMap<(u32, u16, u32), Conn>,
+    /// `(responder slot, requester device, requester number)` → message
+    /// being placed out of order.
+    pub(crate) ooo: BTreeMap<(u32, u16, u32), OooMsg>,
+    /// Placement and receive-WQE choices of OOO QPs.
+    pub(crate) rng: SimRng,
+    /// Requests DCTs refused for a wrong DC key.
+    pub(crate) key_violations: u64,
+}
+
+impl DcState {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self {
+            conns: BTreeMap::new(),
+            ooo: BTreeMap::new(),
+            rng: SimRng::new(seed, Stream::Placement),
+            key_violations: 0,
+        }
+    }
+}
+
+/// What the DCI gate tells the transmit loop.
+pub(crate) enum Gate {
+    /// Go on with the request at `send_seq` (or the loop's own checks).
+    Go,
+    /// Wait: the request needs another target while requests are outstanding.
+    Stop,
+    /// The request was flushed (its stream is in error): look again.
+    Again,
+}
+
+/// `send_ops_flags` (mlx5dv part) each QP class may ask for
+/// (dc-and-mlx5dv.md §1.4).
+fn dv_send_ops_allowed(class: QpClass) -> Mlx5SendOpsFlags {
+    use Mlx5SendOpsFlags as F;
+    match class {
+        QpClass::Rc => {
+            F::MR_INTERLEAVED | F::MR_LIST | F::MKEY_CONFIGURE | F::RAW_WQE | F::MEMCPY
+        }
+        QpClass::Dci => F::RAW_WQE | F::MEMCPY,
+        QpClass::Uc | QpClass::XrcIni | QpClass::Ud | QpClass::RawPacket => F::RAW_WQE,
+        _ => F::empty(),
+    }
+}
+
+impl World {
+    // --------------------------------------------------------------- verbs
+
+    /// `mlx5dv_query_device`: the DC, DCI-stream and OOO capabilities of the
+    /// device's profile; `comp_mask` on return says which fields were filled
+    /// (OOO only when the profile supports it for some type). `EOPNOTSUPP`
+    /// on a non-mlx5 (rxe) device.
+    pub fn mlx5dv_query_device(
+        &self,
+        ctx: ContextHandle,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context> {
+        let v = Verb::Mlx5dvQueryDevice;
+        let device = self.ctx(ctx, v)?.device;
+        let p = &self.device(device).profile;
+        let Some(m) = p.mlx5.as_ref() else {
+            return Err(unsupported(
+                v,
+                format!("the {} device is not an mlx5 device", p.name),
+            ));
+        };
+        let mut out = Mlx5Context {
+            version: 1,
+            flags: Mlx5ContextFlags::CQE_V1,
+            ..Mlx5Context::default()
+        };
+        let mut filled = Mlx5ContextMask::empty();
+        if comp_mask.contains(Mlx5ContextMask::DCI_STREAMS) && m.dc {
+            out.dci_streams_caps = m.dci_streams;
+            filled |= Mlx5ContextMask::DCI_STREAMS;
+        }
+        if comp_mask.contains(Mlx5ContextMask::MAX_DC_RD_ATOM) && m.dc {
+            out.max_dc_rd_atom = m.max_dc_rd_atom;
+            out.max_dc_init_rd_atom = m.max_dc_init_rd_atom;
+            filled |= Mlx5ContextMask::MAX_DC_RD_ATOM;
+        }
+        let o = m.ooo_recv_wrs;
+        let any_ooo = o.max_rc | o.max_xrc | o.max_dct | o.max_ud | o.max_uc != 0;
+        if comp_mask.contains(Mlx5ContextMask::OOO_RECV_WRS) && any_ooo {
+            out.ooo_recv_wrs_caps = o;
+            filled |= Mlx5ContextMask::OOO_RECV_WRS;
+        }
+        out.comp_mask = filled;
+        Ok(out)
+    }
+
+    /// `mlx5dv_create_qp`: the mlx5dv attribute rules of dc-and-mlx5dv.md
+    /// §1–§3 and §5.2, then the generic creation of `ibv_create_qp_ex`.
+    /// Nothing is created on error.
+    pub fn mlx5dv_create_qp(
+        &mut self,
+        ctx: ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        dv: &Mlx5QpInitAttr,
+    ) -> Result<QpHandle> {
+        let v = Verb::Mlx5dvCreateQp;
+        let device = self.ctx(ctx, v)?.device;
+        let p = &self.device(device).profile;
+        let m = match (p.driver, p.mlx5) {
+            (DriverModel::Mlx5, Some(m)) => m,
+            _ => {
+                return Err(unsupported(
+                    v,
+                    format!("mlx5dv_create_qp on the {} device, which is not mlx5", p.name),
+                ))
+            }
+        };
+        let mask = dv.comp_mask;
+        if mask.unknown_bits() != 0 {
+            return Err(invalid(
+                v,
+                format!("unknown mlx5dv comp_mask bits {:#x}", mask.unknown_bits()),
+            ));
+        }
+        // DC type selection (§1.3).
+        let dc = if mask.contains(Mlx5QpInitAttrMask::DC) {
+            if attr.qp_type != QpType::Driver {
+                return Err(invalid(v, "DC QP must be of type IBV_QPT_DRIVER"));
+            }
+            match dv.dc_init_attr.dc_type {
+                t @ (DcType::Dci | DcType::Dct) => Some(t),
+                t => return Err(invalid(v, format!("unknown dc_type {t}"))),
+            }
+        } else {
+            if attr.qp_type == QpType::Driver {
+                return Err(invalid(
+                    v,
+                    "an IBV_QPT_DRIVER QP needs MLX5DV_QP_INIT_ATTR_MASK_DC",
+                ));
+            }
+            None
+        };
+        if dc.is_some() && !m.dc {
+            return Err(unsupported(
+                v,
+                format!("the {} device does not support DC", p.name),
+            ));
+        }
+        let class = QpClass::from_qp_type(attr.qp_type, dc);
+        let is_dct = dc == Some(DcType::Dct);
+        let is_dci = dc == Some(DcType::Dci);
+
+        // DCT argument rules (§2.1).
+        if is_dct {
+            let allowed = Mlx5QpInitAttrMask::DC | Mlx5QpInitAttrMask::QP_CREATE_FLAGS;
+            if !allowed.contains(mask) {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "a DCT takes only DC and QP_CREATE_FLAGS in the mlx5dv comp_mask (got {mask})"
+                    ),
+                ));
+            }
+            if attr.comp_mask != QpInitAttrMask::PD {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "a DCT takes exactly IBV_QP_INIT_ATTR_PD in comp_mask (got {})",
+                        attr.comp_mask
+                    ),
+                ));
+            }
+            if attr.srq.is_none() || attr.recv_cq.is_none() {
+                return Err(invalid(v, "a DCT needs an SRQ and a recv_cq"));
+            }
+        }
+        // DCI argument rules (§3.1).
+        if is_dci && (attr.cap.max_recv_wr != 0 || attr.cap.max_recv_sge != 0) {
+            return Err(invalid(
+                v,
+                "a DCI has no receive queue: max_recv_wr and max_recv_sge must be 0",
+            ));
+        }
+        let streams = if mask.contains(Mlx5QpInitAttrMask::DCI_STREAMS) {
+            if !is_dci {
+                return Err(invalid(v, "DCI_STREAMS is only valid for a DCI"));
+            }
+            let s = dv.dc_init_attr.dci_streams;
+            let caps: DciStreamsCaps = m.dci_streams;
+            if caps.max_log_num_concurent == 0 {
+                return Err(invalid(v, "the device does not support DCI streams"));
+            }
+            if s.log_num_concurent > caps.max_log_num_concurent {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "log_num_concurent {} is above the device's {}",
+                        s.log_num_concurent, caps.max_log_num_concurent
+                    ),
+                ));
+            }
+            if s.log_num_errored > caps.max_log_num_errored {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "log_num_errored {} is above the device's {}",
+                        s.log_num_errored, caps.max_log_num_errored
+                    ),
+                ));
+            }
+            Some(s)
+        } else {
+            None
+        };
+
+        // create_flags (§1.2, §5.2).
+        let flags = if mask.contains(Mlx5QpInitAttrMask::QP_CREATE_FLAGS) {
+            dv.create_flags
+        } else {
+            Mlx5QpCreateFlags::empty()
+        };
+        self.check_dv_create_flags(device, attr, class, flags)?;
+
+        // send_ops_flags (§1.4).
+        if mask.contains(Mlx5QpInitAttrMask::SEND_OPS_FLAGS) {
+            let ops = dv.send_ops_flags;
+            if ops.unknown_bits() != 0 {
+                return Err(unsupported(
+                    v,
+                    format!("unknown mlx5dv send_ops_flags bits {:#x}", ops.unknown_bits()),
+                ));
+            }
+            let extra = class.map_or(ops, |c| ops.difference(dv_send_ops_allowed(c)));
+            if !extra.is_empty() {
+                return Err(unsupported(
+                    v,
+                    format!("mlx5dv send_ops_flags {extra} are not supported on this QP type"),
+                ));
+            }
+        }
+
+        let qp = self.create_qp_as(ctx, attr, None, v, dc)?;
+        let q = self.qp_mut(qp, v)?;
+        q.dv = DvQp {
+            dct_key: if is_dct {
+                dv.dc_init_attr.dct_access_key
+            } else {
+                0
+            },
+            streams,
+            ooo: flags.contains(Mlx5QpCreateFlags::OOO_DP),
+            ..DvQp::default()
+        };
+        Ok(qp)
+    }
+
+    /// The mlx5dv `create_flags` rules for the QP's class on `device`.
+    fn check_dv_create_flags(
+        &self,
+        device: u32,
+        attr: &QpInitAttrEx<'_, SimVerbs>,
+        class: Option<QpClass>,
+        flags: Mlx5QpCreateFlags,
+    ) -> Result<()> {
+        use Mlx5QpCreateFlags as F;
+        let v = Verb::Mlx5dvCreateQp;
+        let p = &self.device(device).profile;
+        if flags.unknown_bits() != 0 {
+            return Err(invalid(
+                v,
+                format!("unknown mlx5dv create_flags bits {:#x}", flags.unknown_bits()),
+            ));
+        }
+        if flags.contains(F::DISABLE_SCATTER_TO_CQE | F::ALLOW_SCATTER_TO_CQE) {
+            return Err(invalid(
+                v,
+                "DISABLE_SCATTER_TO_CQE and ALLOW_SCATTER_TO_CQE exclude each other",
+            ));
+        }
+        let raw = attr.qp_type == QpType::RawPacket;
+        if class == Some(QpClass::Dct) {
+            let refused = flags
+                & (F::TUNNEL_OFFLOADS
+                    | F::TIR_ALLOW_SELF_LOOPBACK_UC
+                    | F::TIR_ALLOW_SELF_LOOPBACK_MC
+                    | F::ALLOW_SCATTER_TO_CQE
+                    | F::PACKET_BASED_CREDIT_MODE);
+            if !refused.is_empty() {
+                return Err(invalid(
+                    v,
+                    format!("create_flags {refused} are not valid for a DCT"),
+                ));
+            }
+        } else {
+            let raw_only =
+                flags & (F::TUNNEL_OFFLOADS | F::TIR_ALLOW_SELF_LOOPBACK_UC | F::TIR_ALLOW_SELF_LOOPBACK_MC);
+            if !raw_only.is_empty() && !raw {
+                return Err(invalid(
+                    v,
+                    format!("create_flags {raw_only} are RAW_PACKET-only"),
+                ));
+            }
+            if flags.contains(F::TUNNEL_OFFLOADS) {
+                return Err(invalid(
+                    v,
+                    "the simulated device has no tunnel offloads",
+                ));
+            }
+            if flags.contains(F::PACKET_BASED_CREDIT_MODE) {
+                if attr.qp_type != QpType::Rc {
+                    return Err(invalid(v, "PACKET_BASED_CREDIT_MODE is RC-only"));
+                }
+                return Err(invalid(
+                    v,
+                    "the simulated device does not report MLX5DV_CONTEXT_FLAGS_PACKET_BASED_CREDIT_MODE",
+                ));
+            }
+        }
+        if flags.contains(F::SIG_PIPELINING) {
+            return Err(unsupported(
+                v,
+                "SIG_PIPELINING needs SQD->RTS, which the mlx5 profile does not support",
+            ));
+        }
+        if flags.contains(F::OOO_DP) {
+            let o = p.mlx5.map(|m| m.ooo_recv_wrs).unwrap_or_default();
+            // rdma-core is_qpt_ooo_sup: DRIVER -> max_dct for DCI and DCT.
+            let cap = match attr.qp_type {
+                QpType::Driver => o.max_dct,
+                QpType::Rc => o.max_rc,
+                QpType::XrcSend | QpType::XrcRecv => o.max_xrc,
+                QpType::Uc => o.max_uc,
+                QpType::Ud => o.max_ud,
+                _ => 0,
+            };
+            if cap == 0 {
+                return Err(unsupported(
+                    v,
+                    format!(
+                        "the {} device does not support OOO_DP for {} QPs (no fallback)",
+                        p.name, attr.qp_type
+                    ),
+                ));
+            }
+            let has_rq = matches!(attr.qp_type, QpType::Rc | QpType::Uc | QpType::Ud)
+                && attr.srq.is_none();
+            if has_rq && attr.cap.max_recv_wr > 1 && attr.cap.max_recv_wr > cap {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "max_recv_wr {} is above the OOO limit {cap} for {} QPs",
+                        attr.cap.max_recv_wr, attr.qp_type
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `mlx5dv_dci_stream_id_reset`: `EINVAL` if the QP is not a DCI or the
+    /// stream is out of range, `EOPNOTSUPP` without DCI streams or outside
+    /// RTS; the stream leaves error and its later requests run.
+    pub fn mlx5dv_dci_stream_id_reset(&mut self, qp: QpHandle, stream_id: u16) -> Result<()> {
+        let v = Verb::Mlx5dvDciStreamIdReset;
+        let q = self.qp(qp, v)?;
+        if q.class != QpClass::Dci {
+            return Err(invalid(v, format!("the QP is a {}, not a DCI", q.class.name())));
+        }
+        let Some(s) = q.dv.streams else {
+            return Err(unsupported(v, "the DCI was not created with DCI streams"));
+        };
+        if q.phase.state() != QpState::ReadyToSend {
+            return Err(unsupported(
+                v,
+                format!("the DCI is in {}, not RTS", q.phase.state()),
+            ));
+        }
+        if u32::from(stream_id) >= 1u32 << s.log_num_concurent {
+            return Err(invalid(
+                v,
+                format!(
+                    "stream_id {stream_id} is not below 2^log_num_concurent = {}",
+                    1u32 << s.log_num_concurent
+                ),
+            ));
+        }
+        let q = self.qp_mut(qp, v)?;
+        q.dv.errored &= !(1u32 << stream_id);
+        self.kick(qp);
+        Ok(())
+    }
+
+    /// The number of requests DCTs refused for a wrong DC key so far.
+    pub fn dc_key_violations(&self) -> u64 {
+        self.dc.key_violations
+    }
+
+    /// Heap bytes the simulator holds for the DCT `qp`: its share of the QP
+    /// arena (one slot), its own buffers and its DC connection entries.
+    /// (Accounted from capacities, not measured by an allocator.)
+    pub fn dct_heap_bytes(&self, qp: QpHandle) -> Option<usize> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let slot = self.qps.slot_bytes();
+        let own = q.rx.srq_sges.capacity() * size_of::<Sge>()
+            + q.mcast.capacity() * size_of::<(verbs_api::Gid, u16)>();
+        let conns: usize = self
+            .dc
+            .conns
+            .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
+            .map(|(_, c)| {
+                size_of::<((u32, u16, u32), Conn)>()
+                    + c.srq_sges.capacity() * size_of::<Sge>()
+            })
+            .sum();
+        Some(slot + own + conns)
+    }
+
+    // ------------------------------------------------------------ posting
+
+    /// The DC addressing of one send request: `Some` on a DCI (required
+    /// there), `None` elsewhere (refused there).
+    pub(crate) fn dc_addressing(
+        &self,
+        qp: QpHandle,
+        wr: &SendWr<'_, SimVerbs>,
+    ) -> Result<Option<(AhHandle, u32, u64, u16)>> {
+        let v = Verb::PostSend;
+        let q = self.qp(qp, v)?;
+        if q.class != QpClass::Dci {
+            if wr.dc.is_some() {
+                return Err(invalid(
+                    v,
+                    format!("DC addressing on a {} QP, not a DCI", q.class.name()),
+                ));
+            }
+            return Ok(None);
+        }
+        let Some(dc) = wr.dc.as_ref() else {
+            return Err(invalid(
+                v,
+                "a work request on a DCI needs DC addressing (mlx5dv_wr_set_dc_addr)",
+            ));
+        };
+        self.ah(*dc.ah, v)?;
+        let streams = q.dv.streams.map_or(1, |s| 1u32 << s.log_num_concurent);
+        if u32::from(dc.stream_id) >= streams {
+            return Err(invalid(
+                v,
+                format!(
+                    "stream_id {} is not below the DCI's {streams} streams",
+                    dc.stream_id
+                ),
+            ));
+        }
+        Ok(Some((
+            *dc.ah,
+            dc.remote_dctn & 0xff_ffff,
+            dc.remote_dc_key,
+            dc.stream_id,
+        )))
+    }
+
+    // ---------------------------------------------------------- requester
+
+    /// Where a DC request goes: its AH resolved on the fabric, at `dctn`.
+    fn dc_target(&self, ah: Option<AhHandle>, dctn: u32) -> Option<Endpoint> {
+        let a = ah.and_then(|h| self.ahs.get(h.index, h.generation))?;
+        let addr = if a.attr.is_global {
+            Address::Gid(a.attr.grh.dgid)
+        } else {
+            Address::Lid(a.attr.dlid)
+        };
+        self.fabric.resolve(&addr).map(|port| Endpoint {
+            qpn: dctn,
+            device: port.device,
+            port: port.port,
+        })
+    }
+
+    /// The live DCT at `ep` (created, i.e. past INIT->RTR).
+    fn dct_at(&self, ep: Endpoint) -> Option<QpHandle> {
+        let h = self.qp_by_num(u32::from(ep.device.0), ep.qpn)?;
+        let q = self.qps.get(h.index, h.generation)?;
+        (q.class == QpClass::Dct && q.dv.dct_created).then_some(h)
+    }
+
+    /// The transmit loop's DCI step for the request at `send_seq`: flush it
+    /// if its stream is in error, wait if it needs another target while
+    /// requests are outstanding, else (re)connect and go.
+    pub(crate) fn dc_gate(&mut self, qp: QpHandle) -> Gate {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return Gate::Go;
+        };
+        if q.class != QpClass::Dci {
+            return Gate::Go;
+        }
+        let seq = q.tx.send_seq;
+        if seq >= q.sq.tail
+            || q.tx.blocked
+            || q.tx.rnr_until.is_some()
+            || q.phase.state() != QpState::ReadyToSend
+        {
+            return Gate::Go;
+        }
+        let w = *q.sq.get(seq).0;
+        if w.exec == Exec::Failed(WcStatus::WrFlushErr) {
+            // Flushed before a go-back-N rewind: not sent again.
+            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+            q.tx.send_seq = seq + 1;
+            return Gate::Again;
+        }
+        if q.dv.errored & (1u32 << (w.stream & 31)) != 0 {
+            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+            let wm = q.sq.get_mut(seq);
+            wm.exec = Exec::Failed(WcStatus::WrFlushErr);
+            wm.checked = true;
+            q.tx.send_seq = seq + 1;
+            self.complete_sq(qp);
+            return Gate::Again;
+        }
+        // An unresolvable AH goes nowhere: the fabric drops it, the DCI
+        // times out (RETRY_EXC_ERR) as for an unreachable RC peer.
+        let target = self.dc_target(w.ah, w.remote_qpn).unwrap_or(Endpoint {
+            qpn: w.remote_qpn,
+            device: crate::fabric::DeviceIndex(u16::MAX),
+            port: 1,
+        });
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        if q.dv.conn == Some(target) {
+            return Gate::Go;
+        }
+        if q.tx.send_seq > q.sq.done {
+            return Gate::Stop;
+        }
+        self.dc_disconnect(qp);
+        self.dc_connect(qp, target);
+        Gate::Go
+    }
+
+    /// The DCI connects to `target`: the DCT (if there is one) gets fresh
+    /// responder state for it, expecting the DCI's next PSN.
+    fn dc_connect(&mut self, qp: QpHandle, target: Endpoint) {
+        let dct = self.dct_at(target);
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        q.dv.conn = Some(target);
+        q.tx.dest = target;
+        let (src, epsn) = (q.tx.src, q.tx.next_psn);
+        if let Some(d) = dct {
+            self.dc.conns.insert(
+                (d.index, src.device.0, src.qpn),
+                Conn {
+                    epsn,
+                    ..Conn::default()
+                },
+            );
+        }
+    }
+
+    /// The DCI leaves its current target (the DCT forgets it).
+    pub(crate) fn dc_disconnect(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let Some(old) = q.dv.conn.take() else {
+            return;
+        };
+        let src = q.tx.src;
+        if let Some(d) = self.qp_by_num(u32::from(old.device.0), old.qpn) {
+            self.dc.conns.remove(&(d.index, src.device.0, src.qpn));
+            self.dc.ooo.remove(&(d.index, src.device.0, src.qpn));
+        }
+    }
+
+    /// A failed request of a DCI with streams: only its stream enters error
+    /// (true: the DCI stays in service) unless `2^log_num_errored` distinct
+    /// streams are then in error (false: the DCI goes to ERR as usual).
+    pub(crate) fn dci_stream_absorbs(&mut self, qp: QpHandle, stream: u16, status: WcStatus) -> bool {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return false;
+        };
+        let Some(s) = q.dv.streams else {
+            return false;
+        };
+        if q.class != QpClass::Dci {
+            return false;
+        }
+        let bit = 1u32 << (stream & 31);
+        if q.dv.errored & bit != 0 && status == WcStatus::WrFlushErr {
+            return true;
+        }
+        q.dv.errored |= bit;
+        if q.dv.errored.count_ones() >= 1u32 << s.log_num_errored {
+            return false;
+        }
+        // Only this stream is in error: what was sent after the failure is
+        // sent again on a fresh connection, the others go on.
+        let req = q.phase.parts().2.unwrap_or_default();
+        for seq in q.sq.done..q.tx.send_seq {
+            let w = q.sq.get_mut(seq);
+            if matches!(w.exec, Exec::Sent | Exec::Done) {
+                w.exec = Exec::Queued;
+            }
+            w.received = 0;
+        }
+        q.tx.send_seq = q.sq.done;
+        q.tx.blocked = false;
+        q.tx.rd_atomic = 0;
+        q.tx.retry = RetryCounters::new(req.retry_cnt, req.rnr_retry);
+        self.dc_disconnect(qp);
+        self.kick(qp);
+        true
+    }
+
+    /// The DC side of a state change (after the executor's).
+    pub(crate) fn dc_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        match q.class {
+            QpClass::Dct if to == QpState::ReadyToReceive && from == QpState::Init => {
+                q.dv.dct_created = true;
+            }
+            QpClass::Dci if from != to => {
+                if to == QpState::Reset {
+                    q.dv.errored = 0;
+                }
+                if matches!(to, QpState::Reset | QpState::Error | QpState::ReadyToReceive) {
+                    self.dc_disconnect(qp);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Before a QP is destroyed: its DC connections go.
+    pub(crate) fn dc_on_destroy(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        match q.class {
+            QpClass::Dci => self.dc_disconnect(qp),
+            QpClass::Dct => {
+                let keys: Vec<_> = self
+                    .dc
+                    .conns
+                    .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in keys {
+                    self.dc.conns.remove(&k);
+                    self.dc.ooo.remove(&k);
+                }
+            }
+            _ => {
+                let keys: Vec<_> = self
+                    .dc
+                    .ooo
+                    .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
+                    .map(|(k, _)| *k)
+                    .collect();
+                for k in keys {
+                    self.dc.ooo.remove(&k);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------- responder
+
+    /// A request from a DCI at a DCT: the DC key, then the RC responder with
+    /// the DCT's state for that DCI swapped in.
+    pub(crate) fn dct_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let key = s.sq.get(p.cookie).0.dc_key;
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        if key != r.dv.dct_key {
+            self.dc.key_violations += 1;
+            match self.config.dc_key_violation {
+                DcKeyViolation::SilentDrop => self.discard(p, "DC key violation"),
+                DcKeyViolation::NakRemoteAccess => {
+                    self.discard(p, "DC key violation");
+                    self.send_ack(p, AckSyndrome::RemoteAccessError, p.psn, 0);
+                }
+            }
+            return;
+        }
+        let ck = (rq.index, p.source.device.0, p.source.qpn);
+        if !self.swap_conn(rq, ck) {
+            self.discard(p, "no DC connection from this DCI");
+            return;
+        }
+        self.rc_receive(rq, req, p);
+        self.swap_conn(rq, ck);
+    }
+
+    /// Exchanges the DCT's responder state with the connection's.
+    fn swap_conn(&mut self, rq: QpHandle, key: (u32, u16, u32)) -> bool {
+        let Self { dc, qps, .. } = self;
+        let (Some(c), Some(r)) = (dc.conns.get_mut(&key), qps.get_mut(rq.index, rq.generation))
+        else {
+            return false;
+        };
+        core::mem::swap(&mut c.epsn, &mut r.rx.epsn);
+        core::mem::swap(&mut c.nak_sent, &mut r.rx.nak_sent);
+        core::mem::swap(&mut c.msg, &mut r.rx.msg);
+        core::mem::swap(&mut c.srq_sges, &mut r.rx.srq_sges);
+        core::mem::swap(&mut c.srq_num_sge, &mut r.rx.srq_num_sge);
+        true
+    }
+
+    /// `MLX5DV_QP_CREATE_OOO_DP` on one side only (§5.1 "must be set on both
+    /// sides"): the responder refuses the request with an Invalid Request
+    /// NAK before touching memory or receive WQEs; the requester completes
+    /// it with `IBV_WC_REM_INV_REQ_ERR`. True when refused.
+    pub(crate) fn ooo_mismatch(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) -> bool {
+        let (Some(r), Some(s)) = (
+            self.qps.get(rq.index, rq.generation),
+            self.qps.get(req.index, req.generation),
+        ) else {
+            return false;
+        };
+        if r.dv.ooo == s.dv.ooo {
+            return false;
+        }
+        let reliable = super::post::transport_of(r.class).is_reliable();
+        self.discard(p, "OOO_DP set on one side only");
+        if reliable {
+            self.send_ack(p, AckSyndrome::InvalidRequest, p.psn, 0);
+        }
+        true
+    }
+}

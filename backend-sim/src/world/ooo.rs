@@ -1,0 +1,266 @@
+//! Out-of-order data placement (`MLX5DV_QP_CREATE_OOO_DP`,
+//! dc-and-mlx5dv.md §5) on the reliable transports (RC, DCI→DCT).
+//!
+//! * The requester of an OOO QP puts the packets of a multi-packet SEND or
+//!   WRITE on the wire in a seeded random order within each run of
+//!   [`crate::SimConfig::ooo_window`] packets; an OOO responder does the
+//!   same with the packets of a READ response.
+//! * An OOO responder places each SEND/WRITE packet when it arrives,
+//!   whatever its position, and completes (and acknowledges) the message
+//!   once every packet of it has arrived; a READ or atomic still executes
+//!   only after every earlier message (it takes the in-order path).
+//! * An OOO requester places READ response packets as they arrive.
+//! * The receive WQE a message consumes is a seeded choice among the first
+//!   `ooo_window` posted ones (RQ or SRQ); completions stay in order and
+//!   carry the `wr_id` of the WQE actually consumed.
+//!
+//! So a poller of the last byte of a WRITE can see it before the bytes in
+//! front of it: the bug class the flag's man page warns about.
+
+use verbs_api::{QpClass, QpState, SendFlags, WrOpcode};
+
+use super::dc::OooMsg;
+use super::World;
+use crate::fabric::{segment, AckSyndrome, Opcode, Packet, PacketFlags, Psn, Segment};
+use crate::handles::QpHandle;
+
+/// Most packets one OOO window permutes.
+const WINDOW_MAX: usize = 64;
+
+impl World {
+    /// The reorder window of OOO QPs (1 = in order).
+    fn ooo_window(&self) -> usize {
+        (self.config.ooo_window as usize).clamp(1, WINDOW_MAX)
+    }
+
+    /// True when `qp` is an OOO QP of a reliable transport.
+    pub(crate) fn ooo_reliable(&self, qp: QpHandle) -> bool {
+        self.qps
+            .get(qp.index, qp.generation)
+            .is_some_and(|q| q.dv.ooo && matches!(q.class, QpClass::Rc | QpClass::Dci | QpClass::Dct))
+    }
+
+    /// Wires the packets of a `len`-byte message (`template` gives
+    /// everything but PSN, opcode position, offset and length) in a seeded
+    /// random order within each window; `last_flags` go on the last
+    /// packet, `response` selects READ response packets.
+    pub(crate) fn ooo_wire(
+        &mut self,
+        template: Packet,
+        len: u32,
+        mtu: u32,
+        last_flags: PacketFlags,
+        kind: fn(crate::fabric::SegmentPosition) -> Opcode,
+    ) {
+        let window = self.ooo_window();
+        let mut buf = [None::<Segment>; WINDOW_MAX];
+        let mut segs = segment(len, mtu).peekable();
+        while segs.peek().is_some() {
+            let mut n = 0;
+            while n < window {
+                match segs.next() {
+                    Some(s) => {
+                        buf[n] = Some(s);
+                        n += 1;
+                    }
+                    None => break,
+                }
+            }
+            // Fisher-Yates on the window.
+            for i in (1..n).rev() {
+                let j = self.dc.rng.below(i as u64 + 1) as usize;
+                buf.swap(i, j);
+            }
+            for s in buf[..n].iter().flatten().copied() {
+                let flags = if s.position.ends_message() {
+                    last_flags | template.flags
+                } else {
+                    template.flags
+                };
+                self.wire(Packet {
+                    psn: template.psn.add(s.index),
+                    opcode: kind(s.position),
+                    flags,
+                    payload_len: s.len,
+                    offset: s.offset,
+                    ..template
+                });
+            }
+        }
+    }
+
+    /// An OOO receiver takes a receive WQE: a seeded one of the first
+    /// `ooo_window` posted ones is moved to the head first.
+    fn ooo_shuffle_recv(&mut self, rq: QpHandle) {
+        let window = self.ooo_window() as u64;
+        let Some(r) = self.qps.get(rq.index, rq.generation) else {
+            return;
+        };
+        let (done, tail) = match r.srq {
+            Some(s) => match self.srqs.get(s.index, s.generation) {
+                Some(s) => (s.ring.done, s.ring.tail),
+                None => return,
+            },
+            None => (r.rq.done, r.rq.tail),
+        };
+        let k = (tail - done).min(window);
+        if k < 2 {
+            return;
+        }
+        let j = done + self.dc.rng.below(k);
+        let srq = r.srq;
+        match srq {
+            Some(s) => {
+                if let Some(s) = self.srqs.get_mut(s.index, s.generation) {
+                    s.ring.swap(done, j);
+                }
+            }
+            None => {
+                if let Some(r) = self.qps.get_mut(rq.index, rq.generation) {
+                    r.rq.swap(done, j);
+                }
+            }
+        }
+    }
+
+    /// A SEND or WRITE packet at an OOO responder (the RC responder's
+    /// in-order path handles READs and atomics).
+    pub(crate) fn ooo_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let write = matches!(p.opcode, Opcode::RdmaWrite(_));
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let first = Psn::new(w.psn);
+        let n = w.npkts.max(1);
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let epsn = r.rx.epsn;
+        match first.compare(epsn) {
+            core::cmp::Ordering::Greater => {
+                if !r.rx.nak_sent {
+                    r.rx.nak_sent = true;
+                    self.send_ack(p, AckSyndrome::PsnSequenceError, epsn, 0);
+                }
+                return;
+            }
+            core::cmp::Ordering::Less => {
+                self.rc_duplicate(rq, req, p);
+                return;
+            }
+            core::cmp::Ordering::Equal => {}
+        }
+        let idx = p.psn.distance_from(first);
+        let key = (rq.index, p.source.device.0, p.source.qpn);
+        let mut st = match self.dc.ooo.get(&key) {
+            Some(st) => *st,
+            None => {
+                // Whichever packet of the message comes first begins it.
+                let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                r.rx.nak_sent = false;
+                self.ooo_shuffle_recv(rq);
+                let head = Packet { psn: first, ..*p };
+                if !self.begin_message(rq, req, &head, write) {
+                    return;
+                }
+                OooMsg::default()
+            }
+        };
+        if idx < st.base || idx - st.base >= WINDOW_MAX as u32 || (st.bits >> (idx - st.base)) & 1 == 1
+        {
+            self.dc.ooo.insert(key, st);
+            self.discard(p, "OOO duplicate or outside the window");
+            return;
+        }
+        self.place(rq, req, p, write);
+        st.bits |= 1 << (idx - st.base);
+        while st.bits & 1 == 1 {
+            st.bits >>= 1;
+            st.base += 1;
+        }
+        if st.base < n {
+            self.dc.ooo.insert(key, st);
+            return;
+        }
+        self.dc.ooo.remove(&key);
+        let last_psn = first.add(n - 1);
+        if let Some(r) = self.qps.get_mut(rq.index, rq.generation) {
+            r.rx.epsn = first.add(n);
+        }
+        let solicited = if w.send_flags.contains(SendFlags::SOLICITED) {
+            PacketFlags::SOLICITED
+        } else {
+            PacketFlags::NONE
+        };
+        let last = Packet {
+            psn: last_psn,
+            flags: solicited,
+            ..*p
+        };
+        self.end_message(rq, req, &last);
+        if self
+            .qps
+            .get(rq.index, rq.generation)
+            .is_some_and(|r| r.phase.state() != QpState::Error)
+        {
+            self.send_ack(&last, AckSyndrome::Ack, last_psn, 0);
+        }
+    }
+
+    /// A READ response packet at an OOO requester, before placement:
+    /// `None` when the QP is not OOO (the in-order path decides), `Some(true)`
+    /// for a new packet of the READ at `p.cookie` (its `received` count is
+    /// updated), `Some(false)` for a duplicate or stray one (dropped).
+    pub(crate) fn ooo_read_response(&mut self, qp: QpHandle, p: &Packet) -> Option<bool> {
+        if !self.ooo_reliable(qp) {
+            return None;
+        }
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let seq = p.cookie;
+        if seq < q.sq.done || seq >= q.tx.send_seq {
+            return Some(false);
+        }
+        let w = *q.sq.get(seq).0;
+        if w.exec != super::queues::Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
+            return Some(false);
+        }
+        let first = Psn::new(w.psn);
+        let idx = p.psn.distance_from(first);
+        let key = (qp.index, p.source.device.0, p.source.qpn | 0x8000_0000);
+        let mut st = self.dc.ooo.get(&key).copied().unwrap_or_default();
+        if idx >= w.npkts.max(1)
+            || idx < st.base
+            || idx - st.base >= WINDOW_MAX as u32
+            || (st.bits >> (idx - st.base)) & 1 == 1
+        {
+            return Some(false);
+        }
+        st.bits |= 1 << (idx - st.base);
+        while st.bits & 1 == 1 {
+            st.bits >>= 1;
+            st.base += 1;
+        }
+        // `received` counts every arrived packet (the READ is done when it
+        // reaches npkts); the window state remembers which.
+        let q = self.qps.get_mut(qp.index, qp.generation)?;
+        let got = q.sq.get(seq).0.received + 1;
+        q.sq.get_mut(seq).received = got;
+        if got >= w.npkts.max(1) {
+            self.dc.ooo.remove(&key);
+        } else {
+            self.dc.ooo.insert(key, st);
+        }
+        Some(true)
+    }
+
+    /// Forgets the OOO READ progress of a requester (go-back-N re-reads).
+    pub(crate) fn ooo_forget_reads(&mut self, qp: QpHandle) {
+        let keys: Vec<_> = self
+            .dc
+            .ooo
+            .range((qp.index, 0, 0x8000_0000)..=(qp.index, u16::MAX, u32::MAX))
+            .map(|(k, _)| *k)
+            .filter(|k| k.2 & 0x8000_0000 != 0)
+            .collect();
+        for k in keys {
+            self.dc.ooo.remove(&k);
+        }
+    }
+}
