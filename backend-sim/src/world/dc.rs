@@ -469,6 +469,13 @@ impl World {
         Ok(())
     }
 
+    /// READ/atomic requests a DCT of `device` answers at once
+    /// (`max_dc_init_rd_atom`, the DC responder depth).
+    pub(crate) fn dct_responder_resources(&self, device: u32) -> u8 {
+        let m = self.device(device).profile.mlx5;
+        u8::try_from(m.map_or(0, |m| m.max_dc_init_rd_atom)).unwrap_or(u8::MAX)
+    }
+
     /// The number of requests DCTs refused for a wrong DC key so far.
     pub fn dc_key_violations(&self) -> u64 {
         self.dc.key_violations

@@ -1587,7 +1587,12 @@ impl World {
         ResponderView {
             qp_access_flags: b.map_or(AccessFlags::empty(), |b| b.access),
             pd: r.pd.map_or(u32::MAX, |p| p.index),
-            max_dest_rd_atomic: p.map_or(0, |p| p.max_dest_rd_atomic),
+            max_dest_rd_atomic: if r.class == QpClass::Dct {
+                // A DCT's responder resources are the device's DC ones.
+                self.dct_responder_resources(r.device)
+            } else {
+                p.map_or(0, |p| p.max_dest_rd_atomic)
+            },
         }
     }
 
