@@ -63,7 +63,7 @@ impl Default for RcParams {
 }
 
 /// Opens device `index` with a PD and a 256-entry CQ; the QP is filled in later.
-fn open_end(
+pub fn open_end(
     sim: &mut SimVerbs,
     index: usize,
 ) -> (ContextHandle, PdHandle, CqHandle, u16, Gid, bool) {
@@ -132,7 +132,7 @@ pub fn av_to(peer: &End) -> AhAttr {
 
 /// RESET→INIT→RTR for `me` towards `peer`, with exactly the masks the
 /// transition table requires for RC.
-fn rc_to_rtr(sim: &mut SimVerbs, me: &End, peer: &End, p: &RcParams, rq_psn: u32) {
+pub fn rc_to_rtr(sim: &mut SimVerbs, me: &End, peer: &End, p: &RcParams, rq_psn: u32) {
     let init = QpAttr {
         qp_state: QpState::Init,
         port_num: 1,
@@ -172,7 +172,7 @@ fn rc_to_rtr(sim: &mut SimVerbs, me: &End, peer: &End, p: &RcParams, rq_psn: u32
     .unwrap();
 }
 
-fn rc_to_rts(sim: &mut SimVerbs, me: &End, p: &RcParams, sq_psn: u32) {
+pub fn rc_to_rts(sim: &mut SimVerbs, me: &End, p: &RcParams, sq_psn: u32) {
     let rts = QpAttr {
         qp_state: QpState::ReadyToSend,
         timeout: p.timeout,
