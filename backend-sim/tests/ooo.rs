@@ -248,3 +248,4 @@ fn ooo_placement_is_seeded_and_deterministic() {
         "receive WQEs always consumed in order"
     );
 }
+
