@@ -18,3 +18,7 @@ pub mod divergence {}
 /// The hardware backend: build, device selection, benchmarks against perftest.
 #[doc = include_str!("../hardware.md")]
 pub mod hardware {}
+
+/// mlx5 direct verbs: DC (DCI/DCT, keys, streams) and OOO data placement.
+#[doc = include_str!("../dc-ooo.md")]
+pub mod dc_ooo {}
