@@ -133,7 +133,10 @@ fn polling_last_byte_sees_torn_data_only_under_ooo() {
     let torn_ooo = (0..16).filter(|&s| poll_last_byte(s, true)).count();
     let torn_in_order = (0..16).filter(|&s| poll_last_byte(s, false)).count();
     assert_eq!(torn_in_order, 0, "an in-order QP never shows torn data");
-    assert!(torn_ooo >= 8, "OOO showed torn data in only {torn_ooo} of 16 seeds");
+    assert!(
+        torn_ooo >= 8,
+        "OOO showed torn data in only {torn_ooo} of 16 seeds"
+    );
     // Seed 0 is the script's case (conformance/scripts/ooo/torn_last_byte.verbs).
     assert!(poll_last_byte(0, true));
 }
@@ -241,11 +244,13 @@ fn ooo_placement_is_seeded_and_deterministic() {
     assert_eq!(t1, t2);
     assert_eq!(p1, p2);
     let orders: Vec<Vec<u32>> = (0..4).map(|s| ooo_workload(s).1).collect();
-    assert!(orders.iter().any(|o| *o != orders[0]), "placement ignores the seed");
+    assert!(
+        orders.iter().any(|o| *o != orders[0]),
+        "placement ignores the seed"
+    );
     let wqes: Vec<Vec<u64>> = (0..8).map(|s| ooo_workload(s).2).collect();
     assert!(
         wqes.iter().any(|o| *o != vec![100, 101, 102, 103]),
         "receive WQEs always consumed in order"
     );
 }
-

@@ -365,6 +365,86 @@ fn sim_send_recv_bw(c: &mut Criterion) {
     }
 }
 
+/// `sim_dc_fanout/{1,100,1000,10000}`: one iteration is one 64 B WRITE of
+/// 8 DCIs round-robin over that many DCTs; also prints the simulator's
+/// heap bytes per DCT (perf.md: at most 512).
+fn sim_dc_fanout(c: &mut Criterion) {
+    use verbsim_benches::dc::DcFanout;
+    const GROUP: &str = "sim_dc_fanout";
+    let mut prepared = Vec::new();
+    for dcts in [1usize, 100, 1000, 10_000] {
+        let id = format!("{GROUP}/{dcts}");
+        let mut v = sim();
+        let probe = |w: &mut DcFanout<SimVerbs>, v: &mut SimVerbs| w.run(v, PROBE_REQUESTS);
+        if let Some(w) = prepare(&id, &mut v, |v| DcFanout::new(v, dcts), probe) {
+            let world = v.world();
+            let total: usize = w
+                .dcts()
+                .iter()
+                .filter_map(|h| world.dct_heap_bytes(*h))
+                .sum();
+            eprintln!(
+                "{id}: heap per DCT = {} B (target <= 512)",
+                total / w.dcts().len().max(1)
+            );
+            prepared.push((dcts, id, v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    for (dcts, id, v, w) in &mut prepared {
+        g.bench_function(BenchmarkId::from_parameter(*dcts), |b| {
+            b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
+        });
+    }
+    g.finish();
+    for (_, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
+}
+
+/// `sim_ooo_placement/{0,8,64}`: one iteration is one 64 KiB WRITE in 16
+/// packets; 0 is two plain RC QPs (in order), 8 and 64 two OOO_DP QPs with
+/// that reorder window (ConnectX-7 profiles).
+fn sim_ooo_placement(c: &mut Criterion) {
+    use verbsim_benches::dc::OooWrite;
+    const GROUP: &str = "sim_ooo_placement";
+    let mut prepared = Vec::new();
+    for window in [0u32, 8, 64] {
+        let id = format!("{GROUP}/{window}");
+        let mut v = SimVerbs::new(SimConfig {
+            trace_enabled: false,
+            devices: vec![
+                backend_sim::DeviceProfile::connectx7(),
+                backend_sim::DeviceProfile::connectx7(),
+            ],
+            ooo_window: window,
+            ..SimConfig::default()
+        });
+        let probe = |w: &mut OooWrite<SimVerbs>, v: &mut SimVerbs| w.run(v, 4);
+        if let Some(w) = prepare(&id, &mut v, |v| OooWrite::new(v, window > 0), probe) {
+            prepared.push((window, id, v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    for (window, id, v, w) in &mut prepared {
+        g.bench_function(BenchmarkId::from_parameter(*window), |b| {
+            b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
+        });
+    }
+    g.finish();
+    for (_, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
+}
+
 /// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
 #[allow(missing_docs, unreachable_pub)]
 mod groups {
@@ -380,7 +460,7 @@ mod groups {
         name = simulator;
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
-            sim_read_rate, sim_atomic_rate, sim_fault_overhead
+            sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement
     }
 }
 

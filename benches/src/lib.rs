@@ -57,6 +57,7 @@
 pub mod calibration;
 pub mod control;
 pub mod data;
+pub mod dc;
 mod error;
 pub mod fixture;
 pub mod report;

@@ -28,9 +28,9 @@
 use std::collections::BTreeMap;
 
 use verbs_api::{
-    DcType, DciStreams, DciStreamsCaps, Mlx5Context, Mlx5ContextFlags,
-    Mlx5ContextMask, Mlx5QpCreateFlags, Mlx5QpInitAttr, Mlx5QpInitAttrMask, Mlx5SendOpsFlags,
-    QpClass, QpInitAttrEx, QpInitAttrMask, QpState, QpType, Result, SendWr, Sge, Verb, WcStatus,
+    DcType, DciStreams, DciStreamsCaps, Mlx5Context, Mlx5ContextFlags, Mlx5ContextMask,
+    Mlx5QpCreateFlags, Mlx5QpInitAttr, Mlx5QpInitAttrMask, Mlx5SendOpsFlags, QpClass, QpInitAttrEx,
+    QpInitAttrMask, QpState, QpType, Result, SendWr, Sge, Verb, WcStatus,
 };
 
 use super::exec::RxMsg;
@@ -78,6 +78,36 @@ pub(crate) struct OooMsg {
     pub(crate) bits: u64,
 }
 
+/// OOO messages in progress, keyed by `(responder slot, requester device,
+/// requester number)`: a short vector (a handful are in progress at once),
+/// scanned by key, so lookups per packet are cheap and deterministic.
+#[derive(Debug, Default)]
+pub(crate) struct OooTable(Vec<((u32, u16, u32), OooMsg)>);
+
+impl OooTable {
+    pub(crate) fn get(&self, key: &(u32, u16, u32)) -> Option<&OooMsg> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub(crate) fn insert(&mut self, key: (u32, u16, u32), v: OooMsg) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => e.1 = v,
+            None => self.0.push((key, v)),
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &(u32, u16, u32)) {
+        if let Some(i) = self.0.iter().position(|(k, _)| k == key) {
+            self.0.swap_remove(i);
+        }
+    }
+
+    /// Keeps the entries whose key satisfies `keep`.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&(u32, u16, u32)) -> bool) {
+        self.0.retain(|(k, _)| keep(k));
+    }
+}
+
 /// World-wide DC and OOO state.
 #[derive(Debug)]
 pub(crate) struct DcState {
@@ -85,7 +115,7 @@ pub(crate) struct DcState {
     pub(crate) conns: BTreeMap<(u32, u16, u32), Conn>,
     /// `(responder slot, requester device, requester number)` → message
     /// being placed out of order.
-    pub(crate) ooo: BTreeMap<(u32, u16, u32), OooMsg>,
+    pub(crate) ooo: OooTable,
     /// Placement and receive-WQE choices of OOO QPs.
     pub(crate) rng: SimRng,
     /// Requests DCTs refused for a wrong DC key.
@@ -96,7 +126,7 @@ impl DcState {
     pub(crate) fn new(seed: u64) -> Self {
         Self {
             conns: BTreeMap::new(),
-            ooo: BTreeMap::new(),
+            ooo: OooTable::default(),
             rng: SimRng::new(seed, Stream::Placement),
             key_violations: 0,
         }
@@ -118,9 +148,7 @@ pub(crate) enum Gate {
 fn dv_send_ops_allowed(class: QpClass) -> Mlx5SendOpsFlags {
     use Mlx5SendOpsFlags as F;
     match class {
-        QpClass::Rc => {
-            F::MR_INTERLEAVED | F::MR_LIST | F::MKEY_CONFIGURE | F::RAW_WQE | F::MEMCPY
-        }
+        QpClass::Rc => F::MR_INTERLEAVED | F::MR_LIST | F::MKEY_CONFIGURE | F::RAW_WQE | F::MEMCPY,
         QpClass::Dci => F::RAW_WQE | F::MEMCPY,
         QpClass::Uc | QpClass::XrcIni | QpClass::Ud | QpClass::RawPacket => F::RAW_WQE,
         _ => F::empty(),
@@ -190,7 +218,10 @@ impl World {
             _ => {
                 return Err(unsupported(
                     v,
-                    format!("mlx5dv_create_qp on the {} device, which is not mlx5", p.name),
+                    format!(
+                        "mlx5dv_create_qp on the {} device, which is not mlx5",
+                        p.name
+                    ),
                 ))
             }
         };
@@ -306,7 +337,10 @@ impl World {
             if ops.unknown_bits() != 0 {
                 return Err(unsupported(
                     v,
-                    format!("unknown mlx5dv send_ops_flags bits {:#x}", ops.unknown_bits()),
+                    format!(
+                        "unknown mlx5dv send_ops_flags bits {:#x}",
+                        ops.unknown_bits()
+                    ),
                 ));
             }
             let extra = class.map_or(ops, |c| ops.difference(dv_send_ops_allowed(c)));
@@ -347,7 +381,10 @@ impl World {
         if flags.unknown_bits() != 0 {
             return Err(invalid(
                 v,
-                format!("unknown mlx5dv create_flags bits {:#x}", flags.unknown_bits()),
+                format!(
+                    "unknown mlx5dv create_flags bits {:#x}",
+                    flags.unknown_bits()
+                ),
             ));
         }
         if flags.contains(F::DISABLE_SCATTER_TO_CQE | F::ALLOW_SCATTER_TO_CQE) {
@@ -371,8 +408,10 @@ impl World {
                 ));
             }
         } else {
-            let raw_only =
-                flags & (F::TUNNEL_OFFLOADS | F::TIR_ALLOW_SELF_LOOPBACK_UC | F::TIR_ALLOW_SELF_LOOPBACK_MC);
+            let raw_only = flags
+                & (F::TUNNEL_OFFLOADS
+                    | F::TIR_ALLOW_SELF_LOOPBACK_UC
+                    | F::TIR_ALLOW_SELF_LOOPBACK_MC);
             if !raw_only.is_empty() && !raw {
                 return Err(invalid(
                     v,
@@ -380,10 +419,7 @@ impl World {
                 ));
             }
             if flags.contains(F::TUNNEL_OFFLOADS) {
-                return Err(invalid(
-                    v,
-                    "the simulated device has no tunnel offloads",
-                ));
+                return Err(invalid(v, "the simulated device has no tunnel offloads"));
             }
             if flags.contains(F::PACKET_BASED_CREDIT_MODE) {
                 if attr.qp_type != QpType::Rc {
@@ -421,8 +457,8 @@ impl World {
                     ),
                 ));
             }
-            let has_rq = matches!(attr.qp_type, QpType::Rc | QpType::Uc | QpType::Ud)
-                && attr.srq.is_none();
+            let has_rq =
+                matches!(attr.qp_type, QpType::Rc | QpType::Uc | QpType::Ud) && attr.srq.is_none();
             if has_rq && attr.cap.max_recv_wr > 1 && attr.cap.max_recv_wr > cap {
                 return Err(invalid(
                     v,
@@ -443,7 +479,10 @@ impl World {
         let v = Verb::Mlx5dvDciStreamIdReset;
         let q = self.qp(qp, v)?;
         if q.class != QpClass::Dci {
-            return Err(invalid(v, format!("the QP is a {}, not a DCI", q.class.name())));
+            return Err(invalid(
+                v,
+                format!("the QP is a {}, not a DCI", q.class.name()),
+            ));
         }
         let Some(s) = q.dv.streams else {
             return Err(unsupported(v, "the DCI was not created with DCI streams"));
@@ -481,6 +520,12 @@ impl World {
         self.dc.key_violations
     }
 
+    /// Live DC connections (DCI → DCT responder states) in the world: at
+    /// most one per DCI, whatever the number of DCTs.
+    pub fn dc_connection_count(&self) -> usize {
+        self.dc.conns.len()
+    }
+
     /// Heap bytes the simulator holds for the DCT `qp`: its share of the QP
     /// arena (one slot), its own buffers and its DC connection entries.
     /// (Accounted from capacities, not measured by an allocator.)
@@ -494,8 +539,7 @@ impl World {
             .conns
             .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
             .map(|(_, c)| {
-                size_of::<((u32, u16, u32), Conn)>()
-                    + c.srq_sges.capacity() * size_of::<Sge>()
+                size_of::<((u32, u16, u32), Conn)>() + c.srq_sges.capacity() * size_of::<Sge>()
             })
             .sum();
         Some(slot + own + conns)
@@ -662,7 +706,12 @@ impl World {
     /// A failed request of a DCI with streams: only its stream enters error
     /// (true: the DCI stays in service) unless `2^log_num_errored` distinct
     /// streams are then in error (false: the DCI goes to ERR as usual).
-    pub(crate) fn dci_stream_absorbs(&mut self, qp: QpHandle, stream: u16, status: WcStatus) -> bool {
+    pub(crate) fn dci_stream_absorbs(
+        &mut self,
+        qp: QpHandle,
+        stream: u16,
+        status: WcStatus,
+    ) -> bool {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return false;
         };
@@ -712,7 +761,10 @@ impl World {
                 if to == QpState::Reset {
                     q.dv.errored = 0;
                 }
-                if matches!(to, QpState::Reset | QpState::Error | QpState::ReadyToReceive) {
+                if matches!(
+                    to,
+                    QpState::Reset | QpState::Error | QpState::ReadyToReceive
+                ) {
                     self.dc_disconnect(qp);
                 }
             }
@@ -736,20 +788,10 @@ impl World {
                     .collect();
                 for k in keys {
                     self.dc.conns.remove(&k);
-                    self.dc.ooo.remove(&k);
                 }
+                self.dc.ooo.retain(|k| k.0 != qp.index);
             }
-            _ => {
-                let keys: Vec<_> = self
-                    .dc
-                    .ooo
-                    .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in keys {
-                    self.dc.ooo.remove(&k);
-                }
-            }
+            _ => self.dc.ooo.retain(|k| k.0 != qp.index),
         }
     }
 

@@ -890,7 +890,11 @@ impl World {
                     offset: 0,
                     cookie: seq,
                 };
-                let kind = if write { Opcode::RdmaWrite } else { Opcode::Send };
+                let kind = if write {
+                    Opcode::RdmaWrite
+                } else {
+                    Opcode::Send
+                };
                 self.ooo_wire(template, len, mtu, last_flags, kind);
             }
             _ => {
@@ -1921,7 +1925,13 @@ impl World {
 
     /// First packet of a SEND or WRITE: consume the receive WQE, check the
     /// target. False when the message is refused (NAKed or dropped).
-    pub(super) fn begin_message(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) -> bool {
+    pub(super) fn begin_message(
+        &mut self,
+        rq: QpHandle,
+        req: QpHandle,
+        p: &Packet,
+        write: bool,
+    ) -> bool {
         let s = self.qps.get(req.index, req.generation).expect("live");
         let w = *s.sq.get(p.cookie).0;
         let info = opcode_info(w.opcode);

@@ -35,9 +35,9 @@ impl World {
 
     /// True when `qp` is an OOO QP of a reliable transport.
     pub(crate) fn ooo_reliable(&self, qp: QpHandle) -> bool {
-        self.qps
-            .get(qp.index, qp.generation)
-            .is_some_and(|q| q.dv.ooo && matches!(q.class, QpClass::Rc | QpClass::Dci | QpClass::Dct))
+        self.qps.get(qp.index, qp.generation).is_some_and(|q| {
+            q.dv.ooo && matches!(q.class, QpClass::Rc | QpClass::Dci | QpClass::Dct)
+        })
     }
 
     /// Wires the packets of a `len`-byte message (`template` gives
@@ -163,7 +163,9 @@ impl World {
                 OooMsg::default()
             }
         };
-        if idx < st.base || idx - st.base >= WINDOW_MAX as u32 || (st.bits >> (idx - st.base)) & 1 == 1
+        if idx < st.base
+            || idx - st.base >= WINDOW_MAX as u32
+            || (st.bits >> (idx - st.base)) & 1 == 1
         {
             self.dc.ooo.insert(key, st);
             self.discard(p, "OOO duplicate or outside the window");
@@ -252,15 +254,8 @@ impl World {
 
     /// Forgets the OOO READ progress of a requester (go-back-N re-reads).
     pub(crate) fn ooo_forget_reads(&mut self, qp: QpHandle) {
-        let keys: Vec<_> = self
-            .dc
+        self.dc
             .ooo
-            .range((qp.index, 0, 0x8000_0000)..=(qp.index, u16::MAX, u32::MAX))
-            .map(|(k, _)| *k)
-            .filter(|k| k.2 & 0x8000_0000 != 0)
-            .collect();
-        for k in keys {
-            self.dc.ooo.remove(&k);
-        }
+            .retain(|k| k.0 != qp.index || k.2 & 0x8000_0000 == 0);
     }
 }
