@@ -117,7 +117,7 @@ fn last_byte_torn(sim: &mut SimVerbs, dst: &MrHandle) -> bool {
     for _ in 0..1_000_000 {
         let bytes = sim.mr_bytes(dst).unwrap();
         if bytes[LEN - 1] != 0 {
-            return bytes.iter().any(|&x| x == 0);
+            return bytes.contains(&0);
         }
         assert!(sim.world_mut().advance_ns(50));
     }

@@ -165,6 +165,7 @@ impl<V: Verbs> DcFanout<V> {
     ///
     /// # Errors
     /// A failing verb or an error completion.
+    #[allow(unsafe_code)]
     pub fn run(&mut self, v: &mut V, writes: u64) -> Result<(), WorkloadError> {
         let mut posted = 0;
         for k in 0..writes {
@@ -193,12 +194,9 @@ impl<V: Verbs> DcFanout<V> {
                 }),
                 ..SendWr::default()
             };
-            // SAFETY (posting contract, module docs): both MRs live until
+            // SAFETY: posting contract (module docs): both MRs live until
             // teardown and a round is reaped before its slots are reused.
-            #[allow(unsafe_code)]
-            unsafe {
-                v.post_send(&self.dcis[i], &[wr])?;
-            }
+            unsafe { v.post_send(&self.dcis[i], &[wr]) }?;
             posted += 1;
             if posted == FANOUT_DCIS {
                 reap(v, &self.a.cq, posted)?;
@@ -360,6 +358,7 @@ impl<V: Verbs> OooWrite<V> {
     ///
     /// # Errors
     /// A failing verb or an error completion.
+    #[allow(unsafe_code)]
     pub fn run(&mut self, v: &mut V, steps: u64) -> Result<(), WorkloadError> {
         for i in 0..steps {
             let sge = [Sge {
@@ -378,12 +377,9 @@ impl<V: Verbs> OooWrite<V> {
                 },
                 ..SendWr::default()
             };
-            // SAFETY (posting contract, module docs): the MRs live until
+            // SAFETY: posting contract (module docs): the MRs live until
             // teardown and each WRITE completes before the next is posted.
-            #[allow(unsafe_code)]
-            unsafe {
-                v.post_send(&self.qa, &[wr])?;
-            }
+            unsafe { v.post_send(&self.qa, &[wr]) }?;
             reap(v, &self.a.cq, 1)?;
         }
         Ok(())
