@@ -40,6 +40,9 @@ pub struct SimConfig {
     pub trace_enabled: bool,
     /// At most this many trace events are kept; later ones are counted only.
     pub trace_events_max: usize,
+    /// What an XRC_TGT QP does with a `remote_srqn` naming no XRC SRQ of
+    /// its domain (xrc.md §1.5, unconfirmed; see docs/xrc.md).
+    pub xrc_unknown_srqn: crate::XrcUnknownSrqn,
 }
 
 impl Default for SimConfig {
@@ -54,6 +57,7 @@ impl Default for SimConfig {
             mr_bytes_max: 16 << 30,
             trace_enabled: true,
             trace_events_max: 1 << 20,
+            xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
         }
     }
 }

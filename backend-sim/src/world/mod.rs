@@ -11,6 +11,7 @@ mod post;
 mod qp;
 mod queues;
 mod srq;
+mod xrc;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -30,6 +31,8 @@ pub(crate) use cq::Cq;
 pub(crate) use mr::Mr;
 pub(crate) use qp::Qp;
 pub(crate) use srq::Srq;
+pub(crate) use xrc::legacy_srq_attr;
+pub use xrc::XrcUnknownSrqn;
 
 /// Page size of the simulated processes' address spaces.
 pub(crate) const PAGE_SIZE: u64 = 4096;
@@ -235,6 +238,8 @@ pub struct World {
     pub(crate) live_timers: u32,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
+    /// XRC domains, XRC SRQs, XRC_TGT handles, legacy registrations.
+    pub(crate) xrc: xrc::XrcState,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -310,6 +315,7 @@ impl World {
             ahs: Arena::default(),
             processes: BTreeMap::new(),
             mr_bytes_total: 0,
+            xrc: xrc::XrcState::default(),
         }
     }
 
@@ -654,6 +660,12 @@ impl World {
         event: AsyncEventType,
         subject: AsyncSubject,
     ) {
+        // A real XRC_TGT QP: every handle's context hears it.
+        if let AsyncSubject::Qp(q) = subject {
+            if self.fan_out_tgt_event(q, event) {
+                return;
+            }
+        }
         let (device, element) = match subject {
             AsyncSubject::Qp(q) => match self.qps.get(q.index, q.generation) {
                 Some(qp) => (qp.device, qp.qp_num),
