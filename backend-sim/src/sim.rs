@@ -59,6 +59,7 @@ impl SimVerbs {
     fn subject_to_element(&self, s: AsyncSubject) -> AsyncElement<Self> {
         match s {
             AsyncSubject::Qp(q) => AsyncElement::Qp(q),
+            AsyncSubject::QpNum(n) => AsyncElement::QpNum(n),
             AsyncSubject::Cq(c) => AsyncElement::Cq(c),
             AsyncSubject::Srq(s) => AsyncElement::Srq(s),
             AsyncSubject::Port(p) => AsyncElement::Port(p),

@@ -164,6 +164,9 @@ fn device_node_guid(i: usize) -> u64 {
 pub enum AsyncSubject {
     /// A QP.
     Qp(QpHandle),
+    /// A QP known to the receiving process only by number (a legacy XRC
+    /// receive QP the process is registered with, `IBV_XRC_QP_EVENT_FLAG`).
+    QpNum(u32),
     /// A CQ.
     Cq(CqHandle),
     /// An SRQ.
@@ -678,6 +681,12 @@ impl World {
             AsyncSubject::Srq(s) => (
                 self.srqs.get(s.index, s.generation).map_or(0, |s| s.device),
                 s.index,
+            ),
+            AsyncSubject::QpNum(n) => (
+                self.contexts
+                    .get(ctx.index, ctx.generation)
+                    .map_or(0, |c| c.device),
+                n,
             ),
             AsyncSubject::Port(p) => (
                 self.contexts

@@ -665,8 +665,15 @@ impl World {
             let Some(o) = self.xrc.tgt_opens.get(h.index & !ALIAS_BIT, h.generation) else {
                 continue;
             };
+            // A legacy registration has no handle in the process: the event
+            // names the QP by number (xrc.md §2.3, last row).
+            let subject = if self.xrc.legacy.values().any(|&l| l == h) {
+                AsyncSubject::QpNum(qpn)
+            } else {
+                AsyncSubject::Qp(h)
+            };
             if let Some(c) = self.contexts.get_mut(o.ctx.index, o.ctx.generation) {
-                c.async_events.push_back((event, AsyncSubject::Qp(h)));
+                c.async_events.push_back((event, subject));
             }
         }
         self.record(crate::trace::TraceEvent::AsyncEvent {
