@@ -18,3 +18,7 @@ pub mod divergence {}
 /// The hardware backend: build, device selection, benchmarks against perftest.
 #[doc = include_str!("../hardware.md")]
 pub mod hardware {}
+
+/// XRC and the legacy XRC API in the simulator, and their divergences.
+#[doc = include_str!("../xrc.md")]
+pub mod xrc {}
