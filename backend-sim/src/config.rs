@@ -63,6 +63,9 @@ pub struct SimConfig {
     /// WRITE, and of a READ response, leave in a seeded random order within
     /// each run of this many packets.
     pub ooo_window: u32,
+    /// What an XRC_TGT QP does with a `remote_srqn` naming no XRC SRQ of
+    /// its domain (xrc.md §1.5, unconfirmed; see docs/xrc.md).
+    pub xrc_unknown_srqn: crate::XrcUnknownSrqn,
 }
 
 impl Default for SimConfig {
@@ -79,6 +82,7 @@ impl Default for SimConfig {
             trace_events_max: 1 << 20,
             dc_key_violation: DcKeyViolation::SilentDrop,
             ooo_window: 8,
+            xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
         }
     }
 }

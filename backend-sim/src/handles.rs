@@ -77,7 +77,7 @@ handle!(
     AhHandle, "ah"
 );
 handle!(
-    /// An XRC domain (not modelled yet: no value of this type is ever made).
+    /// An XRC domain handle (`ibv_open_xrcd` / `ibv_open_xrc_domain`).
     XrcdHandle, "xrcd"
 );
 handle!(

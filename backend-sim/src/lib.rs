@@ -118,4 +118,4 @@ pub use handles::{
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};
-pub use world::{AsyncSubject, World};
+pub use world::{AsyncSubject, World, XrcUnknownSrqn};

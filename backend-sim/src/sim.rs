@@ -59,6 +59,7 @@ impl SimVerbs {
     fn subject_to_element(&self, s: AsyncSubject) -> AsyncElement<Self> {
         match s {
             AsyncSubject::Qp(q) => AsyncElement::Qp(q),
+            AsyncSubject::QpNum(n) => AsyncElement::QpNum(n),
             AsyncSubject::Cq(c) => AsyncElement::Cq(c),
             AsyncSubject::Srq(s) => AsyncElement::Srq(s),
             AsyncSubject::Port(p) => AsyncElement::Port(p),
@@ -101,6 +102,9 @@ impl Verbs for SimVerbs {
             | Capabilities::SIM;
         if self.world.device_count() >= 2 {
             caps |= Capabilities::TWO_DEVICES;
+        }
+        if self.world.device_profile(0).is_some_and(|p| p.xrc) {
+            caps |= Capabilities::XRC | Capabilities::LEGACY_XRC;
         }
         if self
             .world
@@ -167,7 +171,7 @@ impl Verbs for SimVerbs {
     fn ack_async_event(&mut self, event: &AsyncEvent<Self>) -> Result<()> {
         // The event names its object; find the context that owns it.
         let ctx = match &event.element {
-            AsyncElement::Qp(q) => self.world.qp(*q, Verb::AckAsyncEvent).map(|q| q.ctx).ok(),
+            AsyncElement::Qp(q) => self.world.qp_handle_ctx(*q, Verb::AckAsyncEvent).ok(),
             AsyncElement::Cq(c) => self.world.cq(*c, Verb::AckAsyncEvent).map(|c| c.ctx).ok(),
             AsyncElement::Srq(s) => self
                 .world
@@ -270,7 +274,19 @@ impl Verbs for SimVerbs {
     }
 
     fn destroy_srq(&mut self, srq: &SrqHandle) -> Result<()> {
-        self.world.destroy_srq(*srq)
+        self.world.destroy_any_srq(*srq)
+    }
+
+    fn create_srq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut SrqInitAttrEx<'_, Self>,
+    ) -> Result<SrqHandle> {
+        self.world.create_srq_ex(*ctx, attr)
+    }
+
+    fn get_srq_num(&mut self, srq: &SrqHandle) -> Result<u32> {
+        self.world.get_srq_num(*srq)
     }
 
     fn create_qp(&mut self, pd: &PdHandle, attr: &mut QpInitAttrEx<'_, Self>) -> Result<QpHandle> {
@@ -286,28 +302,43 @@ impl Verbs for SimVerbs {
         self.world.create_qp(*ctx, attr, None, Verb::CreateQpEx)
     }
 
+    // An XRC_TGT QP handle (created or opened) acts on the real QP
+    // (`World::resolve_qp`).
     fn qp_num(&mut self, qp: &QpHandle) -> Result<u32> {
-        self.world.qp_num(*qp)
+        let qp = self.world.resolve_qp(*qp, Verb::QueryQp)?;
+        self.world.qp_num(qp)
     }
 
     fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        self.world.modify_qp(*qp, attr, mask)
+        let qp = self.world.resolve_qp(*qp, Verb::ModifyQp)?;
+        self.world.modify_qp(qp, attr, mask)
     }
 
     fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
-        self.world.query_qp(*qp, mask)
+        self.world.query_qp_handle(*qp, mask)
     }
 
     fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
-        self.world.destroy_qp(*qp)
+        self.world.destroy_qp_handle(*qp)
+    }
+
+    fn open_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        xrcd: &XrcdHandle,
+        attr: &QpOpenAttr,
+    ) -> Result<QpHandle> {
+        self.world.open_qp(*ctx, *xrcd, attr, Verb::OpenQp)
     }
 
     fn attach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
-        self.world.attach_mcast(*qp, gid, lid)
+        let qp = self.world.resolve_qp(*qp, Verb::AttachMcast)?;
+        self.world.attach_mcast(qp, gid, lid)
     }
 
     fn detach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
-        self.world.detach_mcast(*qp, gid, lid)
+        let qp = self.world.resolve_qp(*qp, Verb::DetachMcast)?;
+        self.world.detach_mcast(qp, gid, lid)
     }
 
     fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
@@ -322,14 +353,16 @@ impl Verbs for SimVerbs {
     // unsafe operation (the simulator owns every byte it touches, R13/R14).
     #[allow(unsafe_code)]
     unsafe fn post_send(&mut self, qp: &QpHandle, wrs: &[SendWr<'_, Self>]) -> Result<()> {
-        self.world.post_send(*qp, wrs)
+        let qp = self.world.resolve_qp(*qp, Verb::PostSend)?;
+        self.world.post_send(qp, wrs)
     }
 
     // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
     // unsafe operation (the simulator owns every byte it touches, R13/R14).
     #[allow(unsafe_code)]
     unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
-        self.world.post_recv(*qp, wrs)
+        let qp = self.world.resolve_qp(*qp, Verb::PostRecv)?;
+        self.world.post_recv(qp, wrs)
     }
 
     // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
@@ -358,6 +391,83 @@ impl Verbs for SimVerbs {
 
     fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()> {
         self.world.mlx5dv_dci_stream_id_reset(*qp, stream_id)
+    }
+
+    // ------------------------------------------------------------ XRC
+    // The model: backend-sim/src/world/xrc.rs and docs/xrc.md.
+
+    fn open_xrcd(&mut self, ctx: &ContextHandle, attr: &XrcdInitAttr) -> Result<XrcdHandle> {
+        self.world.open_xrcd(*ctx, attr, Verb::OpenXrcd)
+    }
+
+    fn close_xrcd(&mut self, xrcd: &XrcdHandle) -> Result<()> {
+        self.world.close_xrcd(*xrcd, Verb::CloseXrcd)
+    }
+
+    fn open_xrc_domain(
+        &mut self,
+        ctx: &ContextHandle,
+        fd: XrcdFile,
+        oflags: OpenFlags,
+    ) -> Result<XrcdHandle> {
+        let attr = XrcdInitAttr {
+            comp_mask: XrcdInitAttrMask::FD | XrcdInitAttrMask::OFLAGS,
+            fd,
+            oflags,
+        };
+        self.world.open_xrcd(*ctx, &attr, Verb::OpenXrcDomain)
+    }
+
+    fn close_xrc_domain(&mut self, xrcd: &XrcdHandle) -> Result<()> {
+        self.world.close_xrcd(*xrcd, Verb::CloseXrcDomain)
+    }
+
+    fn create_xrc_srq(
+        &mut self,
+        pd: &PdHandle,
+        xrcd: &XrcdHandle,
+        xrc_cq: &CqHandle,
+        attr: &mut SrqAttr,
+    ) -> Result<SrqHandle> {
+        let ctx = self.world.pd(*pd, Verb::CreateXrcSrq)?.ctx;
+        let mut ex = crate::world::legacy_srq_attr(pd, xrcd, xrc_cq, *attr);
+        let srq = self
+            .world
+            .create_srq_ex(ctx, &mut ex)
+            .map_err(|e| Error::new(Verb::CreateXrcSrq, e.kind(), e.message().to_owned()))?;
+        *attr = ex.attr;
+        Ok(srq)
+    }
+
+    fn create_xrc_rcv_qp(&mut self, xrcd: &XrcdHandle) -> Result<u32> {
+        self.world.create_xrc_rcv_qp(*xrcd)
+    }
+
+    fn modify_xrc_rcv_qp(
+        &mut self,
+        xrcd: &XrcdHandle,
+        qp_num: u32,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+    ) -> Result<()> {
+        self.world.modify_xrc_rcv_qp(*xrcd, qp_num, attr, mask)
+    }
+
+    fn query_xrc_rcv_qp(
+        &mut self,
+        xrcd: &XrcdHandle,
+        qp_num: u32,
+        mask: QpAttrMask,
+    ) -> Result<(QpAttr, QpInitInfo)> {
+        self.world.query_xrc_rcv_qp(*xrcd, qp_num, mask)
+    }
+
+    fn reg_xrc_rcv_qp(&mut self, xrcd: &XrcdHandle, qp_num: u32) -> Result<()> {
+        self.world.reg_xrc_rcv_qp(*xrcd, qp_num)
+    }
+
+    fn unreg_xrc_rcv_qp(&mut self, xrcd: &XrcdHandle, qp_num: u32) -> Result<()> {
+        self.world.unreg_xrc_rcv_qp(*xrcd, qp_num)
     }
 
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {

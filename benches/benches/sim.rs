@@ -34,6 +34,7 @@ use rand_chacha::rand_core::RngCore;
 use verbsim_benches::calibration::{chacha8, EventHeap, HotCopy, RandCopy, RandSpan, COPY_SIZES};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
 use verbsim_benches::data::{MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig};
+use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, WorkloadError};
 
 /// The criterion configuration: default, or the smoke settings of
@@ -445,6 +446,38 @@ fn sim_ooo_placement(c: &mut Criterion) {
     }
 }
 
+/// `sim_xrc_srq_fanin/{1,64,1024}`: one 64 B SEND per iteration, round
+/// robin over that many XRC_INI QPs, all landing in one XRC SRQ.
+fn sim_xrc_srq_fanin(c: &mut Criterion) {
+    const GROUP: &str = "sim_xrc_srq_fanin";
+    let mut prepared = Vec::new();
+    for n in [1usize, 64, 1024] {
+        let id = format!("{GROUP}/{n}");
+        let mut v = sim();
+        let probe = |w: &mut XrcFanIn<SimVerbs>, v: &mut SimVerbs| {
+            w.run(v, PROBE_REQUESTS)?;
+            w.drain(v)
+        };
+        if let Some(w) = prepare(&id, &mut v, |v| XrcFanIn::new(v, n), probe) {
+            prepared.push((n, id, v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    for (n, id, v, w) in &mut prepared {
+        g.bench_function(BenchmarkId::from_parameter(*n), |b| {
+            b.iter_custom(|iters| timed(iters, |k| w.run(v, k).expect(id)));
+        });
+    }
+    g.finish();
+    for (_, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
+}
+
 /// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
 #[allow(missing_docs, unreachable_pub)]
 mod groups {
@@ -460,7 +493,8 @@ mod groups {
         name = simulator;
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
-            sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement
+            sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement,
+            sim_xrc_srq_fanin
     }
 }
 

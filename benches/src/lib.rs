@@ -34,6 +34,7 @@
 //! | `sim_read_rate` | [`data::MessageRate`] with [`data::MessageRateConfig::read_64`] |
 //! | `sim_atomic_rate/{fadd,cswap}` | [`data::MessageRate`] with [`data::MessageRateConfig::atomic`] |
 //! | `sim_fault_overhead/{none,faults}` | [`data::MessageRate`] with [`data::MessageRateConfig::fault_overhead`] (1 % drop, duplicate, delay through `sim_control`) |
+//! | `sim_xrc_srq_fanin/{1,64,1024}` | [`xrc::XrcFanIn`]: that many XRC_INI QPs into one XRC SRQ, 64 B SEND |
 //!
 //! Every input is seeded (offset tables, modify plans, heap contents); only
 //! the harness measures wall time. The data-path workloads also run over
@@ -61,6 +62,7 @@ pub mod dc;
 mod error;
 pub mod fixture;
 pub mod report;
+pub mod xrc;
 
 pub use error::WorkloadError;
 

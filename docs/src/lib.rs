@@ -22,3 +22,7 @@ pub mod hardware {}
 /// mlx5 direct verbs: DC (DCI/DCT, keys, streams) and OOO data placement.
 #[doc = include_str!("../dc-ooo.md")]
 pub mod dc_ooo {}
+
+/// XRC and the legacy XRC API in the simulator, and their divergences.
+#[doc = include_str!("../xrc.md")]
+pub mod xrc {}

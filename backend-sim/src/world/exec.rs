@@ -1555,6 +1555,17 @@ impl World {
             (Transport::Uc, Transport::Uc) if p.opcode != Opcode::UdSend => {
                 self.uc_receive(rq, req, p);
             }
+            // XRC: the TGT QP receives into the SRQ the request names.
+            (Transport::XrcRecv, Transport::XrcSend) if p.opcode != Opcode::UdSend => {
+                if self.xrc_bind_message(rq, req, seq) {
+                    self.rc_receive(rq, req, p);
+                    self.xrc_unbind_message(rq);
+                } else if self.config.xrc_unknown_srqn == crate::XrcUnknownSrqn::Drop {
+                    self.discard(p, "unknown XRC SRQ number");
+                } else {
+                    self.responder_error(rq, p, ErrorScenario::ResponderQpAccess, None);
+                }
+            }
             // RC into UD, UD into RC and the like: dropped (§4.2 row 16,
             // UD/UC table "UD→RC QP").
             _ => self.discard(p, "transport mismatch"),
@@ -1748,7 +1759,12 @@ impl World {
             queue,
             seq: recv.seq,
         };
-        match r.recv_cq {
+        // An XRC SRQ completes into its own CQ (the TGT QP has none).
+        let cq = match (r.recv_cq, queue) {
+            (None, QueueKind::Srq(s)) => self.xrc.srq_cq(s),
+            (cq, _) => cq,
+        };
+        match cq {
             Some(cq) => self.push_completion(cq, entry, solicited),
             None => self.release_wqes(rq, queue, recv.seq),
         }

@@ -13,6 +13,7 @@ mod post;
 mod qp;
 mod queues;
 mod srq;
+mod xrc;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -32,6 +33,8 @@ pub(crate) use cq::Cq;
 pub(crate) use mr::Mr;
 pub(crate) use qp::Qp;
 pub(crate) use srq::Srq;
+pub(crate) use xrc::legacy_srq_attr;
+pub use xrc::XrcUnknownSrqn;
 
 /// Page size of the simulated processes' address spaces.
 pub(crate) const PAGE_SIZE: u64 = 4096;
@@ -163,6 +166,9 @@ fn device_node_guid(i: usize) -> u64 {
 pub enum AsyncSubject {
     /// A QP.
     Qp(QpHandle),
+    /// A QP known to the receiving process only by number (a legacy XRC
+    /// receive QP the process is registered with, `IBV_XRC_QP_EVENT_FLAG`).
+    QpNum(u32),
     /// A CQ.
     Cq(CqHandle),
     /// An SRQ.
@@ -239,6 +245,8 @@ pub struct World {
     pub(crate) timer_seq: u32,
     /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
     pub(crate) dc: dc::DcState,
+    /// XRC domains, XRC SRQs, XRC_TGT handles, legacy registrations.
+    pub(crate) xrc: xrc::XrcState,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -315,6 +323,7 @@ impl World {
             ahs: Arena::default(),
             processes: BTreeMap::new(),
             mr_bytes_total: 0,
+            xrc: xrc::XrcState::default(),
         }
     }
 
@@ -659,6 +668,12 @@ impl World {
         event: AsyncEventType,
         subject: AsyncSubject,
     ) {
+        // A real XRC_TGT QP: every handle's context hears it.
+        if let AsyncSubject::Qp(q) = subject {
+            if self.fan_out_tgt_event(q, event) {
+                return;
+            }
+        }
         let (device, element) = match subject {
             AsyncSubject::Qp(q) => match self.qps.get(q.index, q.generation) {
                 Some(qp) => (qp.device, qp.qp_num),
@@ -671,6 +686,12 @@ impl World {
             AsyncSubject::Srq(s) => (
                 self.srqs.get(s.index, s.generation).map_or(0, |s| s.device),
                 s.index,
+            ),
+            AsyncSubject::QpNum(n) => (
+                self.contexts
+                    .get(ctx.index, ctx.generation)
+                    .map_or(0, |c| c.device),
+                n,
             ),
             AsyncSubject::Port(p) => (
                 self.contexts

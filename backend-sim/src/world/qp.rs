@@ -539,12 +539,12 @@ impl World {
             }
             if let Some(s) = attr.srq {
                 self.srq(*s, v)?;
-                return Err(invalid(v, "a basic SRQ cannot be used with an XRC_RECV QP"));
+                if self.xrc.srq_cq(*s).is_none() {
+                    return Err(invalid(v, "a basic SRQ cannot be used with an XRC_RECV QP"));
+                }
             }
-            return Err(invalid(
-                v,
-                "invalid XRCD handle (XRC domains are not modelled yet)",
-            ));
+            let xrcd = self.tgt_xrcd(ctx, attr.xrcd.copied(), v)?;
+            return self.create_tgt_qp(ctx, device, xrcd, attr, v);
         }
         if attr.xrcd.is_some() && comp_mask.contains(QpInitAttrMask::XRCD) {
             return Err(invalid(
@@ -685,6 +685,70 @@ impl World {
             qp_type,
         });
         Ok(h)
+    }
+
+    /// The XRC_TGT part of `create_qp` (xrc.md §1.4): a real QP owned by
+    /// the domain of `xrcd`, with no PD, CQ, SRQ or queue; the caller gets
+    /// a handle to it (see `world/xrc.rs`).
+    fn create_tgt_qp(
+        &mut self,
+        ctx: ContextHandle,
+        device: u32,
+        xrcd: XrcdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        v: Verb,
+    ) -> Result<QpHandle> {
+        let profile = &self.device(device).profile;
+        if self.device(device).qp_count >= profile.attr.max_qp {
+            return Err(no_mem(
+                v,
+                format!(
+                    "the device already has max_qp = {} QPs",
+                    profile.attr.max_qp
+                ),
+            ));
+        }
+        let index = self.qps.next_index();
+        let qp_num = self
+            .alloc_qpn(device, index)
+            .ok_or_else(|| no_mem(v, "no free QP number"))?;
+        let cap = super::xrc::TGT_CAP;
+        let qp = Qp {
+            ctx,
+            device,
+            pd: None,
+            send_cq: None,
+            recv_cq: None,
+            srq: None,
+            qp_type: QpType::XrcRecv,
+            class: QpClass::XrcTgt,
+            qp_num,
+            cap,
+            sq_sig_all: false,
+            qp_context: attr.qp_context,
+            create_flags: QpCreateFlags::empty(),
+            phase: QpPhase::Reset,
+            mcast: Vec::new(),
+            sq: Ring::new(0, 0),
+            rq: Ring::new(0, 0),
+            tx: super::exec::Tx::default(),
+            rx: super::exec::Rx {
+                srq_sges: Vec::with_capacity(self.device(device).profile.attr.max_srq_sge as usize),
+                ..Default::default()
+            },
+            dv: super::dc::DvQp::default(),
+        };
+        let real = QpHandle::from_parts(self.qps.insert(qp));
+        debug_assert_eq!(real.index, index);
+        self.devices[device as usize].qp_count += 1;
+        self.ctx_mut(ctx, v)?.children += 1;
+        attr.cap = cap;
+        self.record(TraceEvent::QpCreated {
+            device,
+            qpn: qp_num,
+            qp_type: QpType::XrcRecv,
+        });
+        Ok(self.tgt_created(real, ctx, xrcd, attr.qp_context))
     }
 
     /// `qp->qp_num`.
