@@ -40,6 +40,8 @@ pub struct SimConfig {
     pub trace_enabled: bool,
     /// At most this many trace events are kept; later ones are counted only.
     pub trace_events_max: usize,
+    /// The connection manager's timing and limits (docs/rdma-cm.md).
+    pub cm: crate::CmConfig,
 }
 
 impl Default for SimConfig {
@@ -54,6 +56,7 @@ impl Default for SimConfig {
             mr_bytes_max: 16 << 30,
             trace_enabled: true,
             trace_events_max: 1 << 20,
+            cm: crate::CmConfig::default(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! named after the verbs); nothing here reads a wall clock, spawns a thread
 //! or iterates a hash map.
 
+pub(crate) mod cm;
 mod cq;
 mod exec;
 mod modify;
@@ -235,6 +236,8 @@ pub struct World {
     pub(crate) live_timers: u32,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
+    /// The connection manager (rdma_cm): channels, ids, timed CM actions.
+    pub(crate) cm: cm::Cm,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -295,6 +298,7 @@ impl World {
             drops: Vec::new(),
             live_timers: 0,
             timer_seq: 0,
+            cm: cm::Cm::default(),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,
