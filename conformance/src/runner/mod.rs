@@ -236,9 +236,9 @@ impl<V: Verbs> Runner<'_, V> {
                 },
                 "listen_id",
             ) => Ok(Value::CmId(id.clone())),
-            (Value::CmId(id), sub) => self.cm_id_member(id.clone(), sub, word),
+            (Value::CmId(id), sub) => self.cm_id_path(id.clone(), root, sub, word),
             (Value::CmEvent { id, .. }, p) if p.starts_with("id.") => {
-                self.cm_id_member(id.clone(), &p["id.".len()..], word)
+                self.cm_id_path(id.clone(), root, &p["id.".len()..], word)
             }
             (Value::Record(r), p) => {
                 r.get(p).cloned().map(Value::Scalar).ok_or_else(|| {
@@ -246,6 +246,17 @@ impl<V: Verbs> Runner<'_, V> {
                 })
             }
             _ => Ok(Value::Scalar(self.field(root, &value, path)?)),
+        }
+    }
+
+    /// `id.member` or `id.member.field` (e.g. `id.send_cq.cqe`).
+    fn cm_id_path(&mut self, id: V::CmId, root: &str, sub: &str, word: &str) -> Step<Value<V>> {
+        match sub.split_once('.') {
+            Some((member, field)) => {
+                let v = self.cm_id_member(id, member, word)?;
+                Ok(Value::Scalar(self.field(root, &v, field)?))
+            }
+            None => self.cm_id_member(id, sub, word),
         }
     }
 
