@@ -18,3 +18,8 @@ pub mod divergence {}
 /// The hardware backend: build, device selection, benchmarks against perftest.
 #[doc = include_str!("../hardware.md")]
 pub mod hardware {}
+
+/// The simulated connection manager (rdma_cm): address plan, states,
+/// events in virtual time, `rdma_create_qp`, divergences.
+#[doc = include_str!("../rdma-cm.md")]
+pub mod rdma_cm {}
