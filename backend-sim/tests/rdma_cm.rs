@@ -32,11 +32,7 @@ fn caps() -> QpCap {
 }
 
 /// Fetches the next event of `ch`, acknowledges it, checks its type.
-fn expect_event(
-    sim: &mut SimVerbs,
-    ch: &CmChannelHandle,
-    want: CmEventType,
-) -> CmEvent<SimVerbs> {
+fn expect_event(sim: &mut SimVerbs, ch: &CmChannelHandle, want: CmEventType) -> CmEvent<SimVerbs> {
     let ev = sim
         .rdma_get_cm_event(ch)
         .unwrap()
@@ -92,7 +88,10 @@ fn setup(sim: SimVerbs, ps: PortSpace) -> Setup {
     Setup {
         sim,
         client: Side { ch: cch, id: cid },
-        server: Side { ch: sch, id: listen },
+        server: Side {
+            ch: sch,
+            id: listen,
+        },
         listen,
     }
 }
@@ -182,7 +181,10 @@ fn exchange(sim: &mut SimVerbs, from: &CmIdHandle, to: &CmIdHandle, msg: &[u8]) 
     let wc = poll_one(sim, &fi.send_cq.unwrap());
     assert_eq!((wc.wr_id, wc.status), (9, WcStatus::Success));
     let wc = poll_one(sim, &ti.recv_cq.unwrap());
-    assert_eq!((wc.wr_id, wc.status, wc.byte_len), (7, WcStatus::Success, msg.len() as u32));
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (7, WcStatus::Success, msg.len() as u32)
+    );
     assert_eq!(&sim.mr_bytes(&dst).unwrap()[..msg.len()], msg);
     sim.dereg_mr(&src).unwrap();
     sim.dereg_mr(&dst).unwrap();
@@ -204,7 +206,10 @@ fn rc_client_server_exchange_disconnect_and_release() {
     assert!(ci.send_cq.is_some() && ci.recv_cq.is_some() && ci.send_cq != ci.recv_cq);
     assert!(ci.send_cq_channel.is_some() && ci.recv_cq_channel.is_some());
     assert_eq!(ci.addrs.peer, Some(server_addr()));
-    assert_eq!(ci.addrs.local.unwrap().ip(), std::net::IpAddr::V4(device_ipv4(0)));
+    assert_eq!(
+        ci.addrs.local.unwrap().ip(),
+        std::net::IpAddr::V4(device_ipv4(0))
+    );
 
     exchange(&mut s.sim, &c, &sv, b"ping from the client");
     exchange(&mut s.sim, &sv, &c, b"pong from the server");
@@ -250,7 +255,10 @@ fn connect_request_and_established_carry_parameters() {
     s.sim.rdma_connect(&s.client.id, &p).unwrap();
     let req = expect_event(&mut s.sim, &s.server.ch, CmEventType::ConnectRequest);
     // The CM swaps the two; the REQ's data area is 56 bytes for TCP.
-    assert_eq!((req.conn.responder_resources, req.conn.initiator_depth), (3, 2));
+    assert_eq!(
+        (req.conn.responder_resources, req.conn.initiator_depth),
+        (3, 2)
+    );
     assert_eq!(req.conn.qp_num, cqpn);
     assert_eq!(req.private_data, vec![0xab; 56]);
     let sqp = create_qp(&mut s.sim, &req.id, QpType::Rc).unwrap();
@@ -272,14 +280,18 @@ fn connect_request_and_established_carry_parameters() {
     assert_eq!((ca.dest_qp_num, sa.dest_qp_num), (sqpn, cqpn));
     assert_eq!(ca.sq_psn, sa.rq_psn);
     assert_eq!(sa.sq_psn, ca.rq_psn);
-    assert!(ca.qp_access_flags.contains(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ));
+    assert!(ca
+        .qp_access_flags
+        .contains(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ));
 }
 
 #[test]
 fn reject_with_private_data() {
     let mut s = setup(SimVerbs::default(), PortSpace::Tcp);
     create_qp(&mut s.sim, &s.client.id, QpType::Rc).unwrap();
-    s.sim.rdma_connect(&s.client.id, &param(b"let me in")).unwrap();
+    s.sim
+        .rdma_connect(&s.client.id, &param(b"let me in"))
+        .unwrap();
     let req = expect_event(&mut s.sim, &s.server.ch, CmEventType::ConnectRequest);
     assert_eq!(&req.private_data[..9], b"let me in");
     // Too much private data for a REJ: refused, nothing sent.
@@ -319,7 +331,8 @@ fn no_listener_is_rejected_with_invalid_service_id() {
     let mut sim = SimVerbs::default();
     let ch = sim.rdma_create_event_channel().unwrap();
     let id = sim.rdma_create_id(&ch, 0, PortSpace::Tcp).unwrap();
-    sim.rdma_resolve_addr(&id, None, server_addr(), 2000).unwrap();
+    sim.rdma_resolve_addr(&id, None, server_addr(), 2000)
+        .unwrap();
     expect_event(&mut sim, &ch, CmEventType::AddrResolved);
     // Unbound source: the id takes the destination's device (loopback).
     assert_eq!(
@@ -346,7 +359,8 @@ fn unknown_address_times_out_in_virtual_time() {
     assert_eq!(sim.now_ns() - t0, 500_000_000);
     assert!(sim.rdma_get_cm_event(&ch).unwrap().is_none());
     // Still bound; a second resolution may follow.
-    sim.rdma_resolve_addr(&id, None, server_addr(), 500).unwrap();
+    sim.rdma_resolve_addr(&id, None, server_addr(), 500)
+        .unwrap();
     expect_event(&mut sim, &ch, CmEventType::AddrResolved);
 }
 
@@ -385,7 +399,9 @@ fn ud_sidr_exchange() {
     // A rejected SIDR request is UNREACHABLE with IB_SIDR_REJECT.
     let ch = s.client.ch;
     let id2 = s.sim.rdma_create_id(&ch, 0, PortSpace::Udp).unwrap();
-    s.sim.rdma_resolve_addr(&id2, None, server_addr(), 100).unwrap();
+    s.sim
+        .rdma_resolve_addr(&id2, None, server_addr(), 100)
+        .unwrap();
     expect_event(&mut s.sim, &ch, CmEventType::AddrResolved);
     s.sim.rdma_resolve_route(&id2, 100).unwrap();
     expect_event(&mut s.sim, &ch, CmEventType::RouteResolved);
@@ -405,14 +421,22 @@ fn bad_input_changes_nothing() {
     let qps = s.sim.world().qp_count();
 
     // Unbound id.
-    let idle = s.sim.rdma_create_id(&s.client.ch, 0, PortSpace::Tcp).unwrap();
+    let idle = s
+        .sim
+        .rdma_create_id(&s.client.ch, 0, PortSpace::Tcp)
+        .unwrap();
     let e = create_qp(&mut s.sim, &idle, QpType::Rc).unwrap_err();
     assert_eq!((e.verb(), e.errno()), (Verb::RdmaCreateQp, EINVAL));
     // Wildcard-bound: still no device.
     s.sim
         .rdma_bind_addr(&idle, "0.0.0.0:0".parse().unwrap())
         .unwrap();
-    assert_eq!(create_qp(&mut s.sim, &idle, QpType::Rc).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        create_qp(&mut s.sim, &idle, QpType::Rc)
+            .unwrap_err()
+            .errno(),
+        EINVAL
+    );
 
     // A PD of another device (and of another context of the same device).
     let other = s.sim.open_device(1, ProcessId(0)).unwrap();
@@ -445,19 +469,34 @@ fn bad_input_changes_nothing() {
     assert_eq!(s.sim.world().qp_count(), qps + 1);
     // A UD QP on a TCP id.
     s.sim.rdma_destroy_qp(&c).unwrap();
-    assert_eq!(create_qp(&mut s.sim, &c, QpType::Ud).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        create_qp(&mut s.sim, &c, QpType::Ud).unwrap_err().errno(),
+        EINVAL
+    );
     assert_eq!(s.sim.world().cm_context_children(0), Some(before));
 
     // The automatic objects belong to librdmacm.
     create_qp(&mut s.sim, &c, QpType::Rc).unwrap();
     let ci = info(&mut s.sim, &c);
-    assert_eq!(s.sim.destroy_qp(&ci.qp.unwrap()).unwrap_err().errno(), EBUSY);
-    assert_eq!(s.sim.destroy_cq(&ci.send_cq.unwrap()).unwrap_err().errno(), EBUSY);
-    assert_eq!(s.sim.dealloc_pd(&ci.pd.unwrap()).unwrap_err().errno(), EBUSY);
+    assert_eq!(
+        s.sim.destroy_qp(&ci.qp.unwrap()).unwrap_err().errno(),
+        EBUSY
+    );
+    assert_eq!(
+        s.sim.destroy_cq(&ci.send_cq.unwrap()).unwrap_err().errno(),
+        EBUSY
+    );
+    assert_eq!(
+        s.sim.dealloc_pd(&ci.pd.unwrap()).unwrap_err().errno(),
+        EBUSY
+    );
     // destroy_id with a QP, destroy_event_channel with ids.
     assert_eq!(s.sim.rdma_destroy_id(&c).unwrap_err().errno(), EBUSY);
     assert_eq!(
-        s.sim.rdma_destroy_event_channel(&s.client.ch).unwrap_err().errno(),
+        s.sim
+            .rdma_destroy_event_channel(&s.client.ch)
+            .unwrap_err()
+            .errno(),
         EBUSY
     );
     s.sim.rdma_destroy_qp(&c).unwrap();
@@ -470,9 +509,15 @@ fn state_errors() {
     let ch = sim.rdma_create_event_channel().unwrap();
     let id = sim.rdma_create_id(&ch, 0, PortSpace::Tcp).unwrap();
     // connect / route before resolution, accept / reject / disconnect on an idle id.
-    assert_eq!(sim.rdma_connect(&id, &param(&[])).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        sim.rdma_connect(&id, &param(&[])).unwrap_err().errno(),
+        EINVAL
+    );
     assert_eq!(sim.rdma_resolve_route(&id, 10).unwrap_err().errno(), EINVAL);
-    assert_eq!(sim.rdma_accept(&id, &param(&[])).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        sim.rdma_accept(&id, &param(&[])).unwrap_err().errno(),
+        EINVAL
+    );
     assert_eq!(sim.rdma_reject(&id, &[]).unwrap_err().errno(), EINVAL);
     assert_eq!(sim.rdma_disconnect(&id).unwrap_err().errno(), EINVAL);
     // An address no device owns; the id stays idle.
@@ -501,7 +546,8 @@ fn state_errors() {
     let id3 = sim.rdma_create_id(&ch, 0, PortSpace::Ib).unwrap();
     sim.rdma_bind_addr(&id3, server_addr()).unwrap();
     // Resolving on a bound id is fine; doing it twice is not.
-    sim.rdma_resolve_addr(&id2, None, server_addr(), 10).unwrap();
+    sim.rdma_resolve_addr(&id2, None, server_addr(), 10)
+        .unwrap();
     assert_eq!(
         sim.rdma_resolve_addr(&id2, None, server_addr(), 10)
             .unwrap_err()
@@ -518,11 +564,17 @@ fn state_errors() {
     sim.rdma_destroy_id(&id2).unwrap();
     // Too much private data on connect (56 bytes for TCP) / bad depths.
     let mut s = setup(SimVerbs::default(), PortSpace::Tcp);
-    let e = s.sim.rdma_connect(&s.client.id, &param(&[0; 57])).unwrap_err();
+    let e = s
+        .sim
+        .rdma_connect(&s.client.id, &param(&[0; 57]))
+        .unwrap_err();
     assert_eq!(e.errno(), EINVAL);
     let mut p = param(&[]);
     p.initiator_depth = 200;
-    assert_eq!(s.sim.rdma_connect(&s.client.id, &p).unwrap_err().errno(), EINVAL);
+    assert_eq!(
+        s.sim.rdma_connect(&s.client.id, &p).unwrap_err().errno(),
+        EINVAL
+    );
     // Nothing was sent.
     assert!(s.sim.rdma_get_cm_event(&s.server.ch).unwrap().is_none());
 }
@@ -536,9 +588,11 @@ fn ephemeral_ports_are_sequential_and_skip_taken_ones() {
     sim.rdma_bind_addr(&a, SocketAddr::from((device_ipv4(0), first + 1)))
         .unwrap();
     let b = sim.rdma_create_id(&ch, 0, PortSpace::Tcp).unwrap();
-    sim.rdma_bind_addr(&b, SocketAddr::from((device_ipv4(0), 0))).unwrap();
+    sim.rdma_bind_addr(&b, SocketAddr::from((device_ipv4(0), 0)))
+        .unwrap();
     let c = sim.rdma_create_id(&ch, 0, PortSpace::Tcp).unwrap();
-    sim.rdma_bind_addr(&c, SocketAddr::from((device_ipv4(0), 0))).unwrap();
+    sim.rdma_bind_addr(&c, SocketAddr::from((device_ipv4(0), 0)))
+        .unwrap();
     let port = |sim: &mut SimVerbs, id| info(sim, id).addrs.local.unwrap().port();
     assert_eq!(port(&mut sim, &b), first);
     assert_eq!(port(&mut sim, &c), first + 2);
@@ -559,7 +613,12 @@ fn traced_run(seed: u64) -> (String, u32) {
     s.sim.rdma_disconnect(&s.client.id).unwrap();
     expect_event(&mut s.sim, &s.client.ch, CmEventType::Disconnected);
     let qp = info(&mut s.sim, &s.client.id).qp.unwrap();
-    let psn = s.sim.query_qp(&qp, QpAttrMask::all_named()).unwrap().0.sq_psn;
+    let psn = s
+        .sim
+        .query_qp(&qp, QpAttrMask::all_named())
+        .unwrap()
+        .0
+        .sq_psn;
     (s.sim.trace().render(), psn)
 }
 

@@ -787,7 +787,11 @@ impl World {
             return;
         };
         let mut orphans = Vec::new();
-        if let Some(c) = self.cm.channels.get_mut(i.channel.index, i.channel.generation) {
+        if let Some(c) = self
+            .cm
+            .channels
+            .get_mut(i.channel.index, i.channel.generation)
+        {
             c.ids -= 1;
             c.events.retain(|e| {
                 if e.listen_id == Some(id) {
