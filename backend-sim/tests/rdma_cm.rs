@@ -151,6 +151,7 @@ fn exchange(sim: &mut SimVerbs, from: &CmIdHandle, to: &CmIdHandle, msg: &[u8]) 
         length: 4096,
         lkey: d.lkey,
     }];
+    // SAFETY: the simulator owns every byte; the MR outlives the request.
     unsafe {
         sim.post_recv(
             &ti.qp.unwrap(),
@@ -166,6 +167,7 @@ fn exchange(sim: &mut SimVerbs, from: &CmIdHandle, to: &CmIdHandle, msg: &[u8]) 
         length: msg.len() as u32,
         lkey: s.lkey,
     }];
+    // SAFETY: as above.
     unsafe {
         sim.post_send(
             &fi.qp.unwrap(),

@@ -263,7 +263,7 @@ pub(crate) enum Action {
         id: CmIdHandle,
         gen: u32,
         attempt: u32,
-        rep: Box<Action>,
+        rep: Box<Self>,
     },
     Rtu {
         to: CmIdHandle,
@@ -1202,9 +1202,7 @@ impl World {
             i.param = p.clone();
             i.req.rnr_retry_count = p.rnr_retry_count;
         }
-        if let Err(e) = self.cm_ready_qp(id, p.responder_resources, p.initiator_depth, v) {
-            return Err(e);
-        }
+        self.cm_ready_qp(id, p.responder_resources, p.initiator_depth, v)?;
         let i = self.cm_id_mut(id, v)?;
         i.state = IdState::Connect(Conn::RepSent);
         i.gen += 1;
@@ -1320,7 +1318,7 @@ impl World {
                 format!("invalid or destroyed rdma_cm event channel {ch:?}"),
             ));
         }
-        let has = |w: &World| {
+        let has = |w: &Self| {
             w.cm.channels
                 .get(ch.index, ch.generation)
                 .is_some_and(|c| !c.events.is_empty())
@@ -1969,7 +1967,7 @@ impl World {
         }
         // Missing CQs: a completion channel and a CQ each, sized by the caps.
         let mut made: Vec<(CqHandle, CompChannelHandle)> = Vec::new();
-        let auto = |w: &mut World, cqe: u32| -> Result<Option<(CqHandle, CompChannelHandle)>> {
+        let auto = |w: &mut Self, cqe: u32| -> Result<Option<(CqHandle, CompChannelHandle)>> {
             if cqe == 0 {
                 return Ok(None);
             }
@@ -1982,7 +1980,7 @@ impl World {
                 }
             }
         };
-        let rollback = |w: &mut World, made: &[(CqHandle, CompChannelHandle)]| {
+        let rollback = |w: &mut Self, made: &[(CqHandle, CompChannelHandle)]| {
             for (cq, ch) in made {
                 let _ = w.destroy_cq(*cq);
                 let _ = w.destroy_comp_channel(*ch);
