@@ -245,6 +245,10 @@ pub(crate) enum Action {
         id: CmIdHandle,
         gen: u32,
     },
+    RouteError {
+        id: CmIdHandle,
+        gen: u32,
+    },
     Req(Box<ReqMsg>),
     ReqTimeout {
         id: CmIdHandle,
@@ -892,8 +896,18 @@ impl World {
     }
 
     /// `rdma_resolve_route`: `EINVAL` unless the address is resolved.
-    pub fn rdma_resolve_route(&mut self, id: CmIdHandle, _timeout_ms: u32) -> Result<()> {
+    ///
+    /// With port 1 of the id's device or of the destination's down the path
+    /// query is lost: `ROUTE_ERROR` (`-ETIMEDOUT`) after `timeout_ms`.
+    pub fn rdma_resolve_route(&mut self, id: CmIdHandle, timeout_ms: u32) -> Result<()> {
         let v = Verb::RdmaResolveRoute;
+        let i = self.cm_id(id, v)?;
+        let here = i.dev.unwrap_or(0);
+        let there = i
+            .peer
+            .and_then(|p| self.cm_device_of(p.ip()))
+            .unwrap_or(here);
+        let up = self.cm_path_up(here, there);
         let i = self.cm_id_mut(id, v)?;
         if i.state != IdState::AddrResolved {
             return Err(invalid(
@@ -907,8 +921,13 @@ impl World {
         i.state = IdState::RouteQuery;
         i.gen += 1;
         let gen = i.gen;
-        let delay = self.config.cm.route_resolve_ns;
-        self.cm_schedule(delay, Action::RouteResolved { id, gen });
+        if up {
+            let delay = self.config.cm.route_resolve_ns;
+            self.cm_schedule(delay, Action::RouteResolved { id, gen });
+        } else {
+            let delay = u64::from(timeout_ms) * 1_000_000;
+            self.cm_schedule(delay, Action::RouteError { id, gen });
+        }
         Ok(())
     }
 
@@ -1419,6 +1438,17 @@ impl World {
                 }
                 i.state = IdState::RouteResolved;
                 self.cm_simple_event(id, CmEventType::RouteResolved, 0);
+            }
+            Action::RouteError { id, gen } => {
+                let Some(i) = self.cm.ids.get_mut(id.index, id.generation) else {
+                    return;
+                };
+                if i.gen != gen || i.state != IdState::RouteQuery {
+                    return;
+                }
+                // Back to ADDR_RESOLVED: the application may try again.
+                i.state = IdState::AddrResolved;
+                self.cm_simple_event(id, CmEventType::RouteError, -ETIMEDOUT);
             }
             Action::Req(req) => self.cm_on_req(*req),
             Action::ReqTimeout {
