@@ -657,3 +657,80 @@ fn roce_devices_connect_too() {
     let mut s = established_with(sim);
     exchange(&mut s.sim, &s.client.id, &s.server.id, b"over RoCE");
 }
+
+#[test]
+fn lost_dreq_disconnects_with_etimedout() {
+    let mut s = established(PortSpace::Tcp, QpType::Rc);
+    s.sim
+        .sim_control(SimCommand::Link {
+            device: 1,
+            port: 1,
+            up: false,
+        })
+        .unwrap();
+    let t0 = s.sim.now_ns();
+    s.sim.rdma_disconnect(&s.client.id).unwrap();
+    let ev = expect_event(&mut s.sim, &s.client.ch, CmEventType::Disconnected);
+    assert_eq!(ev.status, -ETIMEDOUT);
+    let c = CmConfig::default();
+    assert_eq!(
+        s.sim.now_ns() - t0,
+        c.response_timeout_ns * u64::from(c.max_retries + 1)
+    );
+    // The server never heard of it: still connected, QP still in RTS.
+    assert_eq!(qp_state(&mut s.sim, &s.server.id), QpState::ReadyToSend);
+    expect_event(&mut s.sim, &s.client.ch, CmEventType::TimewaitExit);
+    assert!(s.sim.rdma_get_cm_event(&s.server.ch).unwrap().is_none());
+}
+
+#[test]
+fn unanswered_request_is_unreachable_after_the_mra_timeout() {
+    let mut s = setup(SimVerbs::default(), PortSpace::Tcp);
+    create_qp(&mut s.sim, &s.client.id, QpType::Rc).unwrap();
+    let t0 = s.sim.now_ns();
+    s.sim.rdma_connect(&s.client.id, &param(&[])).unwrap();
+    // The server never fetches the request: the client waits, then gives up.
+    let ev = expect_event(&mut s.sim, &s.client.ch, CmEventType::Unreachable);
+    assert_eq!(ev.status, -ETIMEDOUT);
+    let c = CmConfig::default();
+    assert_eq!(s.sim.now_ns() - t0, c.msg_latency_ns + c.mra_timeout_ns);
+    // The request is still queued on the listener; accepting it now is
+    // answered by nobody: the server's REP is never acknowledged.
+    let req = expect_event(&mut s.sim, &s.server.ch, CmEventType::ConnectRequest);
+    create_qp(&mut s.sim, &req.id, QpType::Rc).unwrap();
+    s.sim.rdma_accept(&req.id, &param(&[])).unwrap();
+    let ev = expect_event(&mut s.sim, &s.server.ch, CmEventType::Unreachable);
+    assert_eq!(ev.status, -ETIMEDOUT);
+    assert_eq!(qp_state(&mut s.sim, &req.id), QpState::Error);
+}
+
+#[test]
+fn client_without_qp_gets_connect_response() {
+    let mut s = setup(SimVerbs::default(), PortSpace::Tcp);
+    let mut p = param(b"no qp");
+    p.qp_num = 0x1234;
+    s.sim.rdma_connect(&s.client.id, &p).unwrap();
+    let req = expect_event(&mut s.sim, &s.server.ch, CmEventType::ConnectRequest);
+    assert_eq!(req.conn.qp_num, 0x1234);
+    let mut a = param(&[]);
+    a.qp_num = 0x4321;
+    s.sim.rdma_accept(&req.id, &a).unwrap();
+    let ev = expect_event(&mut s.sim, &s.client.ch, CmEventType::ConnectResponse);
+    assert_eq!(ev.conn.qp_num, 0x4321);
+}
+
+#[test]
+fn accept_failure_changes_nothing_and_reject_still_works() {
+    let mut s = setup(SimVerbs::default(), PortSpace::Tcp);
+    create_qp(&mut s.sim, &s.client.id, QpType::Rc).unwrap();
+    s.sim.rdma_connect(&s.client.id, &param(&[])).unwrap();
+    let req = expect_event(&mut s.sim, &s.server.ch, CmEventType::ConnectRequest);
+    create_qp(&mut s.sim, &req.id, QpType::Rc).unwrap();
+    let mut bad = param(&[]);
+    bad.responder_resources = 254;
+    let e = s.sim.rdma_accept(&req.id, &bad).unwrap_err();
+    assert_eq!((e.verb(), e.errno()), (Verb::RdmaAccept, EINVAL));
+    assert_eq!(qp_state(&mut s.sim, &req.id), QpState::Init);
+    s.sim.rdma_reject(&req.id, &[]).unwrap();
+    expect_event(&mut s.sim, &s.client.ch, CmEventType::Rejected);
+}

@@ -1025,10 +1025,10 @@ impl World {
             None => param.qp_num,
         };
         p.qp_num = qpn;
-        let psn = self.cm_next_psn();
         let (Some(src), Some(dst)) = (local, peer) else {
             return Err(invalid(v, "the id has no resolved addresses"));
         };
+        let psn = self.cm_next_psn();
         let to_dev = self.cm_device_of(dst.ip()).unwrap_or(0);
         let i = self.cm_id_mut(id, v)?;
         i.state = IdState::Connect(Conn::ReqSent);
@@ -1214,14 +1214,24 @@ impl World {
         if let Some(q) = qp {
             p.srq = u8::from(self.qp(q, v)?.srq.is_some());
         }
+        let seq = self.cm.psn_seq;
         let psn = self.cm_next_psn();
-        {
+        let saved = {
             let i = self.cm_id_mut(id, v)?;
+            let saved = (i.psn, i.param.clone(), i.req.rnr_retry_count);
             i.psn = psn;
             i.param = p.clone();
             i.req.rnr_retry_count = p.rnr_retry_count;
+            saved
+        };
+        if let Err(e) = self.cm_ready_qp(id, p.responder_resources, p.initiator_depth, v) {
+            // The id is as before (a QP step that failed changed nothing;
+            // steps before it stay, as in librdmacm).
+            self.cm.psn_seq = seq;
+            let i = self.cm_id_mut(id, v)?;
+            (i.psn, i.param, i.req.rnr_retry_count) = saved;
+            return Err(e);
         }
-        self.cm_ready_qp(id, p.responder_resources, p.initiator_depth, v)?;
         let i = self.cm_id_mut(id, v)?;
         i.state = IdState::Connect(Conn::RepSent);
         i.gen += 1;
