@@ -66,6 +66,8 @@ pub struct SimConfig {
     /// What an XRC_TGT QP does with a `remote_srqn` naming no XRC SRQ of
     /// its domain (xrc.md §1.5, unconfirmed; see docs/xrc.md).
     pub xrc_unknown_srqn: crate::XrcUnknownSrqn,
+    /// The connection manager's timing and limits (docs/rdma-cm.md).
+    pub cm: crate::CmConfig,
 }
 
 impl Default for SimConfig {
@@ -83,6 +85,7 @@ impl Default for SimConfig {
             dc_key_violation: DcKeyViolation::SilentDrop,
             ooo_window: 8,
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
+            cm: crate::CmConfig::default(),
         }
     }
 }

@@ -81,10 +81,10 @@ handle!(
     XrcdHandle, "xrcd"
 );
 handle!(
-    /// An rdma_cm event channel (not modelled yet).
+    /// An rdma_cm event channel.
     CmChannelHandle, "cm_channel"
 );
 handle!(
-    /// An rdma_cm id (not modelled yet).
+    /// An rdma_cm id.
     CmIdHandle, "cm_id"
 );

@@ -3,6 +3,7 @@
 use verbs_api::*;
 
 use crate::handles::*;
+use crate::world::cm::CmOwned;
 use crate::world::{AsyncSubject, World};
 use crate::{SimConfig, Trace};
 
@@ -56,6 +57,21 @@ impl SimVerbs {
         &mut self.world
     }
 
+    /// `EBUSY` for an object the connection manager owns (destroyed by
+    /// `rdma_destroy_qp` / with the last id, as on hardware).
+    fn cm_guard(&self, what: CmOwned, verb: Verb, name: &str) -> Result<()> {
+        if self.world.cm_owned(what) {
+            return Err(Error::new(
+                verb,
+                ErrorKind::Busy,
+                format!(
+                    "{name} belongs to librdmacm: rdma_destroy_qp / rdma_destroy_id release it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn subject_to_element(&self, s: AsyncSubject) -> AsyncElement<Self> {
         match s {
             AsyncSubject::Qp(q) => AsyncElement::Qp(q),
@@ -99,6 +115,7 @@ impl Verbs for SimVerbs {
             | Capabilities::MCAST
             | Capabilities::MULTI_PROCESS
             | Capabilities::DATA_PATH
+            | Capabilities::RDMA_CM
             | Capabilities::SIM;
         if self.world.device_count() >= 2 {
             caps |= Capabilities::TWO_DEVICES;
@@ -192,6 +209,7 @@ impl Verbs for SimVerbs {
     }
 
     fn dealloc_pd(&mut self, pd: &PdHandle) -> Result<()> {
+        self.cm_guard(CmOwned::Pd(*pd), Verb::DeallocPd, "the rdma_cm default PD")?;
         self.world.dealloc_pd(*pd)
     }
 
@@ -200,6 +218,11 @@ impl Verbs for SimVerbs {
     }
 
     fn destroy_comp_channel(&mut self, channel: &CompChannelHandle) -> Result<()> {
+        self.cm_guard(
+            CmOwned::Channel(*channel),
+            Verb::DestroyCompChannel,
+            "a completion channel made by rdma_create_qp",
+        )?;
         self.world.destroy_comp_channel(*channel)
     }
 
@@ -222,6 +245,11 @@ impl Verbs for SimVerbs {
     }
 
     fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
+        self.cm_guard(
+            CmOwned::Cq(*cq),
+            Verb::DestroyCq,
+            "a CQ made by rdma_create_qp",
+        )?;
         self.world.destroy_cq(*cq)
     }
 
@@ -319,6 +347,7 @@ impl Verbs for SimVerbs {
     }
 
     fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
+        self.cm_guard(CmOwned::Qp(*qp), Verb::DestroyQp, "the QP of an rdma_cm id")?;
         self.world.destroy_qp_handle(*qp)
     }
 
@@ -468,6 +497,122 @@ impl Verbs for SimVerbs {
 
     fn unreg_xrc_rcv_qp(&mut self, xrcd: &XrcdHandle, qp_num: u32) -> Result<()> {
         self.world.unreg_xrc_rcv_qp(*xrcd, qp_num)
+    }
+
+    // --------------------------------------------------------------- rdma_cm
+
+    fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
+        Ok(self.world.rdma_create_event_channel())
+    }
+
+    fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
+        self.world.rdma_destroy_event_channel(*channel)
+    }
+
+    fn rdma_create_id(
+        &mut self,
+        channel: &CmChannelHandle,
+        _context: u64,
+        ps: PortSpace,
+    ) -> Result<CmIdHandle> {
+        self.world.rdma_create_id(*channel, ps)
+    }
+
+    fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.world.rdma_destroy_id(*id)
+    }
+
+    fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<Self>> {
+        let (view, i) = self.world.cm_id_fields(*id)?;
+        Ok(CmIdInfo {
+            verbs: view.ctx,
+            pd: view.pd,
+            qp: i.qp.map(|q| q.qp),
+            send_cq: i.qp.and_then(|q| q.send_cq),
+            recv_cq: i.qp.and_then(|q| q.recv_cq),
+            send_cq_channel: i.qp.and_then(|q| q.send_ch),
+            recv_cq_channel: i.qp.and_then(|q| q.recv_ch),
+            port_num: if i.dev.is_some() { 1 } else { 0 },
+            ps: i.ps,
+            addrs: CmAddrs {
+                local: i.local,
+                peer: i.peer,
+            },
+        })
+    }
+
+    fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: std::net::SocketAddr) -> Result<()> {
+        self.world.rdma_bind_addr(*id, addr)
+    }
+
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &CmIdHandle,
+        src: Option<std::net::SocketAddr>,
+        dst: std::net::SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        self.world.rdma_resolve_addr(*id, src, dst, timeout_ms)
+    }
+
+    fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
+        self.world.rdma_resolve_route(*id, timeout_ms)
+    }
+
+    fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
+        self.world.rdma_listen(*id, backlog)
+    }
+
+    fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        self.world.rdma_connect(*id, param)
+    }
+
+    fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        self.world.rdma_accept(*id, param)
+    }
+
+    fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        self.world.rdma_reject(*id, private_data)
+    }
+
+    fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.world.rdma_disconnect(*id)
+    }
+
+    fn rdma_get_cm_event(&mut self, channel: &CmChannelHandle) -> Result<Option<CmEvent<Self>>> {
+        Ok(self.world.rdma_get_cm_event(*channel)?.map(|e| CmEvent {
+            event: e.event,
+            id: e.id,
+            listen_id: e.listen_id,
+            status: e.status,
+            private_data: e.conn.private_data.clone(),
+            conn: e.conn,
+        }))
+    }
+
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {
+        self.world.rdma_ack_cm_event(event.id, event.listen_id)
+    }
+
+    fn rdma_create_qp(
+        &mut self,
+        id: &CmIdHandle,
+        pd: Option<&PdHandle>,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<QpHandle> {
+        self.world.rdma_create_qp(*id, Some(pd.copied()), attr)
+    }
+
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, Self>,
+    ) -> Result<QpHandle> {
+        self.world.rdma_create_qp(*id, None, attr)
+    }
+
+    fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.world.rdma_destroy_qp(*id)
     }
 
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {

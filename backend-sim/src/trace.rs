@@ -107,6 +107,17 @@ pub enum TraceEvent {
         /// Why: "ack timeout", "RNR NAK", "PSN sequence error NAK".
         cause: &'static str,
     },
+    /// The connection manager queued an event on an id's channel.
+    CmEvent {
+        /// Device the id is bound to (`u32::MAX`: none yet).
+        device: u32,
+        /// The id's arena index.
+        id: u32,
+        /// The event.
+        event: verbs_api::CmEventType,
+        /// Its status.
+        status: i32,
+    },
 }
 
 impl fmt::Display for TraceEvent {
@@ -175,6 +186,18 @@ impl fmt::Display for TraceEvent {
                 f,
                 "dev{device} qp {qpn:#08x} retransmit from psn={psn} ({cause})"
             ),
+            Self::CmEvent {
+                device,
+                id,
+                event,
+                status,
+            } => {
+                if device == u32::MAX {
+                    write!(f, "cm id#{id} {event} status={status}")
+                } else {
+                    write!(f, "dev{device} cm id#{id} {event} status={status}")
+                }
+            }
         }
     }
 }

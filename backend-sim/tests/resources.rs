@@ -479,12 +479,11 @@ fn query_device_port_gid_pkey() {
             | Capabilities::SIM
             | Capabilities::ATOMICS
             | Capabilities::DATA_PATH
+            | Capabilities::RDMA_CM
     ));
     // XRC (issue #4) is modelled on profiles with XRC (cx6 here).
     assert!(caps.contains(Capabilities::XRC | Capabilities::LEGACY_XRC));
-    // DC (issue #5): claimed on cx6 (DC and DCI streams, no OOO).
+    // DC (issue #5): claimed on cx6 (DC and DCI streams; OOO_DP is ConnectX-7 only).
     assert!(caps.contains(Capabilities::MLX5DV | Capabilities::DC | Capabilities::DCI_STREAMS));
     assert!(!caps.contains(Capabilities::OOO_DP));
-    // Not modelled yet (issue #6): never claimed.
-    assert!(!caps.intersects(Capabilities::RDMA_CM));
 }

@@ -429,6 +429,9 @@ const CM_EVENT_FIELDS: &[Key] = &[
     ("listen_id", Name),
     ("status", Int),
     ("private_data", Hex),
+    ("responder_resources", Int),
+    ("initiator_depth", Int),
+    ("qp_num", Int),
 ];
 
 const CONN_PARAM_KEYS: &[Key] = &[

@@ -26,3 +26,8 @@ pub mod dc_ooo {}
 /// XRC and the legacy XRC API in the simulator, and their divergences.
 #[doc = include_str!("../xrc.md")]
 pub mod xrc {}
+
+/// The simulated connection manager (rdma_cm): address plan, states,
+/// events in virtual time, `rdma_create_qp`, divergences.
+#[doc = include_str!("../rdma-cm.md")]
+pub mod rdma_cm {}

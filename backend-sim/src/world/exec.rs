@@ -532,6 +532,7 @@ impl World {
             FabricEvent::Timer(t) => match t.kind {
                 TimerKind::AckTimeout => self.on_ack_timer(t),
                 TimerKind::RnrRetry => self.on_rnr_timer(t),
+                TimerKind::Scheduled => self.cm_timer(t),
                 _ => {}
             },
         }

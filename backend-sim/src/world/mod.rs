@@ -3,6 +3,7 @@
 //! named after the verbs); nothing here reads a wall clock, spawns a thread
 //! or iterates a hash map.
 
+pub(crate) mod cm;
 mod cq;
 mod dc;
 mod exec;
@@ -247,6 +248,8 @@ pub struct World {
     pub(crate) dc: dc::DcState,
     /// XRC domains, XRC SRQs, XRC_TGT handles, legacy registrations.
     pub(crate) xrc: xrc::XrcState,
+    /// The connection manager (rdma_cm): channels, ids, timed CM actions.
+    pub(crate) cm: cm::Cm,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -308,6 +311,7 @@ impl World {
             live_timers: 0,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
+            cm: cm::Cm::default(),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,
