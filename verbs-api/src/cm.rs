@@ -58,7 +58,7 @@ c_enum! {
 /// `struct rdma_conn_param`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnParam {
-    /// `private_data` (at most 56 bytes on connect, 196 on accept/reject for IB).
+    /// `private_data` (at most 56 bytes on connect, 196 on accept, 148 on reject, for IB).
     pub private_data: Vec<u8>,
     /// `responder_resources`.
     pub responder_resources: u8,

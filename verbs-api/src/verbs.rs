@@ -19,9 +19,9 @@ pub struct CmIdInfo<V: Verbs + ?Sized> {
     pub pd: Option<V::Pd>,
     /// `qp`.
     pub qp: Option<V::Qp>,
-    /// `send_cq` (created automatically or given).
+    /// `send_cq`: the CQ `rdma_create_qp` created (C stores only those, not CQs the caller gave).
     pub send_cq: Option<V::Cq>,
-    /// `recv_cq` (created automatically or given).
+    /// `recv_cq`: the CQ `rdma_create_qp` created (C stores only those, not CQs the caller gave).
     pub recv_cq: Option<V::Cq>,
     /// `send_cq_channel` (created with an automatic send CQ).
     pub send_cq_channel: Option<V::CompChannel>,

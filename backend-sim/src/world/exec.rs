@@ -1889,6 +1889,9 @@ impl World {
         match p.opcode {
             Opcode::Send(pos) | Opcode::RdmaWrite(pos) => {
                 let write = matches!(p.opcode, Opcode::RdmaWrite(_));
+                if pos.starts_message() {
+                    self.ooo_unreliable_recv(rq);
+                }
                 if pos.starts_message() && !self.begin_message(rq, req, p, write) {
                     return;
                 }
@@ -2236,6 +2239,9 @@ impl World {
             }
             return;
         }
+        if pos.starts_message() {
+            self.ooo_unreliable_recv(rq);
+        }
         if pos.starts_message() && !self.begin_message(rq, req, p, write) {
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
             r.rx.msg = RxMsg {
@@ -2268,6 +2274,7 @@ impl World {
             self.discard(p, "wrong Q_Key");
             return;
         }
+        self.ooo_unreliable_recv(rq);
         let Some(peek) = self.peek_recv(rq) else {
             self.discard(p, "no receive WQE");
             return;

@@ -12,7 +12,9 @@
 //! * An OOO requester places READ response packets as they arrive.
 //! * The receive WQE a message consumes is a seeded choice among the first
 //!   `ooo_window` posted ones (RQ or SRQ); completions stay in order and
-//!   carry the `wr_id` of the WQE actually consumed.
+//!   carry the `wr_id` of the WQE actually consumed. This holds on UC and
+//!   UD OOO QPs too; there the packets of a UC message keep their order
+//!   (a divergence: hardware may place them in any order).
 //!
 //! So a poller of the last byte of a WRITE can see it before the bytes in
 //! front of it: the bug class the flag's man page warns about.
@@ -86,6 +88,19 @@ impl World {
                     ..template
                 });
             }
+        }
+    }
+
+    /// Before an unreliable OOO receiver (UC, UD) takes a receive WQE for
+    /// a new message: the same seeded choice as the reliable path makes.
+    /// A no-op on QPs without `MLX5DV_QP_CREATE_OOO_DP`.
+    pub(crate) fn ooo_unreliable_recv(&mut self, rq: QpHandle) {
+        if self
+            .qps
+            .get(rq.index, rq.generation)
+            .is_some_and(|q| q.dv.ooo && matches!(q.class, QpClass::Uc | QpClass::Ud))
+        {
+            self.ooo_shuffle_recv(rq);
         }
     }
 
