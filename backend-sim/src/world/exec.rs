@@ -155,8 +155,10 @@ pub(crate) struct Rx {
     /// the message ends); empty without an SRQ.
     pub(crate) srq_sges: Vec<Sge>,
     pub(crate) srq_num_sge: u32,
-    /// `(psn + 1, original value)` of recent atomics; 0 = empty.
-    pub(crate) atomics: [(u32, u64); ATOMIC_REPLAY],
+    /// `(psn + 1, original value)` of recent atomics; 0 = empty. Boxed and
+    /// allocated at the first atomic: most QPs (and every DCT slot's
+    /// share of `sim_dc_fanout`'s heap per DCT) never execute one.
+    pub(crate) atomics: Option<Box<[(u32, u64); ATOMIC_REPLAY]>>,
     pub(crate) atomic_next: usize,
 }
 
@@ -1919,7 +1921,7 @@ impl World {
             Opcode::CompareSwap | Opcode::FetchAdd => {
                 let r = self.qps.get(rq.index, rq.generation).expect("live");
                 let key = p.psn.value() + 1;
-                if let Some(&(_, v)) = r.rx.atomics.iter().find(|(k, _)| *k == key) {
+                if let Some(&(_, v)) = r.rx.atomics.iter().flat_map(|a| a.iter()).find(|(k, _)| *k == key) {
                     self.wire(Packet {
                         source: p.destination,
                         destination: p.source,
@@ -2191,7 +2193,8 @@ impl World {
         });
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         let slot = r.rx.atomic_next;
-        r.rx.atomics[slot] = (p.psn.value() + 1, original);
+        r.rx.atomics.get_or_insert_with(|| Box::new([(0, 0); ATOMIC_REPLAY]))[slot] =
+            (p.psn.value() + 1, original);
         r.rx.atomic_next = (slot + 1) % ATOMIC_REPLAY;
         r.rx.epsn = p.psn.next();
         self.wire(Packet {

@@ -80,11 +80,13 @@ pub(crate) struct RecvWqe {
 /// A ring of `capacity` work requests with up to `max_sge` SGEs each.
 #[derive(Debug, Default)]
 pub(crate) struct Ring<W> {
-    wqes: Vec<W>,
-    sges: Vec<Sge>,
+    // Boxed slices, not `Vec`s: a ring never grows, and every QP (a DCT
+    // included, see `sim_dc_fanout`'s heap per DCT) carries two rings.
+    wqes: Box<[W]>,
+    sges: Box<[Sge]>,
     max_sge: u32,
     /// Inline data, `inline_max` bytes per slot (send queues only).
-    inline: Vec<u8>,
+    inline: Box<[u8]>,
     inline_max: u32,
     pub(crate) head: u64,
     pub(crate) done: u64,
@@ -100,10 +102,10 @@ impl<W: Copy + Default> Ring<W> {
     /// A ring that also keeps up to `inline_max` inline bytes per request.
     pub(crate) fn with_inline(capacity: u32, max_sge: u32, inline_max: u32) -> Self {
         Self {
-            wqes: vec![W::default(); capacity as usize],
-            sges: vec![Sge::default(); capacity as usize * max_sge as usize],
+            wqes: vec![W::default(); capacity as usize].into_boxed_slice(),
+            sges: vec![Sge::default(); capacity as usize * max_sge as usize].into_boxed_slice(),
             max_sge,
-            inline: vec![0; capacity as usize * inline_max as usize],
+            inline: vec![0; capacity as usize * inline_max as usize].into_boxed_slice(),
             inline_max,
             head: 0,
             done: 0,
