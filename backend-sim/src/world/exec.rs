@@ -1921,7 +1921,12 @@ impl World {
             Opcode::CompareSwap | Opcode::FetchAdd => {
                 let r = self.qps.get(rq.index, rq.generation).expect("live");
                 let key = p.psn.value() + 1;
-                if let Some(&(_, v)) = r.rx.atomics.iter().flat_map(|a| a.iter()).find(|(k, _)| *k == key) {
+                if let Some(&(_, v)) =
+                    r.rx.atomics
+                        .iter()
+                        .flat_map(|a| a.iter())
+                        .find(|(k, _)| *k == key)
+                {
                     self.wire(Packet {
                         source: p.destination,
                         destination: p.source,
@@ -2193,7 +2198,8 @@ impl World {
         });
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         let slot = r.rx.atomic_next;
-        r.rx.atomics.get_or_insert_with(|| Box::new([(0, 0); ATOMIC_REPLAY]))[slot] =
+        r.rx.atomics
+            .get_or_insert_with(|| Box::new([(0, 0); ATOMIC_REPLAY]))[slot] =
             (p.psn.value() + 1, original);
         r.rx.atomic_next = (slot + 1) % ATOMIC_REPLAY;
         r.rx.epsn = p.psn.next();
