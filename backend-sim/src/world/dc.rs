@@ -66,7 +66,7 @@ pub(crate) struct Conn {
     epsn: Psn,
     nak_sent: bool,
     msg: RxMsg,
-    srq_sges: Vec<Sge>,
+    srq_sges: Box<[Sge]>,
     srq_num_sge: u32,
 }
 
@@ -527,19 +527,29 @@ impl World {
     }
 
     /// Heap bytes the simulator holds for the DCT `qp`: its share of the QP
-    /// arena (one slot), its own buffers and its DC connection entries.
-    /// (Accounted from capacities, not measured by an allocator.)
+    /// arena (one slot), everything the QP owns out of line (rings,
+    /// multicast list, alternate path, atomic replay table, SRQ SGE
+    /// buffer), its entry in the device's QP-number table and its DC
+    /// connection entries. (Accounted from sizes and capacities, not
+    /// measured by an allocator; the arena's and the number table's spare
+    /// capacity is not any one QP's.)
     pub fn dct_heap_bytes(&self, qp: QpHandle) -> Option<usize> {
         let q = self.qps.get(qp.index, qp.generation)?;
         let slot = self.qps.slot_bytes();
-        let own = q.rx.srq_sges.capacity() * size_of::<Sge>()
-            + q.mcast.capacity() * size_of::<(verbs_api::Gid, u16)>();
+        let own = q.sq.heap_bytes()
+            + q.rq.heap_bytes()
+            + q.mcast.heap_bytes()
+            + q.alt
+                .as_ref()
+                .map_or(0, |_| size_of::<super::qp::AltPath>())
+            + q.rx.heap_bytes()
+            + super::QpnTable::ENTRY_BYTES;
         let conns: usize = self
             .dc
             .conns
             .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
             .map(|(_, c)| {
-                size_of::<((u32, u16, u32), Conn)>() + c.srq_sges.capacity() * size_of::<Sge>()
+                size_of::<((u32, u16, u32), Conn)>() + c.srq_sges.len() * size_of::<Sge>()
             })
             .sum();
         Some(slot + own + conns)
@@ -627,7 +637,7 @@ impl World {
         let seq = q.tx.send_seq;
         if seq >= q.sq.tail
             || q.tx.blocked
-            || q.tx.rnr_until.is_some()
+            || q.tx.rnr_wait
             || q.phase.state() != QpState::ReadyToSend
         {
             return Gate::Go;
