@@ -382,3 +382,44 @@ fn dc_ooo_workload_is_deterministic_and_seeded() {
     let (_, p4) = dc_ooo_run(5);
     assert!(p3 != p1 || p4 != p1, "placement order ignores the seed");
 }
+
+// Goal: a DCI's connection (the DCT's responder state for it) follows the
+// DCI from target to target, is charged to the DCT it is connected to, and
+// goes when that DCT is destroyed, also when a new DCT takes the freed slot.
+// Method: one DCI; WRITE to A, then to B; destroy B while connected; a new
+// DCT C (in B's arena slot) and a WRITE to it.
+#[test]
+fn connection_follows_the_dci_and_dies_with_its_dct() {
+    let mut d = setup(SimConfig::default(), false);
+    let ((_, src), (dst_mr, dst)) = mrs(&mut d);
+    let a = new_dct(&mut d, 5, false).unwrap();
+    let b = new_dct(&mut d, 5, false).unwrap();
+    let idle = d.sim.world().dct_heap_bytes(a).unwrap();
+    let cq = d.cq0;
+    dc_write(&mut d, &src, &dst, a, 5, 64, 1);
+    assert_eq!(drain(&mut d.sim, cq, 2)[0].status, WcStatus::Success);
+    let world = d.sim.world();
+    assert_eq!(world.dc_connection_count(), 1);
+    let connected = world.dct_heap_bytes(a).unwrap();
+    assert!(connected > idle, "{connected} vs {idle}");
+    assert_eq!(world.dct_heap_bytes(b).unwrap(), idle);
+    dc_write(&mut d, &src, &dst, b, 5, 64, 2);
+    assert_eq!(drain(&mut d.sim, cq, 2)[0].status, WcStatus::Success);
+    let world = d.sim.world();
+    assert_eq!(world.dc_connection_count(), 1);
+    assert_eq!(world.dct_heap_bytes(a).unwrap(), idle);
+    assert_eq!(world.dct_heap_bytes(b).unwrap(), connected);
+    d.sim.destroy_qp(&b).unwrap();
+    assert_eq!(d.sim.world().dc_connection_count(), 0);
+    let c = new_dct(&mut d, 5, false).unwrap();
+    assert_eq!(c.index(), b.index(), "the new DCT reuses the freed slot");
+    assert_eq!(d.sim.world().dct_heap_bytes(c).unwrap(), idle);
+    d.sim.mr_bytes_mut(&dst_mr).unwrap().fill(0);
+    dc_write(&mut d, &src, &dst, c, 5, 64, 3);
+    assert_eq!(drain(&mut d.sim, cq, 2)[0].status, WcStatus::Success);
+    assert_eq!(d.sim.world().dc_connection_count(), 1);
+    assert_eq!(d.sim.world().dct_heap_bytes(c).unwrap(), connected);
+    assert!(d.sim.mr_bytes(&dst_mr).unwrap()[..64]
+        .iter()
+        .all(|&x| x == 0x3e));
+}
