@@ -135,7 +135,14 @@ impl<W> Ring<W> {
 impl<W> RingBuf<W> {
     #[inline]
     fn slot(&self, seq: u64) -> usize {
-        (seq % self.wqes.len() as u64) as usize
+        let n = self.wqes.len() as u64;
+        // Rings are usually a power of two (mlx5 rounds them up): a mask
+        // then, not a 64-bit division on every access.
+        if n.is_power_of_two() {
+            (seq & (n - 1)) as usize
+        } else {
+            (seq % n) as usize
+        }
     }
 
     /// The request at `seq`'s slot, its SGE slots and the slot index.
