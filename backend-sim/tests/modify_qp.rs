@@ -644,3 +644,37 @@ fn modify_on_destroyed_qp_is_einval() {
     let e = f.modify(qp, &init_attr(), init_mask()).unwrap_err();
     assert_eq!(e.errno(), errno::EINVAL);
 }
+
+#[test]
+fn rts_alt_path_is_kept_until_reset() {
+    // Goal: the alternate path set with IBV_QP_ALT_PATH belongs to the
+    // path: later modifies without ALT_PATH and ERR keep it for query,
+    // RESET clears it (§7 "attributes are cleared").
+    // Method: ConnectX-6 (InfiniBand), ALT_PATH at RTR->RTS; RTS->RTS with
+    // another attribute; ERR; RESET; back to RTR without ALT_PATH.
+    let mut f = cx6();
+    let qp = f.rc();
+    f.goto_rtr(qp);
+    let mut a = rts_attr();
+    a.alt_ah_attr = f.av();
+    a.alt_port_num = 1;
+    a.alt_timeout = 17;
+    f.modify(qp, &a, rts_mask() | M::ALT_PATH).unwrap();
+    let q = f.query(qp);
+    assert_eq!((q.alt_port_num, q.alt_timeout), (1, 17));
+    assert_eq!(q.alt_ah_attr, f.av());
+    let again = QpAttr {
+        qp_state: QpState::ReadyToSend,
+        min_rnr_timer: 3,
+        ..QpAttr::default()
+    };
+    f.modify(qp, &again, M::STATE | M::MIN_RNR_TIMER).unwrap();
+    assert_eq!(f.query(qp).alt_timeout, 17);
+    f.modify(qp, &state_only(QpState::Error), M::STATE).unwrap();
+    assert_eq!(f.query(qp).alt_timeout, 17, "ERR keeps the path for query");
+    f.modify(qp, &state_only(QpState::Reset), M::STATE).unwrap();
+    f.goto_rtr(qp);
+    let q = f.query(qp);
+    assert_eq!((q.alt_port_num, q.alt_timeout), (0, 0));
+    assert_eq!(q.alt_ah_attr, AhAttr::default());
+}

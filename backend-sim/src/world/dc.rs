@@ -12,9 +12,12 @@
 //! the new target (hardware does the same, with a connect handshake the
 //! simulator makes instantaneous). The DCT keeps responder state (expected
 //! PSN, the message in progress) per connected DCI, in
-//! [`DcState::conns`], created at connect and dropped at disconnect; the
-//! DCT object itself holds no per-initiator memory, so a DCT costs its QP
-//! slot and nothing else.
+//! [`DcState::conns`]: one entry per DCI (a DCI has at most one
+//! connection), made fresh at each connect and detached at disconnect, so
+//! a DCI moving from DCT to DCT reuses its entry instead of allocating one
+//! per target. The DCT object itself holds no per-initiator memory: a DCT
+//! costs its QP slot, its QP-number entry and the entries of the DCIs
+//! connected to it at the moment.
 //!
 //! A request whose DC key is not the DCT's access key is dropped silently
 //! (or NAKed, [`crate::DcKeyViolation`]) before any receive WQE is touched.
@@ -56,17 +59,21 @@ pub(crate) struct DvQp {
     pub(crate) errored: u32,
     /// `MLX5DV_QP_CREATE_OOO_DP`.
     pub(crate) ooo: bool,
-    /// DCI: the DCT it is connected to.
-    pub(crate) conn: Option<Endpoint>,
+    /// DCI: connected to the target in its `tx.dest`.
+    pub(crate) connected: bool,
 }
 
-/// A DCT's responder state for one connected DCI.
+/// A DCT's responder state for one connected DCI (kept per DCI, reused
+/// from connection to connection).
 #[derive(Debug, Default)]
 pub(crate) struct Conn {
+    /// The arena slot of the DCT the DCI is connected to (`None`: not
+    /// connected, or connected to a number with no DCT behind it).
+    dct: Option<u32>,
     epsn: Psn,
     nak_sent: bool,
     msg: RxMsg,
-    srq_sges: Vec<Sge>,
+    srq_sges: Box<[Sge]>,
     srq_num_sge: u32,
 }
 
@@ -111,8 +118,8 @@ impl OooTable {
 /// World-wide DC and OOO state.
 #[derive(Debug)]
 pub(crate) struct DcState {
-    /// `(DCT slot, DCI device, DCI number)` → the DCT's state for that DCI.
-    pub(crate) conns: BTreeMap<(u32, u16, u32), Conn>,
+    /// DCI arena slot → the responder state its DCT keeps for it.
+    pub(crate) conns: BTreeMap<u32, Conn>,
     /// `(responder slot, requester device, requester number)` → message
     /// being placed out of order.
     pub(crate) ooo: OooTable,
@@ -523,24 +530,33 @@ impl World {
     /// Live DC connections (DCI → DCT responder states) in the world: at
     /// most one per DCI, whatever the number of DCTs.
     pub fn dc_connection_count(&self) -> usize {
-        self.dc.conns.len()
+        self.dc.conns.values().filter(|c| c.dct.is_some()).count()
     }
 
     /// Heap bytes the simulator holds for the DCT `qp`: its share of the QP
-    /// arena (one slot), its own buffers and its DC connection entries.
-    /// (Accounted from capacities, not measured by an allocator.)
+    /// arena (one slot), everything the QP owns out of line (rings,
+    /// multicast list, alternate path, atomic replay table, SRQ SGE
+    /// buffer), its entry in the device's QP-number table and its DC
+    /// connection entries. (Accounted from sizes and capacities, not
+    /// measured by an allocator; the arena's and the number table's spare
+    /// capacity is not any one QP's.)
     pub fn dct_heap_bytes(&self, qp: QpHandle) -> Option<usize> {
         let q = self.qps.get(qp.index, qp.generation)?;
         let slot = self.qps.slot_bytes();
-        let own = q.rx.srq_sges.capacity() * size_of::<Sge>()
-            + q.mcast.capacity() * size_of::<(verbs_api::Gid, u16)>();
+        let own = q.sq.heap_bytes()
+            + q.rq.heap_bytes()
+            + q.mcast.heap_bytes()
+            + q.alt
+                .as_ref()
+                .map_or(0, |_| size_of::<super::qp::AltPath>())
+            + q.rx.heap_bytes()
+            + super::QpnTable::ENTRY_BYTES;
         let conns: usize = self
             .dc
             .conns
-            .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
-            .map(|(_, c)| {
-                size_of::<((u32, u16, u32), Conn)>() + c.srq_sges.capacity() * size_of::<Sge>()
-            })
+            .values()
+            .filter(|c| c.dct == Some(qp.index))
+            .map(|c| size_of::<(u32, Conn)>() + c.srq_sges.len() * size_of::<Sge>())
             .sum();
         Some(slot + own + conns)
     }
@@ -627,7 +643,7 @@ impl World {
         let seq = q.tx.send_seq;
         if seq >= q.sq.tail
             || q.tx.blocked
-            || q.tx.rnr_until.is_some()
+            || q.tx.rnr_wait
             || q.phase.state() != QpState::ReadyToSend
         {
             return Gate::Go;
@@ -656,7 +672,7 @@ impl World {
             port: 1,
         });
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        if q.dv.conn == Some(target) {
+        if q.dv.connected && q.tx.dest == target {
             return Gate::Go;
         }
         if q.tx.send_seq > q.sq.done {
@@ -674,18 +690,15 @@ impl World {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
-        q.dv.conn = Some(target);
+        q.dv.connected = true;
         q.tx.dest = target;
-        let (src, epsn) = (q.tx.src, q.tx.next_psn);
-        if let Some(d) = dct {
-            self.dc.conns.insert(
-                (d.index, src.device.0, src.qpn),
-                Conn {
-                    epsn,
-                    ..Conn::default()
-                },
-            );
-        }
+        let epsn = q.tx.next_psn;
+        let c = self.dc.conns.entry(qp.index).or_default();
+        c.dct = dct.map(|d| d.index);
+        c.epsn = epsn;
+        c.nak_sent = false;
+        c.msg = RxMsg::default();
+        c.srq_num_sge = 0;
     }
 
     /// The DCI leaves its current target (the DCT forgets it).
@@ -693,13 +706,13 @@ impl World {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
-        let Some(old) = q.dv.conn.take() else {
+        if !core::mem::take(&mut q.dv.connected) {
             return;
-        };
+        }
         let src = q.tx.src;
-        if let Some(d) = self.qp_by_num(u32::from(old.device.0), old.qpn) {
-            self.dc.conns.remove(&(d.index, src.device.0, src.qpn));
-            self.dc.ooo.remove(&(d.index, src.device.0, src.qpn));
+        let dct = self.dc.conns.get_mut(&qp.index).and_then(|c| c.dct.take());
+        if let Some(d) = dct {
+            self.dc.ooo.remove(&(d, src.device.0, src.qpn));
         }
     }
 
@@ -778,16 +791,17 @@ impl World {
             return;
         };
         match q.class {
-            QpClass::Dci => self.dc_disconnect(qp),
+            QpClass::Dci => {
+                self.dc_disconnect(qp);
+                self.dc.conns.remove(&qp.index);
+            }
             QpClass::Dct => {
-                let keys: Vec<_> = self
-                    .dc
-                    .conns
-                    .range((qp.index, 0, 0)..=(qp.index, u16::MAX, u32::MAX))
-                    .map(|(k, _)| *k)
-                    .collect();
-                for k in keys {
-                    self.dc.conns.remove(&k);
+                // The DCIs still connected to it lose their responder state
+                // (their requests then find no connection).
+                for c in self.dc.conns.values_mut() {
+                    if c.dct == Some(qp.index) {
+                        c.dct = None;
+                    }
                 }
                 self.dc.ooo.retain(|k| k.0 != qp.index);
             }
@@ -814,22 +828,27 @@ impl World {
             }
             return;
         }
-        let ck = (rq.index, p.source.device.0, p.source.qpn);
-        if !self.swap_conn(rq, ck) {
+        if !self.swap_conn(rq, req) {
             self.discard(p, "no DC connection from this DCI");
             return;
         }
         self.rc_receive(rq, req, p);
-        self.swap_conn(rq, ck);
+        self.swap_conn(rq, req);
     }
 
-    /// Exchanges the DCT's responder state with the connection's.
-    fn swap_conn(&mut self, rq: QpHandle, key: (u32, u16, u32)) -> bool {
+    /// Exchanges the DCT's responder state with that of its connection
+    /// from the DCI `req` (false: `req` is not connected to `rq`).
+    fn swap_conn(&mut self, rq: QpHandle, req: QpHandle) -> bool {
         let Self { dc, qps, .. } = self;
-        let (Some(c), Some(r)) = (dc.conns.get_mut(&key), qps.get_mut(rq.index, rq.generation))
-        else {
+        let (Some(c), Some(r)) = (
+            dc.conns.get_mut(&req.index),
+            qps.get_mut(rq.index, rq.generation),
+        ) else {
             return false;
         };
+        if c.dct != Some(rq.index) {
+            return false;
+        }
         core::mem::swap(&mut c.epsn, &mut r.rx.epsn);
         core::mem::swap(&mut c.nak_sent, &mut r.rx.nak_sent);
         core::mem::swap(&mut c.msg, &mut r.rx.msg);

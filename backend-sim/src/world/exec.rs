@@ -85,13 +85,14 @@ pub(crate) struct Tx {
     pub(crate) ack_gen: u32,
     /// When the ACK timer expires, while armed.
     pub(crate) ack_deadline: Option<u64>,
-    /// Due time of this QP's ACK-timer event in the fabric queue, if one is
-    /// queued (at most one is: re-arming moves the deadline, and an event
-    /// that fires early re-queues itself at the deadline).
-    pub(crate) ack_queued: Option<u64>,
+    /// This QP's ACK-timer event is in the fabric queue (at most one is:
+    /// re-arming moves the deadline, and an event that fires early
+    /// re-queues itself at the deadline).
+    pub(crate) ack_queued: bool,
     pub(crate) rnr_gen: u32,
-    /// Waiting out an RNR NAK until this time.
-    pub(crate) rnr_until: Option<u64>,
+    /// Waiting out an RNR NAK (until the RNR timer of generation
+    /// `rnr_gen` fires).
+    pub(crate) rnr_wait: bool,
     /// A work request failed locally: nothing more is transmitted.
     pub(crate) blocked: bool,
     /// This QP's own endpoint.
@@ -111,9 +112,9 @@ impl Default for Tx {
             retry: RetryCounters::default(),
             ack_gen: 0,
             ack_deadline: None,
-            ack_queued: None,
+            ack_queued: false,
             rnr_gen: 0,
-            rnr_until: None,
+            rnr_wait: false,
             blocked: false,
             src: NOWHERE,
             dest: NOWHERE,
@@ -153,11 +154,25 @@ pub(crate) struct Rx {
     pub(crate) msg: RxMsg,
     /// The SGEs of a WQE taken from an SRQ (its slot may be reused before
     /// the message ends); empty without an SRQ.
-    pub(crate) srq_sges: Vec<Sge>,
+    pub(crate) srq_sges: Box<[Sge]>,
     pub(crate) srq_num_sge: u32,
-    /// `(psn + 1, original value)` of recent atomics; 0 = empty.
-    pub(crate) atomics: [(u32, u64); ATOMIC_REPLAY],
-    pub(crate) atomic_next: usize,
+    /// `(psn + 1, original value)` of recent atomics; 0 = empty. Boxed and
+    /// allocated at the first atomic: most QPs (and every DCT slot's
+    /// share of `sim_dc_fanout`'s heap per DCT) never execute one.
+    pub(crate) atomics: Option<Box<[(u32, u64); ATOMIC_REPLAY]>>,
+    pub(crate) atomic_next: u8,
+}
+
+impl Rx {
+    /// Heap bytes the responder state owns (SRQ SGE buffer, atomic replay
+    /// table).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.srq_sges.len() * size_of::<Sge>()
+            + self
+                .atomics
+                .as_ref()
+                .map_or(0, |_| size_of::<[(u32, u64); ATOMIC_REPLAY]>())
+    }
 }
 
 /// A piece of a copy: `len` bytes at `off` in MR arena slot `mr`.
@@ -604,7 +619,7 @@ impl World {
                 let generation = self.next_timer_gen();
                 let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
                 q.tx.ack_gen = generation;
-                q.tx.ack_queued = None;
+                q.tx.ack_queued = false;
                 q.rx.epsn = Psn::new(p.rq_psn);
                 q.rx.nak_sent = false;
                 q.rx.msg = RxMsg::default();
@@ -684,7 +699,7 @@ impl World {
         if q.tx.ack_deadline.take().is_some() {
             n += 1;
         }
-        if q.tx.rnr_until.take().is_some() {
+        if core::mem::take(&mut q.tx.rnr_wait) {
             n += 1;
         }
         self.live_timers -= n;
@@ -728,7 +743,7 @@ impl World {
             };
             let state = q.phase.state();
             let seq = q.tx.send_seq;
-            if seq >= q.sq.tail || q.tx.blocked || q.tx.rnr_until.is_some() {
+            if seq >= q.sq.tail || q.tx.blocked || q.tx.rnr_wait {
                 return;
             }
             let (w, sges, _) = q.sq.get(seq);
@@ -959,8 +974,8 @@ impl World {
         }
         // One queued event per QP: an earlier one re-queues itself at the
         // deadline when it fires.
-        if q.tx.ack_queued.is_none() {
-            q.tx.ack_queued = Some(deadline);
+        if !q.tx.ack_queued {
+            q.tx.ack_queued = true;
             let generation = q.tx.ack_gen;
             self.schedule(deadline, TimerKind::AckTimeout, qp.index, generation);
         }
@@ -972,7 +987,7 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
-        if q.tx.send_seq > q.sq.done && q.tx.rnr_until.is_none() {
+        if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
             let now = self.now_ns;
             self.arm_ack_timer(qp, now);
         } else if q.tx.ack_deadline.is_some() {
@@ -993,19 +1008,19 @@ impl World {
         if q.tx.ack_gen != t.generation {
             return;
         }
-        q.tx.ack_queued = None;
+        q.tx.ack_queued = false;
         let Some(deadline) = q.tx.ack_deadline else {
             return;
         };
         if deadline > self.now_ns {
-            q.tx.ack_queued = Some(deadline);
+            q.tx.ack_queued = true;
             self.schedule(deadline, TimerKind::AckTimeout, t.owner, t.generation);
             return;
         }
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         q.tx.ack_deadline = None;
         self.live_timers -= 1;
-        if q.tx.send_seq == q.sq.done || q.tx.rnr_until.is_some() {
+        if q.tx.send_seq == q.sq.done || q.tx.rnr_wait {
             return;
         }
         let (device, qpn, psn) = (q.device, q.qp_num, q.sq.get(q.sq.done).0.psn);
@@ -1029,7 +1044,7 @@ impl World {
         let Some((generation, q)) = self.qps.get_by_index(t.owner) else {
             return;
         };
-        if q.tx.rnr_gen != t.generation || q.tx.rnr_until.is_none() {
+        if q.tx.rnr_gen != t.generation || !q.tx.rnr_wait {
             return;
         }
         let qp = QpHandle {
@@ -1037,7 +1052,7 @@ impl World {
             generation,
         };
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-        q.tx.rnr_until = None;
+        q.tx.rnr_wait = false;
         self.live_timers -= 1;
         self.kick(qp);
         self.rearm(qp);
@@ -1156,7 +1171,7 @@ impl World {
                 let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
                     return;
                 };
-                if q.sq.done >= q.tx.send_seq || q.tx.rnr_until.is_some() {
+                if q.sq.done >= q.tx.send_seq || q.tx.rnr_wait {
                     return;
                 }
                 let (device, qpn) = (q.device, q.qp_num);
@@ -1172,7 +1187,7 @@ impl World {
                         let until = self.now_ns.saturating_add(delay_ns);
                         let generation = self.next_timer_gen();
                         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                        q.tx.rnr_until = Some(until);
+                        q.tx.rnr_wait = true;
                         q.tx.rnr_gen = generation;
                         self.live_timers += 1;
                         if q.tx.ack_deadline.take().is_some() {
@@ -1652,8 +1667,13 @@ impl World {
                 let s = srqs.get_mut(srq.index, srq.generation)?;
                 let sges = &s.ring.get(seq).1[..n];
                 let r = qps.get_mut(rq.index, rq.generation)?;
-                r.rx.srq_sges.clear();
-                r.rx.srq_sges.extend_from_slice(sges);
+                if r.rx.srq_sges.len() < n {
+                    // Sized at creation to the SRQ's max_sge; only a DC
+                    // connection's buffer starts empty.
+                    r.rx.srq_sges = sges.into();
+                } else {
+                    r.rx.srq_sges[..n].copy_from_slice(sges);
+                }
                 r.rx.srq_num_sge = n as u32;
                 s.ring.done += 1;
                 // SRQ limit: armed and now below it → one event, disarmed.
@@ -1923,7 +1943,12 @@ impl World {
             Opcode::CompareSwap | Opcode::FetchAdd => {
                 let r = self.qps.get(rq.index, rq.generation).expect("live");
                 let key = p.psn.value() + 1;
-                if let Some(&(_, v)) = r.rx.atomics.iter().find(|(k, _)| *k == key) {
+                if let Some(&(_, v)) =
+                    r.rx.atomics
+                        .iter()
+                        .flat_map(|a| a.iter())
+                        .find(|(k, _)| *k == key)
+                {
                     self.wire(Packet {
                         source: p.destination,
                         destination: p.source,
@@ -2194,9 +2219,11 @@ impl World {
             len: 8,
         });
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
-        let slot = r.rx.atomic_next;
-        r.rx.atomics[slot] = (p.psn.value() + 1, original);
-        r.rx.atomic_next = (slot + 1) % ATOMIC_REPLAY;
+        let slot = usize::from(r.rx.atomic_next);
+        r.rx.atomics
+            .get_or_insert_with(|| Box::new([(0, 0); ATOMIC_REPLAY]))[slot] =
+            (p.psn.value() + 1, original);
+        r.rx.atomic_next = ((slot + 1) % ATOMIC_REPLAY) as u8;
         r.rx.epsn = p.psn.next();
         self.wire(Packet {
             source: p.destination,

@@ -54,6 +54,9 @@ const QPN_PAGE: usize = 4096;
 const QPN_NONE: u32 = u32::MAX;
 
 impl QpnTable {
+    /// Bytes one QP number's entry takes in a page.
+    pub(crate) const ENTRY_BYTES: usize = size_of::<u32>();
+
     fn get(&self, qpn: u32) -> Option<u32> {
         let (page, slot) = (qpn as usize / QPN_PAGE, qpn as usize % QPN_PAGE);
         self.pages

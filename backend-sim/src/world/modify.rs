@@ -91,7 +91,17 @@ impl World {
             }
         }
         let phase = self.next_phase(qp, cur, next, attr, mask)?;
+        let has_path = phase.parts().1.is_some();
         self.set_state(qp, phase);
+        if mask.contains(M::ALT_PATH) && has_path {
+            let q = self.qp_mut(qp, v)?;
+            q.alt = Some(Box::new(AltPath {
+                ah: attr.alt_ah_attr,
+                pkey_index: attr.alt_pkey_index,
+                port_num: attr.alt_port_num,
+                timeout: attr.alt_timeout,
+            }));
+        }
         Ok(())
     }
 
@@ -354,14 +364,6 @@ impl World {
             if mask.contains(M::MIN_RNR_TIMER) {
                 pa.min_rnr_timer = attr.min_rnr_timer;
             }
-            if mask.contains(M::ALT_PATH) {
-                pa.alt = Some(AltPath {
-                    ah: attr.alt_ah_attr,
-                    pkey_index: attr.alt_pkey_index,
-                    port_num: attr.alt_port_num,
-                    timeout: attr.alt_timeout,
-                });
-            }
             if mask.contains(M::PATH_MIG_STATE) {
                 pa.path_mig_state = attr.path_mig_state;
             }
@@ -422,6 +424,10 @@ impl World {
         };
         let from = q.phase.state();
         let to = phase.state();
+        if phase.parts().1.is_none() {
+            // The alternate path belongs to the path.
+            q.alt = None;
+        }
         q.phase = phase;
         let (device, qpn, ctx, srq) = (q.device, q.qp_num, q.ctx, q.srq);
         self.record(TraceEvent::QpState {

@@ -4,7 +4,7 @@
 use verbs_api::{
     AccessFlags, AhAttr, AtomicCap, Error, ErrorKind, Gid, Mtu, PathMigState, QpAttr, QpAttrMask,
     QpCap, QpClass, QpCreateFlags, QpInitAttrEx, QpInitAttrMask, QpInitInfo, QpState, QpType,
-    Result, SendOpsFlags, Verb,
+    Result, SendOpsFlags, Sge, Verb,
 };
 
 use super::cq::QueueKind;
@@ -25,7 +25,8 @@ pub(crate) struct Bound {
     pub(crate) access: AccessFlags,
 }
 
-/// The alternate path (`IBV_QP_ALT_PATH`).
+/// The alternate path (`IBV_QP_ALT_PATH`): part of the responder path, but
+/// kept out of line in [`Qp::alt`] (rarely set, 40 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AltPath {
     pub(crate) ah: AhAttr,
@@ -44,7 +45,6 @@ pub(crate) struct Path {
     pub(crate) rq_psn: u32,
     pub(crate) max_dest_rd_atomic: u8,
     pub(crate) min_rnr_timer: u8,
-    pub(crate) alt: Option<AltPath>,
     pub(crate) path_mig_state: PathMigState,
 }
 
@@ -109,6 +109,52 @@ impl QpPhase {
     }
 }
 
+/// The multicast groups a UD QP is attached to: out of line, since most
+/// QPs never attach one (8 bytes in the QP instead of a `Vec`'s 24).
+/// (A boxed `Vec`, deliberately: a thin pointer, where a `Vec` or a boxed
+/// slice would be 24 or 16 bytes in every QP.)
+#[derive(Debug, Default)]
+#[allow(clippy::box_collection)]
+pub(crate) struct McastList(Option<Box<Vec<(Gid, u16)>>>);
+
+impl McastList {
+    fn groups(&self) -> &[(Gid, u16)] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.groups().len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.groups().is_empty()
+    }
+
+    pub(crate) fn iter(&self) -> core::slice::Iter<'_, (Gid, u16)> {
+        self.groups().iter()
+    }
+
+    fn push(&mut self, gid: Gid, lid: u16) {
+        self.0.get_or_insert_with(Box::default).push((gid, lid));
+    }
+
+    fn remove(&mut self, pos: usize) {
+        if let Some(v) = self.0.as_deref_mut() {
+            v.remove(pos);
+            if v.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    /// Heap bytes the list owns.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.0.as_deref().map_or(0, |v| {
+            size_of::<Vec<(Gid, u16)>>() + v.capacity() * size_of::<(Gid, u16)>()
+        })
+    }
+}
+
 /// A queue pair.
 #[derive(Debug)]
 pub(crate) struct Qp {
@@ -127,7 +173,10 @@ pub(crate) struct Qp {
     #[allow(dead_code)] // read by the data path (e.g. BLOCK_SELF_MCAST_LB)
     pub(crate) create_flags: QpCreateFlags,
     pub(crate) phase: QpPhase,
-    pub(crate) mcast: Vec<(Gid, u16)>,
+    /// The alternate path of the phase's [`Path`] (`None` whenever the
+    /// phase has no path; [`World::set_state`] clears it).
+    pub(crate) alt: Option<Box<AltPath>>,
+    pub(crate) mcast: McastList,
     pub(crate) sq: Ring<SendWqe>,
     pub(crate) rq: Ring<RecvWqe>,
     /// Requester execution state.
@@ -653,16 +702,21 @@ impl World {
             qp_context: attr.qp_context,
             create_flags: flags,
             phase: QpPhase::Reset,
-            mcast: Vec::new(),
+            alt: None,
+            mcast: McastList::default(),
             sq: Ring::with_inline(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
             rq: Ring::new(cap.max_recv_wr, cap.max_recv_sge),
             tx: super::exec::Tx::default(),
             rx: super::exec::Rx {
-                srq_sges: Vec::with_capacity(if class == QpClass::Dct {
-                    0
-                } else {
-                    srq_sges as usize
-                }),
+                srq_sges: vec![
+                    Sge::default();
+                    if class == QpClass::Dct {
+                        0
+                    } else {
+                        srq_sges as usize
+                    }
+                ]
+                .into_boxed_slice(),
                 ..Default::default()
             },
             dv: super::dc::DvQp::default(),
@@ -728,12 +782,17 @@ impl World {
             qp_context: attr.qp_context,
             create_flags: QpCreateFlags::empty(),
             phase: QpPhase::Reset,
-            mcast: Vec::new(),
+            alt: None,
+            mcast: McastList::default(),
             sq: Ring::new(0, 0),
             rq: Ring::new(0, 0),
             tx: super::exec::Tx::default(),
             rx: super::exec::Rx {
-                srq_sges: Vec::with_capacity(self.device(device).profile.attr.max_srq_sge as usize),
+                srq_sges: vec![
+                    Sge::default();
+                    self.device(device).profile.attr.max_srq_sge as usize
+                ]
+                .into_boxed_slice(),
                 ..Default::default()
             },
             dv: super::dc::DvQp::default(),
@@ -801,7 +860,7 @@ impl World {
             a.max_dest_rd_atomic = p.max_dest_rd_atomic;
             a.min_rnr_timer = p.min_rnr_timer;
             a.path_mig_state = p.path_mig_state;
-            if let Some(alt) = p.alt {
+            if let Some(alt) = q.alt.as_deref() {
                 a.alt_ah_attr = alt.ah;
                 a.alt_pkey_index = alt.pkey_index;
                 a.alt_port_num = alt.port_num;
@@ -928,7 +987,7 @@ impl World {
                 format!("the QP is already attached to max_mcast_qp_attach = {max} groups"),
             ));
         }
-        self.qp_mut(qp, v)?.mcast.push((*gid, lid));
+        self.qp_mut(qp, v)?.mcast.push(*gid, lid);
         Ok(())
     }
 

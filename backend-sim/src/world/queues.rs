@@ -78,17 +78,81 @@ pub(crate) struct RecvWqe {
 }
 
 /// A ring of `capacity` work requests with up to `max_sge` SGEs each.
+///
+/// The counters live in the ring itself (the data path reads them on every
+/// step); the storage lives behind one pointer and is absent for a ring of
+/// capacity 0, so a QP without a send or receive queue (a DCT, a DCI's RQ,
+/// an SRQ-attached QP's RQ) pays 8 bytes for it, not a full set of slice
+/// headers (`sim_dc_fanout`'s heap per DCT, perf.md).
 #[derive(Debug, Default)]
 pub(crate) struct Ring<W> {
-    wqes: Vec<W>,
-    sges: Vec<Sge>,
-    max_sge: u32,
-    /// Inline data, `inline_max` bytes per slot (send queues only).
-    inline: Vec<u8>,
-    inline_max: u32,
+    buf: Option<Box<RingBuf<W>>>,
     pub(crate) head: u64,
     pub(crate) done: u64,
     pub(crate) tail: u64,
+}
+
+/// The storage of a non-empty [`Ring`]. Boxed slices, not `Vec`s: a ring
+/// never grows.
+#[derive(Debug)]
+struct RingBuf<W> {
+    wqes: Box<[W]>,
+    sges: Box<[Sge]>,
+    max_sge: u32,
+    /// Inline data, `inline_max` bytes per slot (send queues only).
+    inline: Box<[u8]>,
+    inline_max: u32,
+}
+
+impl<W> Ring<W> {
+    /// The storage; only called on a ring that holds requests (a ring of
+    /// capacity 0 never does).
+    #[inline]
+    fn buf(&self) -> &RingBuf<W> {
+        self.buf
+            .as_deref()
+            .expect("a ring of capacity 0 holds no request")
+    }
+
+    #[inline]
+    fn buf_mut(&mut self) -> &mut RingBuf<W> {
+        self.buf
+            .as_deref_mut()
+            .expect("a ring of capacity 0 holds no request")
+    }
+
+    /// Heap bytes the ring owns (its storage; 0 at capacity 0).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.buf.as_deref().map_or(0, |b| {
+            size_of::<RingBuf<W>>()
+                + b.wqes.len() * size_of::<W>()
+                + b.sges.len() * size_of::<Sge>()
+                + b.inline.len()
+        })
+    }
+}
+
+impl<W> RingBuf<W> {
+    #[inline]
+    fn slot(&self, seq: u64) -> usize {
+        let n = self.wqes.len() as u64;
+        // Rings are usually a power of two (mlx5 rounds them up): a mask
+        // then, not a 64-bit division on every access.
+        if n.is_power_of_two() {
+            (seq & (n - 1)) as usize
+        } else {
+            (seq % n) as usize
+        }
+    }
+
+    /// The request at `seq`'s slot, its SGE slots and the slot index.
+    #[inline]
+    fn entry(&self, seq: u64) -> (&W, &[Sge], usize) {
+        let slot = self.slot(seq);
+        let n = self.max_sge as usize;
+        let base = slot * n;
+        (&self.wqes[slot], &self.sges[base..base + n], slot)
+    }
 }
 
 impl<W: Copy + Default> Ring<W> {
@@ -99,12 +163,17 @@ impl<W: Copy + Default> Ring<W> {
 
     /// A ring that also keeps up to `inline_max` inline bytes per request.
     pub(crate) fn with_inline(capacity: u32, max_sge: u32, inline_max: u32) -> Self {
+        let buf = (capacity > 0).then(|| {
+            Box::new(RingBuf {
+                wqes: vec![W::default(); capacity as usize].into_boxed_slice(),
+                sges: vec![Sge::default(); capacity as usize * max_sge as usize].into_boxed_slice(),
+                max_sge,
+                inline: vec![0; capacity as usize * inline_max as usize].into_boxed_slice(),
+                inline_max,
+            })
+        });
         Self {
-            wqes: vec![W::default(); capacity as usize],
-            sges: vec![Sge::default(); capacity as usize * max_sge as usize],
-            max_sge,
-            inline: vec![0; capacity as usize * inline_max as usize],
-            inline_max,
+            buf,
             head: 0,
             done: 0,
             tail: 0,
@@ -113,7 +182,7 @@ impl<W: Copy + Default> Ring<W> {
 
     #[allow(dead_code)] // for sizing checks in tests
     pub(crate) fn capacity(&self) -> u32 {
-        self.wqes.len() as u32
+        self.buf.as_deref().map_or(0, |b| b.wqes.len() as u32)
     }
 
     /// Slots in use (outstanding or completed but not yet freed).
@@ -122,7 +191,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.occupied() >= self.wqes.len() as u64
+        self.occupied() >= u64::from(self.capacity())
     }
 
     /// Outstanding (posted, not completed) requests.
@@ -130,19 +199,16 @@ impl<W: Copy + Default> Ring<W> {
         self.tail - self.done
     }
 
-    fn slot(&self, seq: u64) -> usize {
-        (seq % self.wqes.len() as u64) as usize
-    }
-
     /// Appends a request; the caller has checked [`Ring::is_full`] and the SGE count.
     pub(crate) fn push(&mut self, wqe: W, sges: &[Sge]) -> u64 {
         debug_assert!(!self.is_full());
-        debug_assert!(sges.len() <= self.max_sge as usize);
         let seq = self.tail;
-        let slot = self.slot(seq);
-        self.wqes[slot] = wqe;
-        let base = slot * self.max_sge as usize;
-        self.sges[base..base + sges.len()].copy_from_slice(sges);
+        let b = self.buf_mut();
+        debug_assert!(sges.len() <= b.max_sge as usize);
+        let slot = b.slot(seq);
+        b.wqes[slot] = wqe;
+        let base = slot * b.max_sge as usize;
+        b.sges[base..base + sges.len()].copy_from_slice(sges);
         self.tail += 1;
         seq
     }
@@ -150,56 +216,48 @@ impl<W: Copy + Default> Ring<W> {
     /// The request with sequence number `seq` (must still hold its slot).
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
         debug_assert!(seq >= self.head && seq < self.tail);
-        let slot = self.slot(seq);
-        let base = slot * self.max_sge as usize;
-        (
-            &self.wqes[slot],
-            &self.sges[base..base + self.max_sge as usize],
-            slot,
-        )
+        self.buf().entry(seq)
     }
 
     /// The request `seq`, writable.
     pub(crate) fn get_mut(&mut self, seq: u64) -> &mut W {
-        let slot = self.slot(seq);
-        &mut self.wqes[slot]
+        let b = self.buf_mut();
+        let slot = b.slot(seq);
+        &mut b.wqes[slot]
     }
 
     /// Exchanges two outstanding requests and their SGEs (out-of-order
     /// receive-WQE consumption, `world/ooo.rs`).
     pub(crate) fn swap(&mut self, a: u64, b: u64) {
-        let (sa, sb) = (self.slot(a), self.slot(b));
+        let r = self.buf_mut();
+        let (sa, sb) = (r.slot(a), r.slot(b));
         if sa == sb {
             return;
         }
-        self.wqes.swap(sa, sb);
-        let n = self.max_sge as usize;
+        r.wqes.swap(sa, sb);
+        let n = r.max_sge as usize;
         for i in 0..n {
-            self.sges.swap(sa * n + i, sb * n + i);
+            r.sges.swap(sa * n + i, sb * n + i);
         }
     }
 
     /// The inline bytes stored for request `seq` (the first `len`).
     pub(crate) fn inline_bytes(&self, seq: u64, len: usize) -> &[u8] {
-        let base = self.slot(seq) * self.inline_max as usize;
-        &self.inline[base..base + len.min(self.inline_max as usize)]
+        let b = self.buf();
+        let base = b.slot(seq) * b.inline_max as usize;
+        &b.inline[base..base + len.min(b.inline_max as usize)]
     }
 
     /// The inline area of request `seq`, writable.
     pub(crate) fn inline_area_mut(&mut self, seq: u64) -> &mut [u8] {
-        let base = self.slot(seq) * self.inline_max as usize;
-        &mut self.inline[base..base + self.inline_max as usize]
+        let b = self.buf_mut();
+        let base = b.slot(seq) * b.inline_max as usize;
+        &mut b.inline[base..base + b.inline_max as usize]
     }
 
     /// A request whose slot was just freed (still readable until reused).
     pub(crate) fn get_freed(&self, seq: u64) -> (&W, &[Sge], usize) {
-        let slot = self.slot(seq);
-        let base = slot * self.max_sge as usize;
-        (
-            &self.wqes[slot],
-            &self.sges[base..base + self.max_sge as usize],
-            slot,
-        )
+        self.buf().entry(seq)
     }
 
     /// Frees every slot up to and including `seq`; returns the freed range.
