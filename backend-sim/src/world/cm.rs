@@ -1404,6 +1404,26 @@ impl World {
 
     // ---------------------------------------------------- actions (timed)
 
+    /// The end of an address or route query: if `id` is still the same
+    /// query (`gen`) in state `from`, it moves to `to` and gets `event`
+    /// with its status; a stale timer does nothing.
+    fn cm_query_done(
+        &mut self,
+        (id, gen): (CmIdHandle, u32),
+        from: IdState,
+        to: IdState,
+        (event, status): (CmEventType, i32),
+    ) {
+        let Some(i) = self.cm.ids.get_mut(id.index, id.generation) else {
+            return;
+        };
+        if i.gen != gen || i.state != from {
+            return;
+        }
+        i.state = to;
+        self.cm_simple_event(id, event, status);
+    }
+
     fn cm_run(&mut self, action: Action) {
         match action {
             Action::AddrResolved { id, gen, dev } => {
@@ -1429,37 +1449,25 @@ impl World {
                 }
                 self.cm_simple_event(id, CmEventType::AddrResolved, 0);
             }
-            Action::AddrError { id, gen } => {
-                let Some(i) = self.cm.ids.get_mut(id.index, id.generation) else {
-                    return;
-                };
-                if i.gen != gen || i.state != IdState::AddrQuery {
-                    return;
-                }
-                i.state = IdState::AddrBound;
-                self.cm_simple_event(id, CmEventType::AddrError, -ETIMEDOUT);
-            }
-            Action::RouteResolved { id, gen } => {
-                let Some(i) = self.cm.ids.get_mut(id.index, id.generation) else {
-                    return;
-                };
-                if i.gen != gen || i.state != IdState::RouteQuery {
-                    return;
-                }
-                i.state = IdState::RouteResolved;
-                self.cm_simple_event(id, CmEventType::RouteResolved, 0);
-            }
-            Action::RouteError { id, gen } => {
-                let Some(i) = self.cm.ids.get_mut(id.index, id.generation) else {
-                    return;
-                };
-                if i.gen != gen || i.state != IdState::RouteQuery {
-                    return;
-                }
-                // Back to ADDR_RESOLVED: the application may try again.
-                i.state = IdState::AddrResolved;
-                self.cm_simple_event(id, CmEventType::RouteError, -ETIMEDOUT);
-            }
+            Action::AddrError { id, gen } => self.cm_query_done(
+                (id, gen),
+                IdState::AddrQuery,
+                IdState::AddrBound,
+                (CmEventType::AddrError, -ETIMEDOUT),
+            ),
+            Action::RouteResolved { id, gen } => self.cm_query_done(
+                (id, gen),
+                IdState::RouteQuery,
+                IdState::RouteResolved,
+                (CmEventType::RouteResolved, 0),
+            ),
+            // Back to ADDR_RESOLVED: the application may try again.
+            Action::RouteError { id, gen } => self.cm_query_done(
+                (id, gen),
+                IdState::RouteQuery,
+                IdState::AddrResolved,
+                (CmEventType::RouteError, -ETIMEDOUT),
+            ),
             Action::Req(req) => self.cm_on_req(*req),
             Action::ReqTimeout {
                 id,

@@ -1994,13 +1994,7 @@ impl World {
                 rkey: w.rdma.rkey,
                 len: w.length,
             };
-            let mr = DevMrs {
-                mrs: &self.mrs,
-                device,
-            }
-            .by_rkey(w.rdma.rkey);
-            let view = self.responder_view(rq);
-            match check_remote(&req_view, mr, &view) {
+            match self.check_rkey(rq, device, &req_view) {
                 Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
                 Err(scenario) => {
                     // WRITE_WITH_IMM: the receive WQE is consumed and
@@ -2119,6 +2113,22 @@ impl World {
         self.complete_recv(rq, recv, wc, solicited);
     }
 
+    /// The responder's rkey check of a WRITE, READ or atomic arriving at
+    /// `rq` on `device`: the offset in the MR, or the §4.2 scenario.
+    fn check_rkey(
+        &self,
+        rq: QpHandle,
+        device: u32,
+        req: &RemoteRequest,
+    ) -> Result<u64, ErrorScenario> {
+        let mr = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_rkey(req.rkey);
+        check_remote(req, mr, &self.responder_view(rq))
+    }
+
     fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
         let s = self.qps.get(req.index, req.generation).expect("live");
         let w = *s.sq.get(p.cookie).0;
@@ -2131,13 +2141,7 @@ impl World {
             rkey: w.rdma.rkey,
             len: w.length,
         };
-        let mr = DevMrs {
-            mrs: &self.mrs,
-            device,
-        }
-        .by_rkey(w.rdma.rkey);
-        let view = self.responder_view(rq);
-        if let Err(scenario) = check_remote(&req_view, mr, &view) {
+        if let Err(scenario) = self.check_rkey(rq, device, &req_view) {
             self.responder_error(rq, p, scenario, None);
             return;
         }
@@ -2186,13 +2190,7 @@ impl World {
             rkey: w.atomic.rkey,
             len: 8,
         };
-        let mr = DevMrs {
-            mrs: &self.mrs,
-            device,
-        }
-        .by_rkey(w.atomic.rkey);
-        let view = self.responder_view(rq);
-        let off = match check_remote(&req_view, mr, &view) {
+        let off = match self.check_rkey(rq, device, &req_view) {
             Ok(off) => off as usize,
             Err(scenario) => {
                 self.responder_error(rq, p, scenario, None);
