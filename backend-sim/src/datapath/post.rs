@@ -148,6 +148,15 @@ impl<'a> SendWrView<'a> {
 /// length > 2^31").
 const MSG_LEN_MAX: u64 = 1 << 31;
 
+/// Whether `IBV_SEND_INLINE` makes the CPU copy this opcode's gather list
+/// at post time: only opcodes whose payload travels from the requester
+/// (SEND and RDMA WRITE with their variants). On READ, atomics and the
+/// local opcodes the flag names no bytes to copy; `check_post_send`
+/// decides what it does there.
+pub fn inline_carries_payload(opcode: WrOpcode) -> bool {
+    opcode_info(opcode).is_some_and(|i| matches!(i.class, OpClass::Send | OpClass::Write))
+}
+
 /// Validates one send work request at `ibv_post_send` time (data-path
 /// §1.1 state table, §1.2 validation table, §2.1 opcode × QP type).
 ///
@@ -272,8 +281,7 @@ pub fn check_post_send(
             "IBV_SEND_IP_CSUM without checksum offload",
         ));
     }
-    let inline_applies = matches!(info.class, OpClass::Send | OpClass::Write);
-    if inline && inline_applies && total > u64::from(q.cap.max_inline_data) {
+    if inline && inline_carries_payload(wr.opcode) && total > u64::from(q.cap.max_inline_data) {
         return Err(PostReject::invalid_or_nomem(
             flavor,
             "inline data longer than max_inline_data",

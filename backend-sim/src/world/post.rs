@@ -22,8 +22,8 @@ use super::queues::{RecvWqe, SendWqe};
 use super::{invalid, Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
-    check_post_recv, check_post_send, check_post_srq_recv, opcode_info, RecvAdmission,
-    RecvQueueView, SendAdmission, SendQueueView, SendWrView, Transport,
+    check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload, opcode_info,
+    RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView, Transport,
 };
 use crate::handles::{QpHandle, SrqHandle};
 use crate::SimVerbs;
@@ -124,11 +124,22 @@ impl World {
             None => (ah, remote_qpn, 0, 0),
         };
         let length: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
-        let inline = wr.send_flags.contains(SendFlags::INLINE);
+        // INLINE copies bytes only for opcodes that carry a payload and
+        // only when the request will execute; on READ/atomics (deferred
+        // LOC_QP_OP_ERR under mlx5) the flag is dropped from the WQE so
+        // the gather list is neither copied nor treated as inline later.
+        let inline = wr.send_flags.contains(SendFlags::INLINE)
+            && inline_carries_payload(wr.opcode)
+            && matches!(admission, SendAdmission::Execute | SendAdmission::Flush);
+        let send_flags = if inline {
+            wr.send_flags
+        } else {
+            wr.send_flags - SendFlags::INLINE
+        };
         let wqe = SendWqe {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
-            send_flags: wr.send_flags,
+            send_flags,
             imm_data: wr.imm_data,
             rdma: wr.rdma,
             atomic: wr.atomic,
