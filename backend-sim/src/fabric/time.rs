@@ -90,16 +90,20 @@ impl SimDuration {
     }
 }
 
+/// Saturates at the end of virtual time (`u64::MAX` ns, about 584 years):
+/// an event scheduled past it (a delay fault of 2^64 - 1 ns, say) happens
+/// at the last instant instead of wrapping or panicking.
 impl Add<SimDuration> for SimInstant {
     type Output = Self;
     fn add(self, d: SimDuration) -> Self {
-        Self(self.0 + d.0)
+        Self(self.0.saturating_add(d.0))
     }
 }
 
+/// Saturating, as `+`.
 impl AddAssign<SimDuration> for SimInstant {
     fn add_assign(&mut self, d: SimDuration) {
-        self.0 += d.0;
+        *self = *self + d;
     }
 }
 
@@ -113,16 +117,18 @@ impl Sub for SimInstant {
     }
 }
 
+/// Saturates at the largest duration.
 impl Add for SimDuration {
     type Output = Self;
     fn add(self, other: Self) -> Self {
-        Self(self.0 + other.0)
+        self.saturating_add(other)
     }
 }
 
+/// Saturating, as `+`.
 impl AddAssign for SimDuration {
     fn add_assign(&mut self, other: Self) {
-        self.0 += other.0;
+        *self = *self + other;
     }
 }
 
@@ -160,5 +166,20 @@ mod tests {
         );
         assert_eq!(SimInstant(u64::MAX).checked_add(SimDuration(1)), None);
         assert_eq!(t.to_string(), "1000ns");
+    }
+
+    #[test]
+    fn addition_saturates_at_the_end_of_virtual_time() {
+        // Goal: a huge delay fault cannot overflow the clock (issue #12
+        // item 10: debug builds panicked, release builds wrapped).
+        let end = SimInstant(u64::MAX - 5) + SimDuration(u64::MAX);
+        assert_eq!(end, SimInstant(u64::MAX));
+        let mut t = SimInstant(10);
+        t += SimDuration(u64::MAX);
+        assert_eq!(t, SimInstant(u64::MAX));
+        assert_eq!(
+            SimDuration(u64::MAX) + SimDuration(1),
+            SimDuration(u64::MAX)
+        );
     }
 }

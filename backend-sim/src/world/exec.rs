@@ -572,7 +572,13 @@ impl World {
                 self.disarm_tx(qp);
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
-                    q.tx = Tx::default();
+                    // The ring keeps its sequence numbers across RESET (its
+                    // slots are discarded, not renumbered): nothing before
+                    // the tail is left to transmit.
+                    q.tx = Tx {
+                        send_seq: q.sq.tail,
+                        ..Tx::default()
+                    };
                     q.rx = Rx {
                         srq_sges,
                         ..Default::default()

@@ -477,6 +477,16 @@ impl World {
             }
             _ => {}
         }
+        // A flush above can overrun a CQ, and a CQ overrun moves its QPs to
+        // ERR (data-path §6): that nested transition has run in full, so
+        // the one this call began is over.
+        if self
+            .qps
+            .get(qp.index, qp.generation)
+            .is_none_or(|q| q.phase.state() != to)
+        {
+            return;
+        }
         self.exec_on_state(qp, from, to);
         self.dc_on_state(qp, from, to);
         // R5 invariants of the target state.
