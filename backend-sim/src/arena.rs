@@ -1,7 +1,10 @@
 //! A generational arena: objects live in a `Vec`, handles are
 //! `(index, generation)` pairs, a stale handle never reaches a new object.
 
-/// A slot: the generation counts how often it was reused.
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// A slot: the generation counts how often it was reused, from the
+/// arena's salt.
 #[derive(Debug)]
 struct Slot<T> {
     generation: u32,
@@ -16,14 +19,31 @@ pub(crate) struct Arena<T> {
     slots: Vec<Slot<T>>,
     free: Vec<u32>,
     live: usize,
+    /// The generation a new slot starts at: distinct for every arena made
+    /// in this process, so a handle of one world (or one arena) names
+    /// nothing in another, even at the same index (issue #12 item 6).
+    salt: u32,
 }
+
+/// Arenas made so far in this process (for [`Arena::salt`]).
+static ARENAS_MADE: AtomicU32 = AtomicU32::new(0);
+
+/// Spreads consecutive arena numbers over the generation space (the 32-bit
+/// golden-ratio constant is odd, so 2^32 arenas get distinct salts). Two
+/// arenas' salts differ by far more than any slot is reused in a run, so a
+/// foreign handle's generation matches a slot only after ~2^30 reuses.
+const SALT_STEP: u32 = 0x9e37_79b9;
 
 impl<T> Default for Arena<T> {
     fn default() -> Self {
+        // The salt never reaches a trace (traces name QPs by number and
+        // other objects by index), so it costs no determinism.
+        let n = ARENAS_MADE.fetch_add(1, Ordering::Relaxed);
         Self {
             slots: Vec::new(),
             free: Vec::new(),
             live: 0,
+            salt: n.wrapping_add(1).wrapping_mul(SALT_STEP),
         }
     }
 }
@@ -45,10 +65,10 @@ impl<T> Arena<T> {
         } else {
             let index = u32::try_from(self.slots.len()).expect("arena index fits in u32");
             self.slots.push(Slot {
-                generation: 0,
+                generation: self.salt,
                 value: Some(value),
             });
-            (index, 0)
+            (index, self.salt)
         }
     }
 
@@ -151,5 +171,20 @@ mod tests {
         assert_eq!(a.get(i2, g2), Some(&"new"));
         assert_eq!(a.len(), 1);
         assert_eq!(a.remove(i, g), None);
+    }
+
+    #[test]
+    fn a_handle_of_another_arena_names_nothing() {
+        // Goal: issue #12 item 6: two worlds' arenas at the same index do
+        // not share handles. Method: the same insertions in two arenas.
+        let mut a = Arena::default();
+        let mut b = Arena::default();
+        let (ia, ga) = a.insert(1);
+        let (ib, gb) = b.insert(2);
+        assert_eq!(ia, ib);
+        assert_ne!(ga, gb);
+        assert_eq!(b.get(ia, ga), None);
+        assert_eq!(b.remove(ia, ga), None);
+        assert_eq!(b.get(ib, gb), Some(&2));
     }
 }

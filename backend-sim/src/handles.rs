@@ -2,7 +2,8 @@
 //!
 //! A handle stays valid until its object is destroyed; after that every use
 //! fails with `EINVAL` (the slot's generation has moved on), never reaching a
-//! newer object that reuses the slot.
+//! newer object that reuses the slot. Generations start at a salt of their
+//! arena, so a handle of another `SimVerbs` (another world) is `EINVAL` too.
 
 macro_rules! handle {
     ($(#[$meta:meta])* $name:ident, $tag:literal) => {
@@ -19,7 +20,8 @@ macro_rules! handle {
                 self.index
             }
 
-            /// How often the slot had been reused when this object was made.
+            /// The slot's generation when this object was made: an opaque
+            /// stamp that differs between worlds and between reuses of a slot.
             pub fn generation(self) -> u32 {
                 self.generation
             }

@@ -487,3 +487,28 @@ fn query_device_port_gid_pkey() {
     assert!(caps.contains(Capabilities::MLX5DV | Capabilities::DC | Capabilities::DCI_STREAMS));
     assert!(!caps.contains(Capabilities::OOO_DP));
 }
+
+#[test]
+fn a_handle_of_another_world_is_einval_and_touches_nothing() {
+    // Goal: issue #12 item 6: a handle of one SimVerbs named whatever sat at
+    // that index in another (the storm destroyed 197 foreign objects).
+    // Method: two worlds with the same objects at the same indices; use
+    // world A's handles in world B; B's objects must survive.
+    let mut a = cx6();
+    let mut b = cx6();
+    let qa = a.rc();
+    let qb = b.rc();
+    assert_eq!(qa.index(), qb.index());
+    let e = b.sim.destroy_qp(&qa).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(b.sim.dealloc_pd(&a.pd).unwrap_err().errno(), errno::EINVAL);
+    assert_eq!(b.sim.destroy_cq(&a.cq).unwrap_err().errno(), errno::EINVAL);
+    assert_eq!(
+        b.sim.close_device(&a.ctx).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    // B's own QP is untouched and still usable.
+    b.sim.query_qp(&qb, QpAttrMask::STATE).unwrap();
+    b.sim.destroy_qp(&qb).unwrap();
+    a.sim.destroy_qp(&qa).unwrap();
+}

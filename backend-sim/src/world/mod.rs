@@ -401,6 +401,33 @@ impl World {
             .map(|(generation, _)| QpHandle { index, generation })
     }
 
+    /// `EINVAL` unless `owner` is `ctx`: the kernel resolves every handle
+    /// in a command through the calling uverbs file, so a PD, CQ, SRQ or
+    /// XRCD of another context (even of the same device) is unknown there
+    /// (issue #12 item 5).
+    pub(crate) fn same_ctx(
+        &self,
+        verb: Verb,
+        what: &str,
+        owner: ContextHandle,
+        ctx: ContextHandle,
+    ) -> Result<()> {
+        if owner == ctx {
+            Ok(())
+        } else {
+            Err(invalid(
+                verb,
+                format!("the {what} belongs to another device context ({owner:?}, not {ctx:?})"),
+            ))
+        }
+    }
+
+    /// The context an SRQ was made through (its PD's).
+    pub(crate) fn srq_ctx(&self, srq: SrqHandle, verb: Verb) -> Result<ContextHandle> {
+        let pd = self.srq(srq, verb)?.pd;
+        Ok(self.pd(pd, verb)?.ctx)
+    }
+
     lookup!(ctx, ctx_mut, contexts, ContextHandle, Context, "context");
     lookup!(pd, pd_mut, pds, PdHandle, Pd, "PD");
     lookup!(cq, cq_mut, cqs, CqHandle, Cq, "CQ");

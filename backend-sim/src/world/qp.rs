@@ -587,7 +587,7 @@ impl World {
                 return Err(invalid(v, "an XRC_RECV QP takes no PD and no CQs"));
             }
             if let Some(s) = attr.srq {
-                self.srq(*s, v)?;
+                self.same_ctx(v, "SRQ", self.srq_ctx(*s, v)?, ctx)?;
                 if self.xrc.srq_cq(*s).is_none() {
                     return Err(invalid(v, "a basic SRQ cannot be used with an XRC_RECV QP"));
                 }
@@ -602,10 +602,7 @@ impl World {
             ));
         }
         let pd = pd.expect("checked above");
-        let p = self.pd(pd, v)?;
-        if p.ctx != ctx && self.ctx(p.ctx, v)?.device != device {
-            return Err(invalid(v, "the PD belongs to another device"));
-        }
+        self.same_ctx(v, "PD", self.pd(pd, v)?.ctx, ctx)?;
         let send_cq = match attr.send_cq {
             Some(cq) => Some(*cq),
             None => return Err(invalid(v, format!("a {qp_type} QP needs a send_cq"))),
@@ -619,9 +616,7 @@ impl World {
             }
         };
         for cq in [send_cq, recv_cq].into_iter().flatten() {
-            if self.cq(cq, v)?.device != device {
-                return Err(invalid(v, "the CQ belongs to another device"));
-            }
+            self.same_ctx(v, "CQ", self.cq(cq, v)?.ctx, ctx)?;
         }
         let srq = attr.srq.copied();
         if class == QpClass::Dct && srq.is_none() {
@@ -631,9 +626,7 @@ impl World {
             if qp_type == QpType::XrcSend {
                 return Err(invalid(v, "an XRC_SEND QP cannot use an SRQ"));
             }
-            if self.srq(s, v)?.device != device {
-                return Err(invalid(v, "the SRQ belongs to another device"));
-            }
+            self.same_ctx(v, "SRQ", self.srq_ctx(s, v)?, ctx)?;
         }
         if qp_type == QpType::RawPacket && !self.config.cap_net_raw {
             let _ = process;

@@ -302,8 +302,16 @@ impl World {
             (true, Some(pd)) => *pd,
             _ => return Err(invalid(v, "an SRQ needs a PD (IBV_SRQ_INIT_ATTR_PD)")),
         };
-        if self.pd(pd, v)?.device != device {
-            return Err(invalid(v, "the PD belongs to another device"));
+        // libibverbs' inline ibv_create_srq_ex hands a basic SRQ whose
+        // comp_mask names only PD (and TYPE) to ibv_create_srq(pd), which
+        // uses the PD's context: `ctx` is not consulted, so any PD goes.
+        // Every other request reaches the context's op, and the kernel
+        // resolves the PD in that context's file.
+        let via_pd = srq_type == SrqType::Basic
+            && (mask - (SrqInitAttrMask::PD | SrqInitAttrMask::TYPE)).is_empty();
+        let pd_ctx = self.pd(pd, v)?.ctx;
+        if !via_pd {
+            self.same_ctx(v, "PD", pd_ctx, ctx)?;
         }
         let rewrap = |e: Error| Error::new(v, e.kind(), e.message().to_owned());
         match srq_type {
@@ -332,12 +340,8 @@ impl World {
                             "an XRC SRQ needs IBV_SRQ_INIT_ATTR_XRCD and _CQ with an xrcd and a cq",
                         )),
                     };
-                if self.xrcd_device(xrcd, v)? != device {
-                    return Err(invalid(v, "the XRCD belongs to another device"));
-                }
-                if self.cq(cq, v)?.device != device {
-                    return Err(invalid(v, "the CQ belongs to another device"));
-                }
+                self.same_ctx(v, "XRCD", self.xrcd_open(xrcd, v)?.ctx, ctx)?;
+                self.same_ctx(v, "CQ", self.cq(cq, v)?.ctx, ctx)?;
                 let domain = self.xrcd_open(xrcd, v)?.domain;
                 let srq = self.create_srq(pd, &mut attr.attr).map_err(rewrap)?;
                 let next = self.xrc.next_srqn.entry(device).or_insert(0x40);
@@ -415,10 +419,8 @@ impl World {
         let Some(x) = xrcd else {
             return Err(invalid(verb, "an XRC_RECV QP needs an xrcd"));
         };
-        let device = self.ctx(ctx, verb)?.device;
-        if self.xrcd_device(x, verb)? != device {
-            return Err(invalid(verb, "the XRCD belongs to another device"));
-        }
+        self.ctx(ctx, verb)?;
+        self.same_ctx(verb, "XRCD", self.xrcd_open(x, verb)?.ctx, ctx)?;
         Ok(x)
     }
 
@@ -620,10 +622,8 @@ impl World {
     ) -> Result<QpHandle> {
         let device = self.ctx(ctx, verb)?.device;
         let o = self.xrcd_open(xrcd, verb)?;
+        self.same_ctx(verb, "XRCD", o.ctx, ctx)?;
         let d = self.xrc.domains.get(o.domain.0, o.domain.1).expect("live");
-        if d.device != device {
-            return Err(invalid(verb, "the XRCD belongs to another device"));
-        }
         if qp_type != QpType::XrcRecv {
             return Err(invalid(
                 verb,
