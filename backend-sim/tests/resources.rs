@@ -512,3 +512,24 @@ fn a_handle_of_another_world_is_einval_and_touches_nothing() {
     b.sim.destroy_qp(&qb).unwrap();
     a.sim.destroy_qp(&qa).unwrap();
 }
+
+#[test]
+fn posting_an_empty_list_to_a_destroyed_srq_is_einval() {
+    // Goal: issue #12 item 11: an empty post_srq_recv on a destroyed SRQ
+    // returned 0, while posts on a destroyed QP are EINVAL.
+    let mut f = cx6();
+    let pd = f.pd;
+    let mut sa = SrqAttr {
+        max_wr: 4,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let srq = f.sim.create_srq(&pd, &mut sa).unwrap();
+    // SAFETY: an empty list names no memory.
+    unsafe { f.sim.post_srq_recv(&srq, &[]) }.unwrap();
+    f.sim.destroy_srq(&srq).unwrap();
+    // SAFETY: as above.
+    let e = unsafe { f.sim.post_srq_recv(&srq, &[]) }.unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(e.verb(), Verb::PostSrqRecv);
+}

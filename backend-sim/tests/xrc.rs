@@ -661,3 +661,41 @@ fn tgt_events_reach_every_handle() {
         assert!(sim.get_async_event(&ctx).unwrap().is_none());
     }
 }
+
+#[test]
+fn destroying_a_legacy_rcv_qp_by_number_is_refused_and_changes_nothing() {
+    // Goal: issue #12 item 4: ibv_destroy_qp on a handle naming the real
+    // XRC receive QP (found by number) destroyed it behind its
+    // registrations; reg_xrc_rcv_qp then panicked on `expect("live")` and
+    // the domain could never be closed.
+    // Method: create and register from two processes, destroy by number,
+    // then use the legacy API and tear everything down.
+    let mut sim = SimVerbs::default();
+    let ctx: Vec<_> = (0..2)
+        .map(|p| sim.open_device(0, ProcessId(p)).unwrap())
+        .collect();
+    let x: Vec<_> = ctx
+        .iter()
+        .map(|c| {
+            sim.open_xrc_domain(c, XrcdFile::Inode(41), OpenFlags::CREAT)
+                .unwrap()
+        })
+        .collect();
+    let qpn = sim.create_xrc_rcv_qp(&x[0]).unwrap();
+    let real = sim.world().qp_by_num(0, qpn).unwrap();
+    let e = sim.destroy_qp(&real).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(e.verb(), Verb::DestroyQp);
+    assert!(sim.world().qp_by_num(0, qpn).is_some(), "still alive");
+    sim.reg_xrc_rcv_qp(&x[1], qpn).unwrap();
+    assert_eq!(counts(&sim, 0, qpn).registrations, 2);
+    sim.unreg_xrc_rcv_qp(&x[0], qpn).unwrap();
+    sim.unreg_xrc_rcv_qp(&x[1], qpn).unwrap();
+    assert!(sim.world().qp_by_num(0, qpn).is_none());
+    for d in &x {
+        sim.close_xrc_domain(d).unwrap();
+    }
+    for c in &ctx {
+        sim.close_device(c).unwrap();
+    }
+}

@@ -301,6 +301,9 @@ impl World {
     /// SGEs → `EINVAL`).
     pub(crate) fn post_srq_recv(&mut self, srq: SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let v = Verb::PostSrqRecv;
+        // A destroyed SRQ is EINVAL even for an empty list, as a destroyed
+        // QP is for post_send/post_recv.
+        self.srq(srq, v)?;
         for (i, wr) in wrs.iter().enumerate() {
             let s = self.srq(srq, v)?;
             check_post_srq_recv(

@@ -539,10 +539,22 @@ impl World {
     /// `ibv_destroy_qp` through any handle: a TGT handle is closed and the
     /// real QP destroyed with its last handle (K-VERBS `__ib_destroy_shared_qp`).
     pub(crate) fn destroy_qp_handle(&mut self, qp: QpHandle) -> Result<()> {
+        let v = Verb::DestroyQp;
         if !is_alias(qp) {
+            // The real XRC_TGT QP belongs to its domain and dies with its
+            // last handle or registration; a handle naming it directly
+            // (found by number, say) must not destroy it behind them.
+            if self.xrc.tgts.contains_key(&qp.index)
+                && self.qps.get(qp.index, qp.generation).is_some()
+            {
+                return Err(invalid(
+                    v,
+                    "the XRC_TGT QP is owned by its XRC domain: destroy the handle that \
+                     ibv_create_qp/ibv_open_qp gave, or ibv_unreg_xrc_rcv_qp a legacy registration",
+                ));
+            }
             return self.destroy_qp(qp);
         }
-        let v = Verb::DestroyQp;
         let o = self.tgt_open(qp, v)?;
         let (real, ctx, xrcd) = (o.real, o.ctx, o.xrcd);
         // A legacy registration's handle is closed with unreg, never here.
@@ -842,6 +854,7 @@ impl World {
         let v = Verb::QueryXrcRcvQp;
         let h = self.legacy_handle(xrcd, qpn, v)?;
         self.query_qp_handle(h, mask)
+            .map_err(|e| Error::new(v, e.kind(), e.message().to_owned()))
     }
 
     /// How many simulated processes are registered (legacy API) with the
