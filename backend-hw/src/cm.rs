@@ -735,6 +735,8 @@ impl HwVerbs {
             status,
             private_data,
             conn,
+            // The event's own address identifies it until it is acked.
+            token: ev as usize as u64,
         }))
     }
 
@@ -747,10 +749,9 @@ impl HwVerbs {
         let raw_type = event.event.to_raw();
         let id_addr = event.id.0.addr;
         let mut pending = counted.0.pending.borrow_mut();
-        let Some(i) = pending
-            .iter()
-            .position(|p| p.event == raw_type && p.id_addr == id_addr)
-        else {
+        let Some(i) = pending.iter().position(|p| {
+            p.raw as usize as u64 == event.token && p.event == raw_type && p.id_addr == id_addr
+        }) else {
             return Err(Error::from_errno(
                 verb,
                 EINVAL,

@@ -111,6 +111,9 @@ pub(crate) fn get_async_event(
     Ok(Some(AsyncEvent {
         event_type,
         element,
+        // libibverbs acknowledges async events by count per object
+        // (`events_completed`): there is no identity to check.
+        token: 0,
     }))
 }
 

@@ -2524,6 +2524,7 @@ mod tests {
             status: 0,
             private_data: vec![],
             conn: ConnParam::default(),
+            token: 0,
         };
         let e = hw.rdma_ack_cm_event(ev).unwrap_err();
         assert_eq!(e.verb(), Verb::RdmaAckCmEvent);
@@ -2637,6 +2638,7 @@ mod tests {
         let ev = AsyncEvent {
             event_type: AsyncEventType::CqErr,
             element: AsyncElement::Cq(cq.clone()),
+            token: 0,
         };
         let e = hw.ack_async_event(&ev).unwrap_err();
         assert_eq!(e.errno(), EINVAL);
@@ -2648,6 +2650,7 @@ mod tests {
             let ev = AsyncEvent {
                 event_type: AsyncEventType::PortActive,
                 element,
+                token: 0,
             };
             hw.ack_async_event(&ev).unwrap();
         }

@@ -35,6 +35,7 @@ fn event(sim: &mut Sim, ch: &CmChannelHandle, want: CmEventType) -> Result<CmEve
         status: ev.status,
         private_data: ev.private_data.clone(),
         conn: ev.conn.clone(),
+        token: ev.token,
     };
     sim.rdma_ack_cm_event(ev)?;
     Ok(copy)

@@ -156,6 +156,11 @@ impl Verbs for SimVerbs {
     }
 
     fn close_device(&mut self, ctx: &ContextHandle) -> Result<()> {
+        self.cm_guard(
+            CmOwned::Ctx(*ctx),
+            Verb::CloseDevice,
+            "the device context librdmacm opened (id->verbs)",
+        )?;
         self.world.close_device(*ctx)
     }
 
@@ -179,29 +184,15 @@ impl Verbs for SimVerbs {
         Ok(self
             .world
             .get_async_event(*ctx)?
-            .map(|(event_type, s)| AsyncEvent {
+            .map(|(event_type, s, token)| AsyncEvent {
                 event_type,
                 element: self.subject_to_element(s),
+                token,
             }))
     }
 
     fn ack_async_event(&mut self, event: &AsyncEvent<Self>) -> Result<()> {
-        // The event names its object; find the context that owns it.
-        let ctx = match &event.element {
-            AsyncElement::Qp(q) => self.world.qp_handle_ctx(*q, Verb::AckAsyncEvent).ok(),
-            AsyncElement::Cq(c) => self.world.cq(*c, Verb::AckAsyncEvent).map(|c| c.ctx).ok(),
-            AsyncElement::Srq(s) => self
-                .world
-                .srq(*s, Verb::AckAsyncEvent)
-                .ok()
-                .and_then(|s| self.world.pd(s.pd, Verb::AckAsyncEvent).ok())
-                .map(|p| p.ctx),
-            _ => None,
-        };
-        match ctx {
-            Some(ctx) => self.world.ack_async_event(ctx),
-            None => self.world.ack_any_async_event(),
-        }
+        self.world.ack_async_event(event.token)
     }
 
     fn alloc_pd(&mut self, ctx: &ContextHandle) -> Result<PdHandle> {
@@ -580,18 +571,23 @@ impl Verbs for SimVerbs {
     }
 
     fn rdma_get_cm_event(&mut self, channel: &CmChannelHandle) -> Result<Option<CmEvent<Self>>> {
-        Ok(self.world.rdma_get_cm_event(*channel)?.map(|e| CmEvent {
-            event: e.event,
-            id: e.id,
-            listen_id: e.listen_id,
-            status: e.status,
-            private_data: e.conn.private_data.clone(),
-            conn: e.conn,
-        }))
+        Ok(self
+            .world
+            .rdma_get_cm_event(*channel)?
+            .map(|(e, token)| CmEvent {
+                event: e.event,
+                id: e.id,
+                listen_id: e.listen_id,
+                status: e.status,
+                private_data: e.conn.private_data.clone(),
+                conn: e.conn,
+                token,
+            }))
     }
 
     fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {
-        self.world.rdma_ack_cm_event(event.id, event.listen_id)
+        self.world
+            .rdma_ack_cm_event(event.id, event.listen_id, event.token)
     }
 
     fn rdma_create_qp(

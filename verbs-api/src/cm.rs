@@ -90,6 +90,12 @@ pub struct CmEvent<V: Verbs + ?Sized> {
     pub private_data: Vec<u8>,
     /// `param.conn` (for CONNECT_REQUEST / ESTABLISHED).
     pub conn: ConnParam,
+    /// Which delivery this is: the `struct rdma_cm_event *` that
+    /// `rdma_get_cm_event` returned, as the backend identifies it.
+    /// `rdma_ack_cm_event` releases exactly that event, so acknowledging
+    /// one twice is `EINVAL` even while another event of the id is
+    /// pending. Copy it when building an event to acknowledge by hand.
+    pub token: u64,
 }
 
 impl<V: Verbs + ?Sized> core::fmt::Debug for CmEvent<V> {

@@ -294,12 +294,18 @@ pub struct AsyncEvent<V: Verbs + ?Sized> {
     pub event_type: AsyncEventType,
     /// `element`.
     pub element: AsyncElement<V>,
+    /// Which delivery this is, as the backend identifies it (the simulator
+    /// numbers its events; 0 where a backend cannot tell events apart).
+    /// A backend that identifies events refuses a second
+    /// `ibv_ack_async_event` of the same one with `EINVAL`.
+    pub token: u64,
 }
 
 impl<V: Verbs + ?Sized> Clone for AsyncEvent<V> {
     fn clone(&self) -> Self {
         Self {
             event_type: self.event_type,
+            token: self.token,
             element: self.element.clone(),
         }
     }

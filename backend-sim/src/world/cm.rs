@@ -173,8 +173,9 @@ pub(crate) struct CmId {
     pub(crate) owns_port: bool,
     pub(crate) dev: Option<u32>,
     pub(crate) qp: Option<CmQp>,
-    /// Events handed out and not acknowledged, counted on this id.
-    pub(crate) unacked: u32,
+    /// Tokens of the events handed out and not acknowledged, kept on the
+    /// id they count against (the listening id for CONNECT_REQUEST).
+    pub(crate) unacked: Vec<u64>,
     pub(crate) remote: Option<CmIdHandle>,
     /// Own connection parameters (connect or accept) and the REQ's.
     pub(crate) param: ConnParam,
@@ -716,7 +717,7 @@ impl World {
             owns_port: false,
             dev: None,
             qp: None,
-            unacked: 0,
+            unacked: Vec::new(),
             remote: None,
             param: ConnParam::default(),
             req: ConnParam::default(),
@@ -736,12 +737,12 @@ impl World {
     pub fn rdma_destroy_id(&mut self, id: CmIdHandle) -> Result<()> {
         let v = Verb::RdmaDestroyId;
         let i = self.cm_id(id, v)?;
-        if i.unacked > 0 {
+        if !i.unacked.is_empty() {
             return Err(busy(
                 v,
                 format!(
                     "{} rdma_cm event(s) of this id are not acknowledged; rdma_destroy_id would wait for them forever",
-                    i.unacked
+                    i.unacked.len()
                 ),
             ));
         }
@@ -1338,8 +1339,12 @@ impl World {
     }
 
     /// `rdma_get_cm_event`, non-blocking: runs virtual time forward until
-    /// the channel has an event or nothing left could produce one.
-    pub(crate) fn rdma_get_cm_event(&mut self, ch: CmChannelHandle) -> Result<Option<QueuedEvent>> {
+    /// the channel has an event or nothing left could produce one. The
+    /// event comes with its token (for `rdma_ack_cm_event`).
+    pub(crate) fn rdma_get_cm_event(
+        &mut self,
+        ch: CmChannelHandle,
+    ) -> Result<Option<(QueuedEvent, u64)>> {
         let v = Verb::RdmaGetCmEvent;
         if self.cm.channels.get(ch.index, ch.generation).is_none() {
             return Err(invalid(
@@ -1376,10 +1381,12 @@ impl World {
             return Ok(None);
         };
         let counted = ev.listen_id.unwrap_or(ev.id);
+        self.event_tokens += 1;
+        let token = self.event_tokens;
         if let Some(i) = self.cm.ids.get_mut(counted.index, counted.generation) {
-            i.unacked += 1;
+            i.unacked.push(token);
         }
-        Ok(Some(ev))
+        Ok(Some((ev, token)))
     }
 
     /// `rdma_ack_cm_event`.
@@ -1387,18 +1394,19 @@ impl World {
         &mut self,
         id: CmIdHandle,
         listen_id: Option<CmIdHandle>,
+        token: u64,
     ) -> Result<()> {
         let v = Verb::RdmaAckCmEvent;
         let counted = listen_id.unwrap_or(id);
         let i = self.cm_id_mut(counted, v)?;
-        if i.unacked == 0 {
+        let Some(pos) = i.unacked.iter().position(|&t| t == token) else {
             return Err(Error::from_errno(
                 v,
                 EINVAL,
-                "no unacknowledged event for this id",
+                format!("rdma_cm event #{token} of this id was never handed out or is already acknowledged"),
             ));
-        }
-        i.unacked -= 1;
+        };
+        i.unacked.remove(pos);
         Ok(())
     }
 
@@ -2145,6 +2153,21 @@ impl World {
                 ));
             }
         }
+        // An automatic channel goes with its CQs: any other CQ on it (an
+        // application's, made on id->recv_cq_channel) keeps it busy, and
+        // then nothing is destroyed (issue #12 item 9).
+        for ch in [q.send_ch, q.recv_ch].into_iter().flatten() {
+            let own = [(q.send_cq, q.send_ch), (q.recv_cq, q.recv_ch)]
+                .iter()
+                .filter(|(cq, c)| cq.is_some() && *c == Some(ch))
+                .count() as u32;
+            if self.channel(ch, v)?.cqs > own {
+                return Err(busy(
+                    v,
+                    "an automatic completion channel of the id has other CQs bound to it",
+                ));
+            }
+        }
         self.destroy_qp(q.qp).map_err(|e| reverb(e, v))?;
         for (cq, ch) in [(q.send_cq, q.send_ch), (q.recv_cq, q.recv_ch)] {
             if let Some(cq) = cq {
@@ -2177,6 +2200,12 @@ impl World {
         if matches!(what, CmOwned::Pd(p) if self.cm.devs.values().any(|d| d.pd == Some(p))) {
             return true;
         }
+        // librdmacm opens a device's context once and keeps it for as long
+        // as the library is loaded (`ucma_init` / `ucma_cleanup`), whether
+        // or not an id is bound to it now.
+        if matches!(what, CmOwned::Ctx(c) if self.cm.devs.values().any(|d| d.ctx == c)) {
+            return true;
+        }
         self.cm
             .ids
             .iter()
@@ -2185,7 +2214,7 @@ impl World {
                 CmOwned::Qp(h) => q.qp == h,
                 CmOwned::Cq(h) => q.send_cq == Some(h) || q.recv_cq == Some(h),
                 CmOwned::Channel(h) => q.send_ch == Some(h) || q.recv_ch == Some(h),
-                CmOwned::Pd(_) => false,
+                CmOwned::Pd(_) | CmOwned::Ctx(_) => false,
             })
     }
 }
@@ -2197,6 +2226,8 @@ pub(crate) enum CmOwned {
     Cq(CqHandle),
     Channel(CompChannelHandle),
     Pd(PdHandle),
+    /// The device context librdmacm opened (`id->verbs`).
+    Ctx(ContextHandle),
 }
 
 /// The handle fields of an id.

@@ -190,7 +190,8 @@ pub(crate) struct Context {
     /// PDs, CQs, completion channels and QPs made through this context.
     pub(crate) children: u32,
     pub(crate) async_events: VecDeque<(AsyncEventType, AsyncSubject)>,
-    pub(crate) async_unacked: u32,
+    /// Tokens of the events handed out and not yet acknowledged.
+    pub(crate) async_unacked: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -226,6 +227,8 @@ pub(crate) struct Process {
 pub struct World {
     pub(crate) config: SimConfig,
     pub(crate) now_ns: u64,
+    /// The last event token handed out (async and rdma_cm events).
+    pub(crate) event_tokens: u64,
     pub(crate) devices: Vec<Device>,
     pub(crate) contexts: Arena<Context>,
     pub(crate) pds: Arena<Pd>,
@@ -319,6 +322,7 @@ impl World {
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,
             now_ns: 0,
+            event_tokens: 0,
             devices,
             contexts: Arena::default(),
             pds: Arena::default(),
@@ -513,7 +517,7 @@ impl World {
             process,
             children: 0,
             async_events: VecDeque::new(),
-            async_unacked: 0,
+            async_unacked: Vec::new(),
         };
         Ok(ContextHandle::from_parts(self.contexts.insert(ctx)))
     }
@@ -750,29 +754,42 @@ impl World {
         }
     }
 
-    /// `ibv_get_async_event`, non-blocking.
+    /// `ibv_get_async_event`, non-blocking: the event and its token (for
+    /// [`World::ack_async_event`]).
     pub fn get_async_event(
         &mut self,
         ctx: ContextHandle,
-    ) -> Result<Option<(AsyncEventType, AsyncSubject)>> {
+    ) -> Result<Option<(AsyncEventType, AsyncSubject, u64)>> {
+        let token = self.event_tokens + 1;
         let c = self.ctx_mut(ctx, Verb::GetAsyncEvent)?;
-        let ev = c.async_events.pop_front();
-        if ev.is_some() {
-            c.async_unacked += 1;
-        }
-        Ok(ev)
+        let Some((t, subject)) = c.async_events.pop_front() else {
+            return Ok(None);
+        };
+        c.async_unacked.push(token);
+        self.event_tokens = token;
+        Ok(Some((t, subject, token)))
     }
 
-    /// `ibv_ack_async_event`.
-    pub fn ack_async_event(&mut self, ctx: ContextHandle) -> Result<()> {
-        let c = self.ctx_mut(ctx, Verb::AckAsyncEvent)?;
-        if c.async_unacked == 0 {
-            return Err(misuse(
+    /// `ibv_ack_async_event` of the event `ibv_get_async_event` handed out
+    /// as `token`: each event is acknowledged once, whatever else is
+    /// pending (issue #12 item 8).
+    pub fn ack_async_event(&mut self, token: u64) -> Result<()> {
+        let found = self.contexts.iter().find_map(|(i, g, c)| {
+            c.async_unacked
+                .iter()
+                .position(|&t| t == token)
+                .map(|p| (i, g, p))
+        });
+        let Some((index, generation, pos)) = found else {
+            return Err(Error::from_errno(
                 Verb::AckAsyncEvent,
-                "no unacknowledged async event on this context",
+                verbs_api::errno::EINVAL,
+                format!("async event #{token} was never handed out or is already acknowledged"),
             ));
+        };
+        if let Some(c) = self.contexts.get_mut(index, generation) {
+            c.async_unacked.remove(pos);
         }
-        c.async_unacked -= 1;
         Ok(())
     }
 
@@ -789,21 +806,5 @@ impl World {
         // One unmapped guard page between regions.
         p.next_va = p.next_va.saturating_add((pages + 1) * PAGE_SIZE);
         addr
-    }
-}
-
-impl World {
-    /// Acknowledges the oldest unacknowledged async event of any context
-    /// (for port and device events, which name no object).
-    pub(crate) fn ack_any_async_event(&mut self) -> Result<()> {
-        let found = self
-            .contexts
-            .iter()
-            .find(|(_, _, c)| c.async_unacked > 0)
-            .map(|(i, g, _)| (i, g));
-        match found {
-            Some((index, generation)) => self.ack_async_event(ContextHandle { index, generation }),
-            None => Err(misuse(Verb::AckAsyncEvent, "no unacknowledged async event")),
-        }
     }
 }

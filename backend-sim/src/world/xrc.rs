@@ -511,15 +511,6 @@ impl World {
         }
     }
 
-    /// The context a QP handle was made through.
-    pub(crate) fn qp_handle_ctx(&self, qp: QpHandle, verb: Verb) -> Result<ContextHandle> {
-        if is_alias(qp) {
-            Ok(self.tgt_open(qp, verb)?.ctx)
-        } else {
-            Ok(self.qp(qp, verb)?.ctx)
-        }
-    }
-
     /// `ibv_query_qp` through any handle: a TGT handle reports the real
     /// QP's attributes with its own `qp_context`.
     pub(crate) fn query_qp_handle(
