@@ -820,6 +820,7 @@ impl World {
         };
         let now = self.now_ns;
         let (mtu, src, mut dest, psn) = (q.tx.mtu, q.tx.src, q.tx.dest, q.tx.next_psn);
+        let ooo = q.dv.ooo;
         let w = q.sq.get_mut(seq);
         let retry = w.transmitted;
         let len = u32::try_from(w.length).unwrap_or(u32::MAX);
@@ -827,12 +828,24 @@ impl World {
             Transport::Ud => 1,
             _ => packet_count(len, mtu),
         };
+        // A READ sent again resumes at its first missing response
+        // (`go_back` kept the count of those received in order): the
+        // request carries that PSN and the VA and length advanced by the
+        // bytes already placed, as rxe's `req_retry` does for a partly
+        // completed READ (drivers/infiniband/sw/rxe/rxe_req.c). Without it
+        // a long READ under reordering starts over for ever (issue #12
+        // item 1). OOO_DP READs track arrivals out of order and start over.
+        let resume = if retry && class == OpClass::Read && !ooo && w.received < npkts {
+            w.received
+        } else {
+            0
+        };
         w.psn = psn.value();
         w.npkts = npkts;
         w.exec = Exec::Sent;
         w.checked = true;
         w.transmitted = true;
-        w.received = 0;
+        w.received = resume;
         let w = *w;
         q.tx.next_psn = psn.add(npkts);
         q.tx.send_seq = seq + 1;
@@ -891,11 +904,12 @@ impl World {
                 self.wire(Packet {
                     source: src,
                     destination: dest,
-                    psn,
+                    psn: psn.add(resume),
                     opcode,
                     flags: PacketFlags::ACK_REQUEST | retry_flag,
                     payload_len: 0,
-                    offset: 0,
+                    // A resumed READ asks for the bytes from here on.
+                    offset: resume.saturating_mul(mtu),
                     cookie: seq,
                 });
             }
@@ -1089,12 +1103,20 @@ impl World {
         if first >= q.tx.send_seq {
             return;
         }
+        let ooo = q.dv.ooo;
         for s in first..q.tx.send_seq {
             let w = q.sq.get_mut(s);
+            // A READ still waiting keeps the responses it has, in order:
+            // it is re-issued from the first missing one (`transmit`).
+            // Go-back-N gives every request the PSNs it had, so the count
+            // still names the same PSNs.
+            let partial_read = w.exec == Exec::Sent && w.opcode == WrOpcode::RdmaRead && !ooo;
             if matches!(w.exec, Exec::Sent | Exec::Done) {
                 w.exec = Exec::Queued;
             }
-            w.received = 0;
+            if !partial_read {
+                w.received = 0;
+            }
         }
         q.tx.next_psn = Psn::new(q.sq.get(first).0.psn);
         q.tx.send_seq = first;
@@ -1323,6 +1345,10 @@ impl World {
         // An answer implies everything before the READ was received.
         self.acknowledge(qp, Psn::new(w.psn), false);
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        // Forward progress (which alone reloads the retry counter) is new
+        // data for the oldest request: responses to a later request, or
+        // answers repeated by a retry, do not count.
+        let oldest = seq == q.sq.done;
         let w = q.sq.get_mut(seq);
         if ooo.is_none() {
             w.received += 1;
@@ -1330,6 +1356,8 @@ impl World {
         if w.received >= w.npkts {
             w.exec = Exec::Done;
             q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+        }
+        if oldest {
             q.tx.retry.on_progress();
         }
         self.complete_sq(qp);
@@ -1370,7 +1398,11 @@ impl World {
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         q.sq.get_mut(seq).exec = Exec::Done;
         q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
-        q.tx.retry.on_progress();
+        // An atomic answered behind an unfinished READ is no progress: the
+        // READ still holds the queue (issue #12 item 1).
+        if seq == q.sq.done {
+            q.tx.retry.on_progress();
+        }
         self.complete_sq(qp);
         self.kick(qp);
         self.rearm(qp);
@@ -2151,7 +2183,12 @@ impl World {
             self.responder_error(rq, p, scenario, None);
             return;
         }
-        let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+        // A resumed READ asks for the bytes from `p.offset` on, answered
+        // with PSNs from its own.
+        let from = p.offset;
+        let len = u32::try_from(w.length)
+            .unwrap_or(u32::MAX)
+            .saturating_sub(from);
         let n = packet_count(len, mtu);
         if !duplicate {
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
@@ -2179,7 +2216,7 @@ impl World {
                 opcode: Opcode::ReadResponse(seg.position),
                 flags: PacketFlags::NONE,
                 payload_len: seg.len,
-                offset: seg.offset,
+                offset: from + seg.offset,
                 cookie: p.cookie,
             });
         }
