@@ -51,6 +51,14 @@ pub struct SimConfig {
     /// Upper bound on the bytes all MRs of the world may own together; a
     /// registration past it fails with `ENOMEM` instead of exhausting the host.
     pub mr_bytes_max: u64,
+    /// Opt-in strict memory ownership (default off): `ibv_dereg_mr` and
+    /// writes through `mr_bytes_mut` are refused with `EFAULT` while a
+    /// posted work request still names the MR, to find programs that rely
+    /// on what hardware leaves undefined. Off, both are allowed as on
+    /// hardware: the application's memory stays its own, and a request that
+    /// later touches a deregistered key completes in error (LOC_PROT_ERR
+    /// locally, REM_OP_ERR / REM_ACCESS_ERR at the peer).
+    pub strict_mr_ownership: bool,
     /// Whether the trace records events (benchmarks may turn it off).
     pub trace_enabled: bool,
     /// At most this many trace events are kept; later ones are counted only.
@@ -80,6 +88,7 @@ impl Default for SimConfig {
             qpn_start: 0x100,
             cap_net_raw: false,
             mr_bytes_max: 16 << 30,
+            strict_mr_ownership: false,
             trace_enabled: true,
             trace_events_max: 1 << 20,
             dc_key_violation: DcKeyViolation::SilentDrop,

@@ -533,3 +533,100 @@ fn posting_an_empty_list_to_a_destroyed_srq_is_einval() {
     assert_eq!(e.errno(), errno::EINVAL);
     assert_eq!(e.verb(), Verb::PostSrqRecv);
 }
+
+#[test]
+fn dereg_under_a_posted_receive_keeps_the_slot_until_the_receive_goes() {
+    // Goal: issue #18 item 1 / #12 item 3: deregistering an MR that a
+    // posted receive names is allowed; the MR's keys die at once, its slot
+    // is freed when the receive is released, and the PD can be freed.
+    let mut f = cx6();
+    let (pd, cq) = (f.pd, f.cq);
+    let qp = f.rc();
+    f.goto_init(qp);
+    let mr = f.sim.reg_mr(&pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let info = f.sim.mr_info(&mr).unwrap();
+    let sge = [Sge {
+        addr: info.addr,
+        length: 64,
+        lkey: info.lkey,
+    }];
+    // SAFETY: the simulator owns the MR's bytes.
+    unsafe {
+        f.sim.post_recv(
+            &qp,
+            &[RecvWr {
+                wr_id: 1,
+                sg_list: &sge,
+            }],
+        )
+    }
+    .unwrap();
+    // Writing the memory is the application's business.
+    f.sim.mr_bytes_mut(&mr).unwrap()[0] = 9;
+    let slots = f.sim.world().mr_slots_in_use();
+    f.sim.dereg_mr(&mr).unwrap();
+    assert_eq!(f.sim.mr_info(&mr).unwrap_err().errno(), errno::EINVAL);
+    assert_eq!(f.sim.dereg_mr(&mr).unwrap_err().errno(), errno::EINVAL);
+    assert!(f.sim.world().mr_by_key(0, info.lkey).is_none(), "keys dead");
+    assert_eq!(
+        f.sim.world().mr_slots_in_use(),
+        slots,
+        "kept for the receive"
+    );
+    f.sim.destroy_qp(&qp).unwrap();
+    assert_eq!(f.sim.world().mr_slots_in_use(), slots - 1, "freed with it");
+    f.sim.destroy_cq(&cq).unwrap();
+    f.sim.dealloc_pd(&pd).unwrap();
+}
+
+#[test]
+fn strict_mr_ownership_refuses_what_hardware_leaves_to_the_application() {
+    // Goal: the opt-in diagnostic keeps the old refusals (EFAULT).
+    let mut sim = SimVerbs::new(SimConfig {
+        strict_mr_ownership: true,
+        ..SimConfig::with_devices(vec![DeviceProfile::connectx6()])
+    });
+    let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+    let pd = sim.alloc_pd(&ctx).unwrap();
+    let cq = sim
+        .create_cq(
+            &ctx,
+            &CqInit {
+                cqe: 16,
+                ..CqInit::default()
+            },
+        )
+        .unwrap();
+    let mut sa = SrqAttr {
+        max_wr: 4,
+        max_sge: 1,
+        srq_limit: 0,
+    };
+    let srq = sim.create_srq(&pd, &mut sa).unwrap();
+    let mr = sim.reg_mr(&pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let info = sim.mr_info(&mr).unwrap();
+    let sge = [Sge {
+        addr: info.addr,
+        length: 64,
+        lkey: info.lkey,
+    }];
+    // SAFETY: the simulator owns the MR's bytes.
+    unsafe {
+        sim.post_srq_recv(
+            &srq,
+            &[RecvWr {
+                wr_id: 1,
+                sg_list: &sge,
+            }],
+        )
+    }
+    .unwrap();
+    assert_eq!(sim.dereg_mr(&mr).unwrap_err().errno(), errno::EFAULT);
+    assert_eq!(sim.mr_bytes_mut(&mr).unwrap_err().errno(), errno::EFAULT);
+    sim.destroy_srq(&srq).unwrap();
+    sim.mr_bytes_mut(&mr).unwrap()[0] = 1;
+    sim.dereg_mr(&mr).unwrap();
+    sim.destroy_cq(&cq).unwrap();
+    sim.dealloc_pd(&pd).unwrap();
+    sim.close_device(&ctx).unwrap();
+}

@@ -391,7 +391,13 @@ impl World {
         self.devices.get(index).map(|d| &d.profile)
     }
 
-    /// How many QPs are alive in the whole world.
+    /// How many MR slots are in use: registered MRs, plus MRs deregistered
+    /// under posted requests and kept until those are released.
+    pub fn mr_slots_in_use(&self) -> usize {
+        self.mrs.len()
+    }
+
+    /// How many QPs exist.
     pub fn qp_count(&self) -> usize {
         self.qps.len()
     }

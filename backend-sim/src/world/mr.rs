@@ -23,6 +23,11 @@ pub(crate) struct Mr {
     /// Invalidated by a SEND_WITH_INV naming its rkey (data-path §3.2): its
     /// keys fail every check until it is deregistered.
     pub(crate) invalidated: bool,
+    /// Deregistered while posted requests still named it: its handle and
+    /// keys are dead (every check fails), but requests already on the wire
+    /// still read the bytes hardware would have fetched. The slot is freed
+    /// when the last such request is released (`pins` reaches 0).
+    pub(crate) deregistered: bool,
 }
 
 impl World {
@@ -103,6 +108,7 @@ impl World {
             bytes: vec![0u8; length],
             pins: 0,
             invalidated: false,
+            deregistered: false,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
@@ -113,6 +119,15 @@ impl World {
 
     /// The MR an lkey/rkey names on `device`, if any (O(1)).
     pub fn mr_by_key(&self, device: u32, key: u32) -> Option<MrHandle> {
+        self.mr_slot_by_key(device, key).filter(|h| {
+            self.mrs
+                .get(h.index, h.generation)
+                .is_some_and(|m| !m.deregistered)
+        })
+    }
+
+    /// The slot an lkey/rkey names, deregistered or not (for the pin count).
+    fn mr_slot_by_key(&self, device: u32, key: u32) -> Option<MrHandle> {
         let (generation, mr) = self.mrs.get_by_index(key >> 8)?;
         (mr.lkey == key && mr.device == device).then_some(MrHandle {
             index: key >> 8,
@@ -122,7 +137,7 @@ impl World {
 
     /// `addr`, `length`, keys and access of an MR.
     pub fn mr_info(&self, mr: MrHandle) -> Result<MrInfo> {
-        let m = self.mr(mr, Verb::RegMr)?;
+        let m = self.live_mr(mr, Verb::RegMr)?;
         Ok(MrInfo {
             addr: m.addr,
             length: m.bytes.len() as u64,
@@ -134,36 +149,65 @@ impl World {
 
     /// The MR's bytes.
     pub fn mr_bytes(&self, mr: MrHandle) -> Result<&[u8]> {
-        Ok(&self.mr(mr, Verb::MrBytes)?.bytes)
+        Ok(&self.live_mr(mr, Verb::MrBytes)?.bytes)
     }
 
-    /// The MR's bytes, writable: `ApiMisuse` while a posted work request
-    /// still names them (undefined behaviour on hardware).
+    /// The MR's bytes, writable. Writing memory a posted request names is
+    /// the application's business, as on hardware (a receive posted over a
+    /// buffer the program then fills and sends from is ordinary); only
+    /// `SimConfig::strict_mr_ownership` refuses it (`EFAULT`).
     pub fn mr_bytes_mut(&mut self, mr: MrHandle) -> Result<&mut [u8]> {
+        let strict = self.config.strict_mr_ownership;
+        self.live_mr(mr, Verb::MrBytes)?;
         let m = self.mr_mut(mr, Verb::MrBytes)?;
-        if m.pins > 0 {
+        if strict && m.pins > 0 {
             return Err(misuse(
                 Verb::MrBytes,
-                format!("{} posted work requests still own bytes of this MR", m.pins),
+                format!(
+                    "{} posted work requests still own bytes of this MR (strict_mr_ownership)",
+                    m.pins
+                ),
             ));
         }
         Ok(&mut m.bytes)
     }
 
-    /// `ibv_dereg_mr`: `ApiMisuse` while a posted work request names it.
+    /// An MR the application still holds (not deregistered).
+    pub(crate) fn live_mr(&self, mr: MrHandle, verb: Verb) -> Result<&Mr> {
+        let m = self.mr(mr, verb)?;
+        if m.deregistered {
+            return Err(invalid(
+                verb,
+                format!("invalid or destroyed MR handle {mr:?}"),
+            ));
+        }
+        Ok(m)
+    }
+
+    /// `ibv_dereg_mr`. Allowed while posted requests name the MR, as on
+    /// hardware: those requests then fail when they touch it (the keys are
+    /// dead at once), and the bytes are kept only for requests already on
+    /// the wire. `SimConfig::strict_mr_ownership` refuses it (`EFAULT`).
     pub fn dereg_mr(&mut self, mr: MrHandle) -> Result<()> {
-        let m = self.mr(mr, Verb::DeregMr)?;
-        if m.pins > 0 {
+        let strict = self.config.strict_mr_ownership;
+        let m = self.live_mr(mr, Verb::DeregMr)?;
+        if strict && m.pins > 0 {
             return Err(misuse(
                 Verb::DeregMr,
                 format!(
-                    "{} posted work requests still name this MR (undefined behaviour on hardware)",
+                    "{} posted work requests still name this MR (strict_mr_ownership)",
                     m.pins
                 ),
             ));
         }
-        let (pd, len) = (m.pd, m.bytes.len() as u64);
-        self.mrs.remove(mr.index, mr.generation);
+        let (pd, len, pinned) = (m.pd, m.bytes.len() as u64, m.pins > 0);
+        if pinned {
+            let m = self.mr_mut(mr, Verb::DeregMr)?;
+            m.deregistered = true;
+            m.invalidated = true;
+        } else {
+            self.mrs.remove(mr.index, mr.generation);
+        }
         self.mr_bytes_total -= len;
         if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
             p.users -= 1;
@@ -173,12 +217,15 @@ impl World {
 
     /// Adds `delta` (±1) to the pin count of the MR an SGE's lkey names.
     pub(crate) fn pin_key(&mut self, device: u32, lkey: u32, add: bool) {
-        if let Some(h) = self.mr_by_key(device, lkey) {
+        if let Some(h) = self.mr_slot_by_key(device, lkey) {
             if let Some(m) = self.mrs.get_mut(h.index, h.generation) {
                 if add {
                     m.pins += 1;
                 } else {
                     m.pins = m.pins.saturating_sub(1);
+                    if m.deregistered && m.pins == 0 {
+                        self.mrs.remove(h.index, h.generation);
+                    }
                 }
             }
         }

@@ -47,10 +47,15 @@ fn occupancy(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Releases one posted request's hold on the MR `key` names; an MR
+/// deregistered under its requests is freed with the last one.
 fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
-    if let Some((_, m)) = mrs.get_by_index_mut(key >> 8) {
+    if let Some((generation, m)) = mrs.get_by_index_mut(key >> 8) {
         if m.lkey == key && m.device == device {
             m.pins = m.pins.saturating_sub(1);
+            if m.deregistered && m.pins == 0 {
+                mrs.remove(key >> 8, generation);
+            }
         }
     }
 }

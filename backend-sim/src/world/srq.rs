@@ -206,8 +206,10 @@ impl World {
             ));
         }
         let pd = s.pd;
-        let (range, device) = (s.ring.done..s.ring.tail, s.device);
-        // Unpin the MRs named by still-posted receive requests.
+        let (range, device) = (s.ring.head..s.ring.tail, s.device);
+        // Unpin the MRs named by still-posted receive requests, and by
+        // consumed ones whose completion nobody polled (their CQE may sit
+        // in a CQ for ever: issue #12 item 3).
         let keys: Vec<u32> = {
             let s = self.srq(srq, v)?;
             range
