@@ -121,4 +121,4 @@ pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};
 pub use world::cm::{device_ipv4, device_ipv6, reject_reason, CmConfig, RDMA_UDP_QKEY};
-pub use world::{AsyncSubject, World, XrcUnknownSrqn};
+pub use world::{AsyncSubject, LiveObjects, World, XrcUnknownSrqn};

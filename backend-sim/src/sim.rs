@@ -52,6 +52,27 @@ impl SimVerbs {
         &self.world
     }
 
+    /// What is alive in the world, by kind: contexts, PDs, CQs, channels,
+    /// MRs and their bytes and pins, SRQs, QPs, AHs, XRC domains, DC
+    /// connections, rdma_cm ids and channels, unacknowledged async events.
+    /// After a complete teardown [`LiveObjects::is_empty`] holds:
+    ///
+    /// ```
+    /// use backend_sim::SimVerbs;
+    /// use verbs_api::{ProcessId, Verbs};
+    ///
+    /// let mut sim = SimVerbs::default();
+    /// let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+    /// let pd = sim.alloc_pd(&ctx).unwrap();
+    /// assert_eq!(sim.live_objects().pds, 1);
+    /// sim.dealloc_pd(&pd).unwrap();
+    /// sim.close_device(&ctx).unwrap();
+    /// assert!(sim.live_objects().is_empty(), "left: {}", sim.live_objects());
+    /// ```
+    pub fn live_objects(&self) -> crate::LiveObjects {
+        self.world.live_objects()
+    }
+
     /// The world, writable.
     pub fn world_mut(&mut self) -> &mut World {
         &mut self.world

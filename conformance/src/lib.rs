@@ -50,6 +50,7 @@ mod parse;
 pub mod runner;
 mod schema;
 pub mod script;
+pub mod swarm;
 
 pub use files::{collect_scripts, run_file, run_parsed, run_path, Summary};
 pub use parse::{parse, ParseError};

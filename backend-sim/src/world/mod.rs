@@ -7,6 +7,7 @@ pub(crate) mod cm;
 mod cq;
 mod dc;
 mod exec;
+mod live;
 mod modify;
 mod mr;
 mod ooo;
@@ -31,6 +32,7 @@ use crate::trace::{Trace, TraceEvent};
 use crate::{DeviceProfile, SimConfig};
 
 pub(crate) use cq::Cq;
+pub use live::LiveObjects;
 pub(crate) use mr::Mr;
 pub(crate) use qp::Qp;
 pub(crate) use srq::Srq;

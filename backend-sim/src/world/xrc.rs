@@ -275,6 +275,12 @@ impl World {
         self.xrc.domains.len()
     }
 
+    /// How many XRC domain handles are open (each `ibv_open_xrcd` /
+    /// `ibv_open_xrc_domain` until its close).
+    pub fn xrc_handle_count(&self) -> usize {
+        self.xrc.opens.len()
+    }
+
     // ------------------------------------------------------------- SRQs
 
     /// `ibv_create_srq_ex`: basic SRQs as `ibv_create_srq`; XRC SRQs need

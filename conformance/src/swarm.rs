@@ -1,0 +1,1472 @@
+//! Swarm testing (issue #12 item 13): random verb calls, valid and
+//! invalid, across the verb families, with invariants checked after every
+//! call, in the manner of TigerBeetle's VOPR and FoundationDB's simulation.
+//!
+//! Each seed picks which families are on and how heavily (swarm testing:
+//! rare interactions get weight in some seeds), then makes `calls` calls
+//! on a fresh backend. After every call:
+//!
+//! * no panic (a panic is caught and reported with its step);
+//! * a refused call changes nothing observable: the caller's snapshot
+//!   (for the simulator, its live objects) and the state of every QP are
+//!   the same before and after;
+//! * every completion names a request that was posted on that QP and is
+//!   reported once;
+//! * at the end, a full teardown succeeds and leaves the snapshot empty.
+//!
+//! Delivery under faults (exactly once, in order, byte-exact, or the
+//! documented error) is checked against a reference model by the property
+//! test `conformance/tests/prop_rc_traffic.rs`; the swarm injects the same
+//! faults while it mixes everything else in.
+//!
+//! A failure is shrunk (ops are dropped while the failure stays) and
+//! printed as a `.verbs` script with its seed. `verbsim fuzz --seeds A..B`
+//! runs any range; CI runs a fixed one.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use verbs_api::{
+    AccessFlags, CqInit, FaultAction, FaultScope, FaultWhen, Mtu, OpenFlags, PortSpace, ProcessId,
+    QpAttr, QpAttrMask, QpCap, QpInitAttrEx, QpState, QpType, RdmaInfo, RecvWr, SendFlags, SendWr,
+    Sge, SimCommand, SrqAttr, Verbs, Wc, WcOpcode, WrOpcode, XrcdFile,
+};
+
+/// What one swarm run does.
+#[derive(Clone, Copy, Debug)]
+pub struct SwarmConfig {
+    /// The seed: it picks the families, the calls and the simulator's seed.
+    pub seed: u64,
+    /// Calls to make before the teardown.
+    pub calls: usize,
+}
+
+/// A failed invariant.
+#[derive(Clone, Debug)]
+pub struct SwarmFailure {
+    /// The seed that fails.
+    pub seed: u64,
+    /// What went wrong, at which call of the shrunk sequence.
+    pub why: String,
+    /// The shrunk sequence as a `.verbs` script (headers include the seed).
+    pub script: String,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct SwarmReport {
+    /// Calls made (including the teardown's).
+    pub calls: u64,
+    /// Per verb: (succeeded, refused).
+    pub per_verb: BTreeMap<&'static str, (u64, u64)>,
+    /// The first failure, shrunk.
+    pub failure: Option<SwarmFailure>,
+}
+
+impl SwarmReport {
+    /// Adds another run's counters (not its failure).
+    pub fn absorb(&mut self, other: &Self) {
+        self.calls += other.calls;
+        for (verb, (ok, err)) in &other.per_verb {
+            let e = self.per_verb.entry(verb).or_default();
+            e.0 += ok;
+            e.1 += err;
+        }
+    }
+
+    /// The coverage counters as a table, one verb a line.
+    pub fn coverage(&self) -> String {
+        let mut s = String::new();
+        for (verb, (ok, err)) in &self.per_verb {
+            let _ = writeln!(s, "{verb:<22} {ok:>9} ok {err:>9} refused");
+        }
+        s
+    }
+}
+
+/// Operation families a seed turns on or off.
+const FAMILIES: usize = 8;
+const F_CONTROL: usize = 0;
+const F_QP: usize = 1;
+const F_DATA: usize = 2;
+const F_SRQ: usize = 3;
+const F_FAULTS: usize = 4;
+const F_XRC: usize = 5;
+const F_CM: usize = 6;
+const F_INVALID: usize = 7;
+
+/// splitmix64: small, seedable, the same everywhere.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const SLOTS: u8 = 4;
+
+/// One generated call, on slots (not handles), so a subsequence replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    OpenDevice {
+        slot: u8,
+        dev: u8,
+        process: u8,
+    },
+    CloseDevice {
+        slot: u8,
+    },
+    AllocPd {
+        slot: u8,
+        ctx: u8,
+    },
+    DeallocPd {
+        slot: u8,
+    },
+    CreateCq {
+        slot: u8,
+        ctx: u8,
+        cqe: u32,
+    },
+    DestroyCq {
+        slot: u8,
+    },
+    RegMr {
+        slot: u8,
+        pd: u8,
+        len: u32,
+        access: u32,
+    },
+    DeregMr {
+        slot: u8,
+    },
+    FillMr {
+        slot: u8,
+        byte: u8,
+    },
+    CreateSrq {
+        slot: u8,
+        pd: u8,
+        max_wr: u32,
+        max_sge: u32,
+    },
+    DestroySrq {
+        slot: u8,
+    },
+    PostSrqRecv {
+        srq: u8,
+        mr: u8,
+        off: u32,
+        len: u32,
+    },
+    CreateQp {
+        slot: u8,
+        pd: u8,
+        cq: u8,
+        qp_type: u8,
+        srq: Option<u8>,
+        wr: u32,
+        sge: u32,
+    },
+    Connect {
+        a: u8,
+        b: u8,
+        mtu: u8,
+        retry: u8,
+        rnr: u8,
+    },
+    ToError {
+        slot: u8,
+    },
+    ToReset {
+        slot: u8,
+    },
+    DestroyQp {
+        slot: u8,
+    },
+    PostSend {
+        qp: u8,
+        opcode: u8,
+        mr: u8,
+        off: u32,
+        len: u32,
+        remote: u8,
+        roff: u32,
+        flags: u8,
+    },
+    PostRecv {
+        qp: u8,
+        mr: u8,
+        off: u32,
+        len: u32,
+    },
+    PollCq {
+        slot: u8,
+    },
+    Fault {
+        action: u8,
+        ppm: u32,
+    },
+    ClearFaults,
+    Advance {
+        ns: u32,
+    },
+    OpenXrcDomain {
+        slot: u8,
+        ctx: u8,
+        inode: u8,
+    },
+    CloseXrcDomain {
+        slot: u8,
+    },
+    CreateXrcRcvQp {
+        xrcd: u8,
+    },
+    RegXrcRcvQp {
+        xrcd: u8,
+        nth: u8,
+    },
+    UnregXrcRcvQp {
+        xrcd: u8,
+        nth: u8,
+    },
+    CmCreateId {
+        slot: u8,
+    },
+    CmBind {
+        slot: u8,
+        dev: u8,
+        port: u16,
+    },
+    CmDestroyId {
+        slot: u8,
+    },
+}
+
+impl Op {
+    /// The verb's name in the coverage counters (the script statement).
+    fn verb(&self) -> &'static str {
+        match self {
+            Self::OpenDevice { .. } => "open_device",
+            Self::CloseDevice { .. } => "close_device",
+            Self::AllocPd { .. } => "alloc_pd",
+            Self::DeallocPd { .. } => "dealloc_pd",
+            Self::CreateCq { .. } => "create_cq",
+            Self::DestroyCq { .. } => "destroy_cq",
+            Self::RegMr { .. } => "reg_mr",
+            Self::DeregMr { .. } => "dereg_mr",
+            Self::FillMr { .. } => "fill",
+            Self::CreateSrq { .. } => "create_srq",
+            Self::DestroySrq { .. } => "destroy_srq",
+            Self::PostSrqRecv { .. } => "post_srq_recv",
+            Self::CreateQp { .. } => "create_qp",
+            Self::Connect { .. } => "connect",
+            Self::ToError { .. } | Self::ToReset { .. } => "modify_qp",
+            Self::DestroyQp { .. } => "destroy_qp",
+            Self::PostSend { .. } => "post_send",
+            Self::PostRecv { .. } => "post_recv",
+            Self::PollCq { .. } => "poll_cq",
+            Self::Fault { .. } | Self::ClearFaults | Self::Advance { .. } => "sim",
+            Self::OpenXrcDomain { .. } => "open_xrc_domain",
+            Self::CloseXrcDomain { .. } => "close_xrc_domain",
+            Self::CreateXrcRcvQp { .. } => "create_xrc_rcv_qp",
+            Self::RegXrcRcvQp { .. } => "reg_xrc_rcv_qp",
+            Self::UnregXrcRcvQp { .. } => "unreg_xrc_rcv_qp",
+            Self::CmCreateId { .. } => "rdma_create_id",
+            Self::CmBind { .. } => "rdma_bind_addr",
+            Self::CmDestroyId { .. } => "rdma_destroy_id",
+        }
+    }
+}
+
+/// Draws the next op for the families of `weights`.
+fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
+    let total: u64 = weights.iter().sum();
+    let mut pick = r.below(total.max(1));
+    let mut family = F_CONTROL;
+    for (i, w) in weights.iter().enumerate() {
+        if pick < *w {
+            family = i;
+            break;
+        }
+        pick -= w;
+    }
+    let s = |r: &mut Rng| r.below(u64::from(SLOTS)) as u8;
+    let bad = weights[F_INVALID] > 0 && r.chance(20);
+    match family {
+        F_CONTROL => match r.below(10) {
+            0 => Op::OpenDevice {
+                slot: s(r),
+                dev: r.below(2) as u8,
+                process: r.below(2) as u8,
+            },
+            1 => Op::CloseDevice { slot: s(r) },
+            2 => Op::AllocPd {
+                slot: s(r),
+                ctx: s(r),
+            },
+            3 => Op::DeallocPd { slot: s(r) },
+            4 => Op::CreateCq {
+                slot: s(r),
+                ctx: s(r),
+                cqe: if bad { 1 << 30 } else { 1 + r.below(64) as u32 },
+            },
+            5 => Op::DestroyCq { slot: s(r) },
+            6 => Op::RegMr {
+                slot: s(r),
+                pd: s(r),
+                len: if bad { 0 } else { 64 << r.below(7) },
+                access: if bad {
+                    0x2
+                } else {
+                    [0x1, 0x7, 0xf][r.below(3) as usize]
+                },
+            },
+            7 => Op::DeregMr { slot: s(r) },
+            8 => Op::FillMr {
+                slot: s(r),
+                byte: r.next() as u8,
+            },
+            _ => Op::PollCq { slot: s(r) },
+        },
+        F_QP => match r.below(6) {
+            0 | 1 => Op::CreateQp {
+                slot: s(r),
+                pd: s(r),
+                cq: s(r),
+                qp_type: r.below(3) as u8,
+                srq: (weights[F_SRQ] > 0 && r.chance(30)).then(|| s(r)),
+                wr: if bad { 1 << 20 } else { 1 + r.below(16) as u32 },
+                sge: 1 + r.below(2) as u32,
+            },
+            2 => Op::Connect {
+                a: s(r),
+                b: s(r),
+                mtu: r.below(3) as u8,
+                retry: r.below(8) as u8,
+                rnr: r.below(7) as u8,
+            },
+            3 => Op::ToError { slot: s(r) },
+            4 => Op::ToReset { slot: s(r) },
+            _ => Op::DestroyQp { slot: s(r) },
+        },
+        F_DATA => match r.below(4) {
+            0 | 1 => Op::PostSend {
+                qp: s(r),
+                opcode: r.below(5) as u8,
+                mr: s(r),
+                off: if bad { 1 << 20 } else { r.below(4) as u32 * 64 },
+                len: [0, 1, 8, 64, 300, 2000][r.below(6) as usize],
+                remote: s(r),
+                roff: r.below(4) as u32 * 8,
+                flags: r.below(8) as u8,
+            },
+            2 => Op::PostRecv {
+                qp: s(r),
+                mr: s(r),
+                off: 0,
+                len: [8, 64, 4096][r.below(3) as usize],
+            },
+            _ => Op::PollCq { slot: s(r) },
+        },
+        F_SRQ => match r.below(4) {
+            0 => Op::CreateSrq {
+                slot: s(r),
+                pd: s(r),
+                max_wr: if bad { 1 << 24 } else { 1 + r.below(8) as u32 },
+                max_sge: 1,
+            },
+            1 => Op::DestroySrq { slot: s(r) },
+            _ => Op::PostSrqRecv {
+                srq: s(r),
+                mr: s(r),
+                off: 0,
+                len: [8, 64, 4096][r.below(3) as usize],
+            },
+        },
+        F_FAULTS => match r.below(4) {
+            0 => Op::Fault {
+                action: r.below(4) as u8,
+                ppm: [10_000, 50_000, 100_000][r.below(3) as usize],
+            },
+            1 => Op::ClearFaults,
+            _ => Op::Advance {
+                ns: [100, 10_000, 1_000_000][r.below(3) as usize],
+            },
+        },
+        F_XRC => match r.below(5) {
+            0 => Op::OpenXrcDomain {
+                slot: s(r),
+                ctx: s(r),
+                inode: r.below(2) as u8,
+            },
+            1 => Op::CloseXrcDomain { slot: s(r) },
+            2 => Op::CreateXrcRcvQp { xrcd: s(r) },
+            3 => Op::RegXrcRcvQp {
+                xrcd: s(r),
+                nth: r.below(4) as u8,
+            },
+            _ => Op::UnregXrcRcvQp {
+                xrcd: s(r),
+                nth: r.below(4) as u8,
+            },
+        },
+        F_CM => match r.below(3) {
+            0 => Op::CmCreateId { slot: s(r) },
+            1 => Op::CmBind {
+                slot: s(r),
+                dev: r.below(2) as u8,
+                port: 7000 + r.below(3) as u16,
+            },
+            _ => Op::CmDestroyId { slot: s(r) },
+        },
+        _ => Op::PollCq { slot: s(r) },
+    }
+}
+
+/// An MR slot: handle, PD slot, address, lkey, rkey, length.
+type MrSlot<V> = (<V as Verbs>::Mr, u8, u64, u32, u32, u32);
+/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD), QP number.
+type QpSlot<V> = (<V as Verbs>::Qp, u8, u8, u32);
+
+/// The objects of a run, by slot, with their script names.
+struct State<V: Verbs> {
+    ctx: Vec<Option<(V::Context, u8)>>,
+    pd: Vec<Option<(V::Pd, u8)>>,
+    cq: Vec<Option<(V::Cq, u8)>>,
+    mr: Vec<Option<MrSlot<V>>>,
+    srq: Vec<Option<(V::Srq, u8)>>,
+    qp: Vec<Option<QpSlot<V>>>,
+    xrcd: Vec<Option<(V::Xrcd, u8)>>,
+    rcv_qpns: Vec<u32>,
+    cm_ch: Option<V::CmChannel>,
+    cm_id: Vec<Option<V::CmId>>,
+    /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
+    /// completed.
+    outstanding: BTreeMap<u64, (u8, u32, bool)>,
+    next_wr_id: u64,
+}
+
+impl<V: Verbs> State<V> {
+    fn new() -> Self {
+        let n = SLOTS as usize;
+        Self {
+            ctx: (0..n).map(|_| None).collect(),
+            pd: (0..n).map(|_| None).collect(),
+            cq: (0..n).map(|_| None).collect(),
+            mr: (0..n).map(|_| None).collect(),
+            srq: (0..n).map(|_| None).collect(),
+            qp: (0..n).map(|_| None).collect(),
+            xrcd: (0..n).map(|_| None).collect(),
+            rcv_qpns: Vec::new(),
+            cm_ch: None,
+            cm_id: (0..n).map(|_| None).collect(),
+            outstanding: BTreeMap::new(),
+            next_wr_id: 1,
+        }
+    }
+}
+
+/// What executing one op found.
+enum Step {
+    /// Nothing to call (a slot was empty or taken).
+    Skipped,
+    /// The verb ran: `Ok(())` or the refusal, and the script line.
+    Ran(Result<(), verbs_api::Error>, String),
+    /// An invariant broke.
+    Broken(String),
+}
+
+/// Runs one seed: `make` builds a fresh backend for the seed, `snapshot`
+/// describes what is alive (compared around refused calls and required
+/// to say `nothing` after the teardown).
+pub fn run_seed<V: Verbs>(
+    cfg: SwarmConfig,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+) -> SwarmReport {
+    let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
+    let mut weights = [0u64; FAMILIES];
+    for w in &mut weights {
+        *w = if r.chance(75) { 1 + r.below(5) } else { 0 };
+    }
+    weights[F_CONTROL] = weights[F_CONTROL].max(2);
+    weights[F_QP] = weights[F_QP].max(1);
+    let ops: Vec<Op> = (0..cfg.calls).map(|_| gen_op(&mut r, &weights)).collect();
+    let mut report = SwarmReport::default();
+    let outcome = execute(cfg.seed, &ops, make, snapshot, Some(&mut report));
+    if let Err((at, why)) = outcome {
+        let shrunk = shrink(
+            cfg.seed,
+            ops[..=at.min(ops.len() - 1)].to_vec(),
+            make,
+            snapshot,
+        );
+        let (why2, script) = match execute(cfg.seed, &shrunk, make, snapshot, None) {
+            Err((_, w)) => (w, render(cfg.seed, &shrunk, make)),
+            Ok(()) => (
+                why.clone(),
+                render(cfg.seed, &ops[..=at.min(ops.len() - 1)], make),
+            ),
+        };
+        report.failure = Some(SwarmFailure {
+            seed: cfg.seed,
+            why: why2,
+            script,
+        });
+    }
+    report
+}
+
+/// Drops ops while the failure stays (greedy, halving chunk sizes).
+fn shrink<V: Verbs>(
+    seed: u64,
+    mut ops: Vec<Op>,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+) -> Vec<Op> {
+    let mut chunk = ops.len() / 2;
+    let mut budget = 2_000;
+    while chunk >= 1 && budget > 0 {
+        let mut i = 0;
+        let mut removed = false;
+        while i < ops.len() && budget > 0 {
+            let end = (i + chunk).min(ops.len());
+            let mut candidate = ops.clone();
+            candidate.drain(i..end);
+            budget -= 1;
+            if !candidate.is_empty() && execute(seed, &candidate, make, snapshot, None).is_err() {
+                ops = candidate;
+                removed = true;
+            } else {
+                i += chunk;
+            }
+        }
+        if !removed {
+            chunk /= 2;
+        }
+    }
+    ops
+}
+
+/// The ops as a `.verbs` script whose expectations are what the backend
+/// answered when they ran (replayed once more to learn them).
+fn render<V: Verbs>(seed: u64, ops: &[Op], make: &dyn Fn(u64) -> V) -> String {
+    let mut v = make(seed);
+    let mut st = State::<V>::new();
+    let mut s = format!(
+        "#! description: swarm failure, seed {seed} (shrunk); `verbsim fuzz --seeds {seed}..{}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
+        seed + 1
+    );
+    for op in ops {
+        let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
+        match step {
+            Ok(Step::Ran(res, line)) => {
+                let _ = match res {
+                    Ok(()) => writeln!(s, "{line}"),
+                    Err(e) => writeln!(
+                        s,
+                        "{line} -> {}",
+                        verbs_api::errno::name(e.errno()).unwrap_or("error")
+                    ),
+                };
+            }
+            Ok(Step::Broken(line)) => {
+                let _ = writeln!(s, "# broke here: {line}");
+            }
+            Ok(Step::Skipped) => {}
+            Err(_) => {
+                let _ = writeln!(s, "# panicked: {op:?}");
+                break;
+            }
+        }
+    }
+    s
+}
+
+/// Runs `ops` on a fresh backend and the teardown; `Err((index, why))`
+/// at the first broken invariant.
+fn execute<V: Verbs>(
+    seed: u64,
+    ops: &[Op],
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    mut report: Option<&mut SwarmReport>,
+) -> Result<(), (usize, String)> {
+    let mut v = make(seed);
+    let mut st = State::<V>::new();
+    for (i, op) in ops.iter().enumerate() {
+        let before = observe(&mut v, &st, snapshot);
+        let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
+        let step = match step {
+            Ok(s) => s,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                return Err((i, format!("call {i} ({op:?}) panicked: {msg}")));
+            }
+        };
+        match step {
+            Step::Skipped => {}
+            Step::Broken(why) => return Err((i, format!("call {i} ({op:?}): {why}"))),
+            Step::Ran(res, _) => {
+                if let Some(rep) = report.as_deref_mut() {
+                    rep.calls += 1;
+                    let e = rep.per_verb.entry(op.verb()).or_default();
+                    if res.is_ok() {
+                        e.0 += 1;
+                    } else {
+                        e.1 += 1;
+                    }
+                }
+                if let Err(e) = res {
+                    // `connect` is up to six modify_qp calls: the ones
+                    // before the refused one legitimately changed states.
+                    if e.is_not_implemented() || matches!(op, Op::Connect { .. }) {
+                        continue;
+                    }
+                    let after = observe(&mut v, &st, snapshot);
+                    if after != before {
+                        return Err((
+                            i,
+                            format!(
+                                "call {i} ({op:?}) was refused ({e}) but changed the world:\n  before: {before}\n  after:  {after}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    teardown(&mut v, &mut st).map_err(|why| (ops.len().saturating_sub(1), why))?;
+    let left = snapshot(&v);
+    if left != "nothing" {
+        return Err((
+            ops.len().saturating_sub(1),
+            format!("teardown left objects behind: {left}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The snapshot plus every live QP's state.
+fn observe<V: Verbs>(v: &mut V, st: &State<V>, snapshot: &dyn Fn(&V) -> String) -> String {
+    let mut s = snapshot(v);
+    for (i, q) in st.qp.iter().enumerate() {
+        if let Some((qp, ..)) = q {
+            let state = v
+                .query_qp(qp, QpAttrMask::STATE)
+                .map(|(a, _)| a.qp_state.to_string())
+                .unwrap_or_else(|e| format!("?{}", e.errno()));
+            let _ = write!(s, " q{i}={state}");
+        }
+    }
+    s
+}
+
+fn ran(res: verbs_api::Result<()>, line: String) -> Step {
+    Step::Ran(res, line)
+}
+
+/// Executes one op against the backend and the slots.
+fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    match *op {
+        Op::OpenDevice { slot, dev, process } => {
+            if st.ctx[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let line = format!("let c{slot} = open_device index={dev} process={process}");
+            match v.open_device(dev as usize, ProcessId(u32::from(process))) {
+                Ok(c) => {
+                    st.ctx[slot as usize] = Some((c, dev));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CloseDevice { slot } => {
+            let Some((c, _)) = &st.ctx[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.close_device(c);
+            if r.is_ok() {
+                st.ctx[slot as usize] = None;
+            }
+            ran(r, format!("close_device c{slot}"))
+        }
+        Op::AllocPd { slot, ctx } => {
+            if st.pd[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((c, _)) = &st.ctx[ctx as usize] else {
+                return Step::Skipped;
+            };
+            let line = format!("let pd{slot} = alloc_pd c{ctx}");
+            match v.alloc_pd(c) {
+                Ok(p) => {
+                    st.pd[slot as usize] = Some((p, ctx));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::DeallocPd { slot } => {
+            let Some((p, _)) = &st.pd[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.dealloc_pd(p);
+            if r.is_ok() {
+                st.pd[slot as usize] = None;
+            }
+            ran(r, format!("dealloc_pd pd{slot}"))
+        }
+        Op::CreateCq { slot, ctx, cqe } => {
+            if st.cq[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((c, _)) = &st.ctx[ctx as usize] else {
+                return Step::Skipped;
+            };
+            let line = format!("let cq{slot} = create_cq c{ctx} cqe={cqe}");
+            match v.create_cq(
+                c,
+                &CqInit {
+                    cqe,
+                    ..CqInit::default()
+                },
+            ) {
+                Ok(q) => {
+                    st.cq[slot as usize] = Some((q, ctx));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::DestroyCq { slot } => {
+            let Some((q, _)) = &st.cq[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.destroy_cq(q);
+            if r.is_ok() {
+                st.cq[slot as usize] = None;
+            }
+            ran(r, format!("destroy_cq cq{slot}"))
+        }
+        Op::RegMr {
+            slot,
+            pd,
+            len,
+            access,
+        } => {
+            if st.mr[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((p, _)) = &st.pd[pd as usize] else {
+                return Step::Skipped;
+            };
+            let access = AccessFlags(access);
+            let line = format!("let m{slot} = reg_mr pd{pd} length={len} access={access}");
+            match v.reg_mr(p, len as usize, access) {
+                Ok(m) => match v.mr_info(&m) {
+                    Ok(i) => {
+                        st.mr[slot as usize] = Some((m, pd, i.addr, i.lkey, i.rkey, len));
+                        ran(Ok(()), line)
+                    }
+                    Err(e) => Step::Broken(format!("mr_info of a new MR failed: {e}")),
+                },
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::DeregMr { slot } => {
+            let Some((m, ..)) = &st.mr[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.dereg_mr(m);
+            if r.is_ok() {
+                st.mr[slot as usize] = None;
+            }
+            ran(r, format!("dereg_mr m{slot}"))
+        }
+        Op::FillMr { slot, byte } => {
+            let Some((m, .., len)) = &st.mr[slot as usize] else {
+                return Step::Skipped;
+            };
+            let len = *len;
+            let r = v.mr_bytes_mut(m).map(|b| b.fill(byte));
+            ran(
+                r,
+                format!("fill m{slot} offset=0 length={len} byte={byte:#x}"),
+            )
+        }
+        Op::CreateSrq {
+            slot,
+            pd,
+            max_wr,
+            max_sge,
+        } => {
+            if st.srq[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((p, _)) = &st.pd[pd as usize] else {
+                return Step::Skipped;
+            };
+            let mut a = SrqAttr {
+                max_wr,
+                max_sge,
+                srq_limit: 0,
+            };
+            let line = format!("let s{slot} = create_srq pd{pd} max_wr={max_wr} max_sge={max_sge}");
+            match v.create_srq(p, &mut a) {
+                Ok(s) => {
+                    st.srq[slot as usize] = Some((s, pd));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::DestroySrq { slot } => {
+            let Some((s, _)) = &st.srq[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.destroy_srq(s);
+            if r.is_ok() {
+                st.srq[slot as usize] = None;
+            }
+            ran(r, format!("destroy_srq s{slot}"))
+        }
+        Op::PostSrqRecv { srq, mr, off, len } => {
+            let (Some((s, _)), Some((_, _, addr, lkey, _, _))) =
+                (&st.srq[srq as usize], &st.mr[mr as usize])
+            else {
+                return Step::Skipped;
+            };
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: addr + u64::from(off),
+                length: len,
+                lkey: *lkey,
+            }];
+            // SAFETY: the simulator owns the MR's bytes and checks every
+            // address; on hardware the swarm is not run.
+            #[allow(unsafe_code)]
+            let r = unsafe {
+                v.post_srq_recv(
+                    s,
+                    &[RecvWr {
+                        wr_id,
+                        sg_list: &sg,
+                    }],
+                )
+            };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (u8::MAX, 0, true));
+            }
+            ran(
+                r,
+                format!("post_srq_recv s{srq} wr_id={wr_id} sge=m{mr}:{off}:{len}"),
+            )
+        }
+        Op::CreateQp {
+            slot,
+            pd,
+            cq,
+            qp_type,
+            srq,
+            wr,
+            sge,
+        } => {
+            if st.qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, _)), Some((c, _))) = (&st.pd[pd as usize], &st.cq[cq as usize]) else {
+                return Step::Skipped;
+            };
+            let s = srq.and_then(|i| st.srq[i as usize].as_ref().map(|x| (&x.0, i)));
+            let t = [QpType::Rc, QpType::Uc, QpType::Ud][qp_type as usize % 3];
+            let mut init = QpInitAttrEx::<V> {
+                qp_type: t,
+                send_cq: Some(c),
+                recv_cq: Some(c),
+                srq: s.map(|x| x.0),
+                cap: QpCap {
+                    max_send_wr: wr,
+                    max_recv_wr: if s.is_some() { 0 } else { wr },
+                    max_send_sge: sge,
+                    max_recv_sge: if s.is_some() { 0 } else { sge },
+                    max_inline_data: 0,
+                },
+                ..QpInitAttrEx::default()
+            };
+            let srq_arg = s.map_or(String::new(), |x| format!(" srq=s{}", x.1));
+            let line = format!(
+                "let q{slot} = create_qp pd{pd} qp_type={t} send_cq=cq{cq} recv_cq=cq{cq}{srq_arg} max_send_wr={wr} max_recv_wr={} max_send_sge={sge} max_recv_sge={}",
+                init.cap.max_recv_wr, init.cap.max_recv_sge
+            );
+            match v.create_qp(p, &mut init) {
+                Ok(q) => {
+                    let qpn = v.qp_num(&q).unwrap_or(0);
+                    st.qp[slot as usize] = Some((q, pd, qp_type % 3, qpn));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::Connect {
+            a,
+            b,
+            mtu,
+            retry,
+            rnr,
+        } => connect(v, st, a, b, mtu, retry, rnr),
+        Op::ToError { slot } | Op::ToReset { slot } => {
+            let Some((q, ..)) = &st.qp[slot as usize] else {
+                return Step::Skipped;
+            };
+            let to = if matches!(op, Op::ToError { .. }) {
+                QpState::Error
+            } else {
+                QpState::Reset
+            };
+            let attr = QpAttr {
+                qp_state: to,
+                ..QpAttr::default()
+            };
+            let r = v.modify_qp(q, &attr, QpAttrMask::STATE);
+            ran(r, format!("modify_qp q{slot} qp_state={to}"))
+        }
+        Op::DestroyQp { slot } => {
+            let Some((q, ..)) = &st.qp[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.destroy_qp(q);
+            if r.is_ok() {
+                st.qp[slot as usize] = None;
+            }
+            ran(r, format!("destroy_qp q{slot}"))
+        }
+        Op::PostSend {
+            qp,
+            opcode,
+            mr,
+            off,
+            len,
+            remote,
+            roff,
+            flags,
+        } => {
+            let (Some((q, _, qt, qpn)), Some((_, _, addr, lkey, _, _))) =
+                (&st.qp[qp as usize], &st.mr[mr as usize])
+            else {
+                return Step::Skipped;
+            };
+            if *qt == 2 {
+                // UD needs an address handle; the data-path families cover
+                // RC and UC here.
+                return Step::Skipped;
+            }
+            let (raddr, rkey) = st.mr[remote as usize]
+                .as_ref()
+                .map_or((0, 0xdead_beef), |m| (m.2, m.4));
+            let op = [
+                WrOpcode::Send,
+                WrOpcode::RdmaWrite,
+                WrOpcode::RdmaRead,
+                WrOpcode::AtomicFetchAndAdd,
+                WrOpcode::SendWithImm,
+            ][opcode as usize % 5];
+            let atomic = op == WrOpcode::AtomicFetchAndAdd;
+            let len = if atomic { 8 } else { len };
+            let mut send_flags = SendFlags::empty();
+            if flags & 1 != 0 {
+                send_flags |= SendFlags::SIGNALED;
+            }
+            if flags & 2 != 0 && len <= 64 {
+                send_flags |= SendFlags::INLINE;
+            }
+            if flags & 4 != 0 {
+                send_flags |= SendFlags::FENCE;
+            }
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: addr + u64::from(off),
+                length: len,
+                lkey: *lkey,
+            }];
+            let sg_list: &[Sge] = if len == 0 { &[] } else { &sg };
+            let wr = SendWr {
+                wr_id,
+                sg_list,
+                opcode: op,
+                send_flags,
+                rdma: RdmaInfo {
+                    remote_addr: raddr + u64::from(roff),
+                    rkey,
+                },
+                atomic: verbs_api::AtomicInfo {
+                    remote_addr: raddr + u64::from(roff),
+                    compare_add: 1,
+                    swap: 0,
+                    rkey,
+                },
+                ..SendWr::default()
+            };
+            // SAFETY: as for post_srq_recv.
+            #[allow(unsafe_code)]
+            let r = unsafe { v.post_send(q, &[wr]) };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, *qpn, false));
+            }
+            let sge = if len == 0 {
+                String::new()
+            } else {
+                format!(" sge=m{mr}:{off}:{len}")
+            };
+            let flags_s = if send_flags.is_empty() {
+                String::new()
+            } else {
+                format!(" send_flags={send_flags}")
+            };
+            let remote_s = match st.mr[remote as usize] {
+                Some(_) => format!(" remote=m{remote}:{roff}"),
+                None => " remote_addr=0 rkey=0xdeadbeef".to_owned(),
+            };
+            let extra = if atomic { " compare_add=1" } else { "" };
+            ran(
+                r,
+                format!("post_send q{qp} wr_id={wr_id} opcode={op}{flags_s}{sge}{remote_s}{extra}"),
+            )
+        }
+        Op::PostRecv { qp, mr, off, len } => {
+            let (Some((q, _, _, qpn)), Some((_, _, addr, lkey, _, _))) =
+                (&st.qp[qp as usize], &st.mr[mr as usize])
+            else {
+                return Step::Skipped;
+            };
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: addr + u64::from(off),
+                length: len,
+                lkey: *lkey,
+            }];
+            // SAFETY: as for post_srq_recv.
+            #[allow(unsafe_code)]
+            let r = unsafe {
+                v.post_recv(
+                    q,
+                    &[RecvWr {
+                        wr_id,
+                        sg_list: &sg,
+                    }],
+                )
+            };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, *qpn, true));
+            }
+            ran(
+                r,
+                format!("post_recv q{qp} wr_id={wr_id} sge=m{mr}:{off}:{len}"),
+            )
+        }
+        Op::PollCq { slot } => {
+            let Some((c, _)) = &st.cq[slot as usize] else {
+                return Step::Skipped;
+            };
+            let mut wc = [Wc::default(); 1];
+            match v.poll_cq(c, &mut wc) {
+                Ok(0) => ran(Ok(()), format!("poll_cq cq{slot} -> empty")),
+                Ok(_) => {
+                    let w = wc[0];
+                    let Some((_, qpn, recv)) = st.outstanding.remove(&w.wr_id) else {
+                        return Step::Broken(format!(
+                            "a completion names wr_id {} that is not outstanding (never posted, or reported twice): {w:?}",
+                            w.wr_id
+                        ));
+                    };
+                    let is_recv = matches!(w.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm);
+                    if w.status == verbs_api::WcStatus::Success && is_recv != recv {
+                        return Step::Broken(format!(
+                            "completion {w:?} has the wrong direction (posted as {})",
+                            if recv { "a receive" } else { "a send" }
+                        ));
+                    }
+                    if qpn != 0 && w.qp_num != qpn && w.status == verbs_api::WcStatus::Success {
+                        return Step::Broken(format!(
+                            "completion {w:?} names QP {:#x}, the request was posted on {qpn:#x}",
+                            w.qp_num
+                        ));
+                    }
+                    ran(
+                        Ok(()),
+                        format!("poll_cq cq{slot} -> wr_id={} status={}", w.wr_id, w.status),
+                    )
+                }
+                Err(e) => ran(Err(e), format!("poll_cq cq{slot}")),
+            }
+        }
+        Op::Fault { action, ppm } => {
+            let a = match action % 4 {
+                0 => FaultAction::Drop,
+                1 => FaultAction::Duplicate,
+                2 => FaultAction::DelayNs(5_000),
+                _ => FaultAction::Reorder(4),
+            };
+            let r = v
+                .sim_control(SimCommand::Fault {
+                    scope: FaultScope::All,
+                    action: a,
+                    when: FaultWhen::RatePpm(ppm),
+                })
+                .map(|_| ());
+            let name = match a {
+                FaultAction::Drop => "action=drop".to_owned(),
+                FaultAction::Duplicate => "action=duplicate".to_owned(),
+                FaultAction::DelayNs(ns) => format!("action=delay ns={ns}"),
+                FaultAction::Reorder(w) => format!("action=reorder window={w}"),
+                other => format!("{other:?}"),
+            };
+            ran(r, format!("sim fault {name} rate_ppm={ppm}"))
+        }
+        Op::ClearFaults => ran(
+            v.sim_control(SimCommand::ClearFaults).map(|_| ()),
+            "sim clear_faults".to_owned(),
+        ),
+        Op::Advance { ns } => ran(
+            v.sim_control(SimCommand::AdvanceNs(u64::from(ns)))
+                .map(|_| ()),
+            format!("sim advance ns={ns}"),
+        ),
+        Op::OpenXrcDomain { slot, ctx, inode } => {
+            if st.xrcd[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((c, _)) = &st.ctx[ctx as usize] else {
+                return Step::Skipped;
+            };
+            let line = format!(
+                "let x{slot} = open_xrc_domain c{ctx} fd={} oflags=O_CREAT",
+                100 + u32::from(inode)
+            );
+            match v.open_xrc_domain(c, XrcdFile::Inode(100 + u64::from(inode)), OpenFlags::CREAT) {
+                Ok(x) => {
+                    st.xrcd[slot as usize] = Some((x, ctx));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CloseXrcDomain { slot } => {
+            let Some((x, _)) = &st.xrcd[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.close_xrc_domain(x);
+            if r.is_ok() {
+                st.xrcd[slot as usize] = None;
+            }
+            ran(r, format!("close_xrc_domain x{slot}"))
+        }
+        Op::CreateXrcRcvQp { xrcd } => {
+            let Some((x, _)) = &st.xrcd[xrcd as usize] else {
+                return Step::Skipped;
+            };
+            match v.create_xrc_rcv_qp(x) {
+                Ok(n) => {
+                    st.rcv_qpns.push(n);
+                    ran(
+                        Ok(()),
+                        format!("let r{} = create_xrc_rcv_qp x{xrcd}", st.rcv_qpns.len() - 1),
+                    )
+                }
+                Err(e) => ran(Err(e), format!("create_xrc_rcv_qp x{xrcd}")),
+            }
+        }
+        Op::RegXrcRcvQp { xrcd, nth } | Op::UnregXrcRcvQp { xrcd, nth } => {
+            let Some((x, _)) = &st.xrcd[xrcd as usize] else {
+                return Step::Skipped;
+            };
+            let Some(&n) = st.rcv_qpns.get(nth as usize) else {
+                return Step::Skipped;
+            };
+            let reg = matches!(op, Op::RegXrcRcvQp { .. });
+            let r = if reg {
+                v.reg_xrc_rcv_qp(x, n)
+            } else {
+                v.unreg_xrc_rcv_qp(x, n)
+            };
+            let verb = if reg {
+                "reg_xrc_rcv_qp"
+            } else {
+                "unreg_xrc_rcv_qp"
+            };
+            ran(r, format!("{verb} x{xrcd} qp_num={n:#x}"))
+        }
+        Op::CmCreateId { slot } => {
+            if st.cm_id[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let mut prefix = String::new();
+            if st.cm_ch.is_none() {
+                match v.rdma_create_event_channel() {
+                    Ok(ch) => st.cm_ch = Some(ch),
+                    Err(e) => return ran(Err(e), "let ch = rdma_create_event_channel".to_owned()),
+                }
+                prefix = "let ch = rdma_create_event_channel\n".to_owned();
+            }
+            let ch = st.cm_ch.as_ref().expect("made above");
+            match v.rdma_create_id(ch, 0, PortSpace::Tcp) {
+                Ok(id) => {
+                    st.cm_id[slot as usize] = Some(id);
+                    ran(
+                        Ok(()),
+                        format!("{prefix}let id{slot} = rdma_create_id ch ps=TCP"),
+                    )
+                }
+                Err(e) => ran(Err(e), format!("{prefix}rdma_create_id ch ps=TCP")),
+            }
+        }
+        Op::CmBind { slot, dev, port } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            let addr = std::net::SocketAddr::from(([10, 0, 0, 1 + dev], port));
+            let r = v.rdma_bind_addr(id, addr);
+            ran(r, format!("rdma_bind_addr id{slot} addr={addr}"))
+        }
+        Op::CmDestroyId { slot } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.rdma_destroy_id(id);
+            if r.is_ok() {
+                st.cm_id[slot as usize] = None;
+            }
+            ran(r, format!("rdma_destroy_id id{slot}"))
+        }
+    }
+}
+
+/// RESET→INIT→RTR→RTS of two RC/UC QPs towards each other, through the
+/// script's `connect` with the same attributes.
+fn connect<V: Verbs>(
+    v: &mut V,
+    st: &mut State<V>,
+    a: u8,
+    b: u8,
+    mtu: u8,
+    retry: u8,
+    rnr: u8,
+) -> Step {
+    let (Some((qa, pa, ta, na)), Some((qb, pb, tb, nb))) = (&st.qp[a as usize], &st.qp[b as usize])
+    else {
+        return Step::Skipped;
+    };
+    if a == b || ta != tb || *ta == 2 {
+        return Step::Skipped;
+    }
+    let (Some((_, ca)), Some((_, cb))) = (&st.pd[*pa as usize], &st.pd[*pb as usize]) else {
+        return Step::Skipped;
+    };
+    let (Some((ctx_a, _)), Some((ctx_b, _))) = (&st.ctx[*ca as usize], &st.ctx[*cb as usize])
+    else {
+        return Step::Skipped;
+    };
+    // From wherever the QPs are: back to RESET first (each a modify_qp).
+    let mut lines = String::new();
+    for (q, name) in [(qa, a), (qb, b)] {
+        let state = v.query_qp(q, QpAttrMask::STATE).map(|(x, _)| x.qp_state);
+        if !matches!(state, Ok(QpState::Reset)) {
+            let attr = QpAttr {
+                qp_state: QpState::Reset,
+                ..QpAttr::default()
+            };
+            if let Err(e) = v.modify_qp(q, &attr, QpAttrMask::STATE) {
+                return ran(Err(e), format!("modify_qp q{name} qp_state=RESET"));
+            }
+            let _ = writeln!(lines, "modify_qp q{name} qp_state=RESET");
+        }
+    }
+    let mtu = [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][mtu as usize % 3];
+    let lid = |v: &mut V, c: &V::Context| v.query_port(c, 1).map(|p| p.lid).unwrap_or(0);
+    let (la, lb) = (lid(v, ctx_a), lid(v, ctx_b));
+    let gid = |v: &mut V, c: &V::Context| {
+        v.query_port(c, 1)
+            .ok()
+            .filter(|p| p.link_layer == verbs_api::LinkLayer::Ethernet)
+            .and_then(|_| v.query_gid(c, 1, 0).ok())
+    };
+    let (ga, gb) = (gid(v, ctx_a), gid(v, ctx_b));
+    let rc = *ta == 0;
+    let mut result = Ok(());
+    'outer: for step in 0..3 {
+        for (q, peer_qpn, peer_lid, peer_gid) in [(qa, *nb, lb, gb), (qb, *na, la, ga)] {
+            let mut attr = QpAttr {
+                port_num: 1,
+                qp_access_flags: AccessFlags::REMOTE_WRITE
+                    | if rc {
+                        AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+                    } else {
+                        AccessFlags::empty()
+                    },
+                path_mtu: mtu,
+                dest_qp_num: peer_qpn,
+                max_dest_rd_atomic: 1,
+                min_rnr_timer: 1,
+                timeout: 10,
+                retry_cnt: retry,
+                rnr_retry: rnr,
+                max_rd_atomic: 1,
+                ..QpAttr::default()
+            };
+            attr.ah_attr.dlid = peer_lid;
+            attr.ah_attr.port_num = 1;
+            if let Some(g) = peer_gid {
+                attr.ah_attr.is_global = true;
+                attr.ah_attr.grh.dgid = g;
+                attr.ah_attr.grh.hop_limit = 64;
+            }
+            let (state, mask) = match (step, rc) {
+                (0, _) => (
+                    QpState::Init,
+                    QpAttrMask::STATE
+                        | QpAttrMask::PKEY_INDEX
+                        | QpAttrMask::PORT
+                        | QpAttrMask::ACCESS_FLAGS,
+                ),
+                (1, true) => (
+                    QpState::ReadyToReceive,
+                    QpAttrMask::STATE
+                        | QpAttrMask::AV
+                        | QpAttrMask::PATH_MTU
+                        | QpAttrMask::DEST_QPN
+                        | QpAttrMask::RQ_PSN
+                        | QpAttrMask::MAX_DEST_RD_ATOMIC
+                        | QpAttrMask::MIN_RNR_TIMER,
+                ),
+                (1, false) => (
+                    QpState::ReadyToReceive,
+                    QpAttrMask::STATE
+                        | QpAttrMask::AV
+                        | QpAttrMask::PATH_MTU
+                        | QpAttrMask::DEST_QPN
+                        | QpAttrMask::RQ_PSN,
+                ),
+                (_, true) => (
+                    QpState::ReadyToSend,
+                    QpAttrMask::STATE
+                        | QpAttrMask::TIMEOUT
+                        | QpAttrMask::RETRY_CNT
+                        | QpAttrMask::RNR_RETRY
+                        | QpAttrMask::SQ_PSN
+                        | QpAttrMask::MAX_QP_RD_ATOMIC,
+                ),
+                (_, false) => (QpState::ReadyToSend, QpAttrMask::STATE | QpAttrMask::SQ_PSN),
+            };
+            attr.qp_state = state;
+            if let Err(e) = v.modify_qp(q, &attr, mask) {
+                result = Err(e);
+                break 'outer;
+            }
+        }
+    }
+    ran(
+        result,
+        format!(
+            "{lines}connect q{a} q{b} path_mtu={} timeout=10 retry_cnt={retry} rnr_retry={rnr} max_rd_atomic=1 max_dest_rd_atomic=1 min_rnr_timer=1",
+            mtu.bytes().unwrap_or(0)
+        ),
+    )
+}
+
+/// Destroys everything, children first; any refusal is a broken
+/// invariant (the order is the documented one).
+fn teardown<V: Verbs>(v: &mut V, st: &mut State<V>) -> Result<(), String> {
+    let _ = v.sim_control(SimCommand::ClearFaults);
+    for c in st.ctx.iter().flatten() {
+        while let Ok(Some(ev)) = v.get_async_event(&c.0) {
+            let _ = v.ack_async_event(&ev);
+        }
+    }
+    for id in st.cm_id.iter_mut() {
+        if let Some(i) = id.take() {
+            // Acknowledge whatever the channel still holds first.
+            if let Some(ch) = &st.cm_ch {
+                while let Ok(Some(ev)) = v.rdma_get_cm_event(ch) {
+                    let _ = v.rdma_ack_cm_event(ev);
+                }
+            }
+            v.rdma_destroy_id(&i)
+                .map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    if let Some(ch) = st.cm_ch.take() {
+        v.rdma_destroy_event_channel(&ch)
+            .map_err(|e| format!("teardown: {e}"))?;
+    }
+    for q in st.qp.iter_mut() {
+        if let Some((qp, ..)) = q.take() {
+            v.destroy_qp(&qp).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for (x, _) in st.xrcd.iter().flatten() {
+        for &n in &st.rcv_qpns {
+            let _ = v.unreg_xrc_rcv_qp(x, n);
+        }
+    }
+    for s in st.srq.iter_mut() {
+        if let Some((s, _)) = s.take() {
+            v.destroy_srq(&s).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for x in st.xrcd.iter_mut() {
+        if let Some((x, _)) = x.take() {
+            v.close_xrc_domain(&x)
+                .map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for m in st.mr.iter_mut() {
+        if let Some((m, ..)) = m.take() {
+            v.dereg_mr(&m).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for c in st.cq.iter_mut() {
+        if let Some((c, _)) = c.take() {
+            v.destroy_cq(&c).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for p in st.pd.iter_mut() {
+        if let Some((p, _)) = p.take() {
+            v.dealloc_pd(&p).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for c in st.ctx.iter_mut() {
+        if let Some((c, _)) = c.take() {
+            while let Ok(Some(ev)) = v.get_async_event(&c) {
+                let _ = v.ack_async_event(&ev);
+            }
+            v.close_device(&c).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    Ok(())
+}
