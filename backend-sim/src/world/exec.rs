@@ -31,10 +31,10 @@ use super::queues::Exec;
 use super::{Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
-    apply_atomic, check_invalidate, check_remote, check_requester_local, error_outcome,
-    opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp, ErrorScenario,
-    MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView, RetryCounters,
-    RetryVerdict, Transport, UD_GRH_BYTES,
+    apply_atomic, check_invalidate, check_local_sges, check_remote, check_requester_local,
+    error_outcome, opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp,
+    ErrorScenario, MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView,
+    RetryCounters, RetryVerdict, Transport, UD_GRH_BYTES,
 };
 use crate::fabric::{
     packet_count, segment, AckSyndrome, Address, DeviceIndex, Endpoint, FabricEvent, FabricTrace,
@@ -1299,6 +1299,9 @@ impl World {
         if ooo.is_none() && p.psn != Psn::new(w.psn).add(w.received) {
             return; // out of order: the timer retries the READ
         }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
@@ -1365,6 +1368,40 @@ impl World {
         self.rearm(qp);
     }
 
+    /// The landing buffer of a READ or atomic is checked when its response
+    /// is scattered, after the responder's checks (data-path §10.3; google
+    /// rdma-unit-test: a bad lkey with a bad rkey completes
+    /// `REM_ACCESS_ERR`, and an atomic with a bad lkey still executes at the
+    /// responder). On failure the request completes `LOC_PROT_ERR` and the
+    /// QP leaves service; returns whether it failed.
+    fn landing_fails(&mut self, qp: QpHandle, seq: u64) -> bool {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return true;
+        };
+        let (w, sges, _) = q.sq.get(seq);
+        let psn = Psn::new(w.psn);
+        let mrs = DevMrs {
+            mrs: &self.mrs,
+            device: q.device,
+        };
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        if check_local_sges(&sges[..w.num_sge as usize], &mrs, pd, true).is_ok() {
+            return false;
+        }
+        // An answer implies everything before the request was received.
+        self.acknowledge(qp, psn, false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        if q.sq.get(seq).0.exec == Exec::Sent {
+            q.sq.get_mut(seq).exec = Exec::Failed(WcStatus::LocProtErr);
+            q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+            q.tx.blocked = true;
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+        true
+    }
+
     fn on_atomic_ack(&mut self, p: &Packet) {
         let Some(qp) = self.requester_for(p) else {
             return;
@@ -1373,8 +1410,7 @@ impl World {
             return;
         };
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let (w, sges, _) = q.sq.get(seq);
-        let w = *w;
+        let w = *q.sq.get(seq).0;
         if w.exec != Exec::Sent
             || !matches!(
                 w.opcode,
@@ -1383,6 +1419,11 @@ impl World {
         {
             return;
         }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        let sges = q.sq.get(seq).1;
         let mut dst = [Extent::default(); EXTENTS_MAX];
         if let Some(nd) = extents(
             &sges[..w.num_sge as usize],
