@@ -42,6 +42,7 @@ use crate::fabric::{
     TimerEvent, TimerKind,
 };
 use crate::handles::{QpHandle, SrqHandle};
+use crate::profile::DriverModel;
 use crate::trace::{Trace, TraceEvent};
 
 /// Most events one `ibv_poll_cq` call processes while waiting for a
@@ -1798,16 +1799,30 @@ impl World {
         transport: Transport,
     ) -> bool {
         let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let (device, pd) = (r.device, r.pd.map_or(u32::MAX, |p| p.index));
-        let sges = match peek.srq {
+        let device = r.device;
+        // mlx5: an SRQ's buffers belong to the SRQ's PD, which may differ
+        // from the QP's (an SRQ is shared by QPs of other PDs, XRC TGT QPs
+        // have none). rxe copies with the QP's PD whichever queue the WQE
+        // came from (rxe_resp.c). RDMA targets stay checked against the
+        // QP's PD on both.
+        let srq_pd = self.device(device).profile.driver == DriverModel::Mlx5;
+        let (sges, pd) = match peek.srq {
             Some(srq) => {
                 let s = self.srqs.get(srq.index, srq.generation).expect("live");
                 let (w, sges, _) = s.ring.get(peek.seq);
-                &sges[..w.num_sge as usize]
+                let pd = if srq_pd || r.pd.is_none() {
+                    s.pd.index
+                } else {
+                    r.pd.map_or(u32::MAX, |p| p.index)
+                };
+                (&sges[..w.num_sge as usize], pd)
             }
             None => {
                 let (w, sges, _) = r.rq.get(peek.seq);
-                &sges[..w.num_sge as usize]
+                (
+                    &sges[..w.num_sge as usize],
+                    r.pd.map_or(u32::MAX, |p| p.index),
+                )
             }
         };
         let mrs = DevMrs {
