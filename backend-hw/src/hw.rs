@@ -1896,6 +1896,15 @@ impl Verbs for HwVerbs {
         fd: XrcdFile,
         oflags: OpenFlags,
     ) -> Result<HwXrcd> {
+        // The OFED contract: with fd -1 the only valid oflag is O_CREAT
+        // (ibv_open_xrcd itself ignores the flags then).
+        if fd == XrcdFile::None && oflags != OpenFlags::CREAT {
+            return Err(Error::from_errno(
+                Verb::OpenXrcDomain,
+                EINVAL,
+                format!("fd -1 (no file) allows only oflag O_CREAT, not {oflags}"),
+            ));
+        }
         let mask = XrcdInitAttrMask::FD | XrcdInitAttrMask::OFLAGS;
         open_xrcd_impl(self, ctx, Verb::OpenXrcDomain, mask, fd, oflags)
     }

@@ -432,6 +432,11 @@ pub trait Verbs {
     // ------------------------------------------------------------ legacy XRC
 
     /// `ibv_open_xrc_domain(context, fd, oflag)` (legacy OFED API).
+    ///
+    /// # Errors
+    /// `EINVAL` when `fd` is -1 ([`XrcdFile::None`]) and `oflags` is not
+    /// exactly `O_CREAT` (the OFED contract: a private domain is always
+    /// created); otherwise as `ibv_open_xrcd`.
     fn open_xrc_domain(
         &mut self,
         ctx: &Self::Context,
