@@ -115,7 +115,8 @@ pub struct DcInfo<'a, V: Verbs + ?Sized> {
     pub remote_dctn: u32,
     /// `remote_dc_key`: must match the DCT's access key.
     pub remote_dc_key: u64,
-    /// `stream_id` (0 without DCI streams).
+    /// `stream_id`: selects stream `stream_id mod 2^log_num_concurent`
+    /// (any id; without DCI streams every id is the one stream).
     pub stream_id: u16,
 }
 
