@@ -916,7 +916,8 @@ impl World {
             }
             _ if npkts > 1 && self.ooo_reliable(qp) => {
                 // OOO_DP: the packets leave in a seeded order (world/ooo.rs).
-                let write = class == OpClass::Write;
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE.
+                let write = matches!(class, OpClass::Write | OpClass::AtomicWrite);
                 let template = Packet {
                     source: src,
                     destination: dest,
@@ -935,7 +936,8 @@ impl World {
                 self.ooo_wire(template, len, mtu, last_flags, kind);
             }
             _ => {
-                let write = class == OpClass::Write;
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE.
+                let write = matches!(class, OpClass::Write | OpClass::AtomicWrite);
                 for (i, s) in segment(len, mtu).enumerate() {
                     let flags = if s.position.ends_message() {
                         last_flags
@@ -2088,6 +2090,12 @@ impl World {
                 rkey: w.rdma.rkey,
                 len: w.length,
             };
+            // ATOMIC_WRITE: exactly 8 bytes at an 8-byte-aligned address
+            // (rxe `atomic_write_reply`: misaligned → NAK invalid request).
+            if w.opcode == WrOpcode::AtomicWrite && (w.length != 8 || w.rdma.remote_addr % 8 != 0) {
+                self.responder_error(rq, p, ErrorScenario::AtomicMisaligned, None);
+                return false;
+            }
             match self.check_rkey(rq, device, &req_view) {
                 Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
                 Err(scenario) => {
