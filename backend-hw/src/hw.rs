@@ -888,6 +888,15 @@ impl HwVerbs {
                 "DC addressing (dc: Some) on a QP that is not a DCI",
             ));
         }
+        if w.opcode == WrOpcode::Flush {
+            // `struct ibv_send_wr` has no place for the flush type and level:
+            // libibverbs only issues FLUSH through ibv_wr_flush.
+            return Err(Error::from_errno(
+                verb,
+                errno::EOPNOTSUPP,
+                "IBV_WR_FLUSH cannot be expressed in ibv_send_wr (libibverbs offers it only through ibv_wr_flush)",
+            ));
+        }
         let mut c: sys::ibv_send_wr = zeroed();
         c.wr_id = w.wr_id;
         c.opcode = w.opcode.to_raw();

@@ -20,8 +20,8 @@
 //! one timing divergence this design brings (see `docs/divergence.md`).
 
 use verbs_api::{
-    AccessFlags, AsyncEventType, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc, WcFlags,
-    WcOpcode, WcStatus, WrOpcode,
+    AccessFlags, AsyncEventType, FlushInfo, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc,
+    WcFlags, WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::cq::{CqEntry, QueueKind};
@@ -916,8 +916,12 @@ impl World {
             }
             _ if npkts > 1 && self.ooo_reliable(qp) => {
                 // OOO_DP: the packets leave in a seeded order (world/ooo.rs).
-                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE.
-                let write = matches!(class, OpClass::Write | OpClass::AtomicWrite);
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE, FLUSH as a
+                // zero-length one the responder checks (and places nothing).
+                let write = matches!(
+                    class,
+                    OpClass::Write | OpClass::AtomicWrite | OpClass::Flush
+                );
                 let template = Packet {
                     source: src,
                     destination: dest,
@@ -936,8 +940,12 @@ impl World {
                 self.ooo_wire(template, len, mtu, last_flags, kind);
             }
             _ => {
-                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE.
-                let write = matches!(class, OpClass::Write | OpClass::AtomicWrite);
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE, FLUSH as a
+                // zero-length one the responder checks (and places nothing).
+                let write = matches!(
+                    class,
+                    OpClass::Write | OpClass::AtomicWrite | OpClass::Flush
+                );
                 for (i, s) in segment(len, mtu).enumerate() {
                     let flags = if s.position.ends_message() {
                         last_flags
@@ -2090,20 +2098,32 @@ impl World {
                 rkey: w.rdma.rkey,
                 len: w.length,
             };
-            // ATOMIC_WRITE: exactly 8 bytes at an 8-byte-aligned address
-            // (rxe `atomic_write_reply`: misaligned → NAK invalid request).
-            if w.opcode == WrOpcode::AtomicWrite && (w.length != 8 || w.rdma.remote_addr % 8 != 0) {
-                self.responder_error(rq, p, ErrorScenario::AtomicMisaligned, None);
-                return false;
-            }
-            match self.check_rkey(rq, device, &req_view) {
-                Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
-                Err(scenario) => {
-                    // WRITE_WITH_IMM: the receive WQE is consumed and
-                    // completes in error (§4.2 row 5).
-                    let recv = if needs_recv { self.take_recv(rq) } else { None };
-                    self.responder_error(rq, p, scenario, recv);
+            if w.opcode == WrOpcode::Flush {
+                // Nothing is placed: the placement type's access and, for
+                // level RANGE, the range are checked (rxe `check_rkey`).
+                if let Err(scenario) = self.check_flush(rq, device, &w) {
+                    self.responder_error(rq, p, scenario, None);
                     return false;
+                }
+            } else {
+                // ATOMIC_WRITE: exactly 8 bytes at an 8-byte-aligned
+                // address (rxe atomic write: misaligned → NAK invalid
+                // request).
+                if w.opcode == WrOpcode::AtomicWrite
+                    && (w.length != 8 || w.rdma.remote_addr % 8 != 0)
+                {
+                    self.responder_error(rq, p, ErrorScenario::AtomicMisaligned, None);
+                    return false;
+                }
+                match self.check_rkey(rq, device, &req_view) {
+                    Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
+                    Err(scenario) => {
+                        // WRITE_WITH_IMM: the receive WQE is consumed and
+                        // completes in error (§4.2 row 5).
+                        let recv = if needs_recv { self.take_recv(rq) } else { None };
+                        self.responder_error(rq, p, scenario, recv);
+                        return false;
+                    }
                 }
             }
         }
@@ -2217,6 +2237,42 @@ impl World {
 
     /// The responder's rkey check of a WRITE, READ or atomic arriving at
     /// `rq` on `device`: the offset in the MR, or the §4.2 scenario.
+    /// The responder's checks of a FLUSH (rxe `check_rkey` with the FLUSH
+    /// extended header): the rkey names a valid MR of the QP's PD whose
+    /// access holds `IBV_ACCESS_FLUSH_GLOBAL` / `_PERSISTENT` for each
+    /// placement type asked for, and for level RANGE the range lies inside
+    /// it; otherwise `REM_ACCESS_ERR` (row 5).
+    fn check_flush(
+        &self,
+        rq: QpHandle,
+        device: u32,
+        w: &super::queues::SendWqe,
+    ) -> Result<(), ErrorScenario> {
+        let Some(mr) = (DevMrs {
+            mrs: &self.mrs,
+            device,
+        })
+        .by_rkey(w.rdma.rkey) else {
+            return Err(ErrorScenario::RemoteAccess);
+        };
+        let mut need = AccessFlags::empty();
+        if w.flush.flush_type & FlushInfo::GLOBAL != 0 {
+            need |= AccessFlags::FLUSH_GLOBAL;
+        }
+        if w.flush.flush_type & FlushInfo::PERSISTENT != 0 {
+            need |= AccessFlags::FLUSH_PERSISTENT;
+        }
+        let in_range = w.flush.level == FlushInfo::LEVEL_MR
+            || mr.offset_of(w.rdma.remote_addr, w.flush.len).is_some();
+        let ok =
+            mr.valid && mr.pd == self.responder_view(rq).pd && mr.access.contains(need) && in_range;
+        if ok {
+            Ok(())
+        } else {
+            Err(ErrorScenario::RemoteAccess)
+        }
+    }
+
     fn check_rkey(
         &self,
         rq: QpHandle,
