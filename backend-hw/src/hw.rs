@@ -2155,6 +2155,21 @@ impl Verbs for HwVerbs {
         self.cm_destroy_qp(id)
     }
 
+    fn rdma_init_qp_attr(&mut self, id: &HwCmId, state: QpState) -> Result<(QpAttr, QpAttrMask)> {
+        let verb = Verb::RdmaInitQpAttr;
+        let p = self.cm_id(id, verb)?;
+        let mut attr: sys::ibv_qp_attr = zeroed();
+        attr.qp_state = state.to_raw();
+        let mut mask: c_int = 0;
+        // SAFETY: `p` is a live rdma_cm id of this backend; `attr` and `mask`
+        // are valid for writes for the duration of the call.
+        let rc = unsafe { sys::rdma_init_qp_attr(p, &mut attr, &mut mask) };
+        if rc != 0 {
+            return Err(c_error(verb, last_errno(), "rdma_init_qp_attr"));
+        }
+        Ok((qp_attr_from_c(&attr), QpAttrMask(mask as u32)))
+    }
+
     #[cfg(feature = "mlx5")]
     fn mlx5dv_query_device(
         &mut self,
