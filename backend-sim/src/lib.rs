@@ -99,6 +99,7 @@
 //! destroys become errors, and there is no stale cached QP state.
 #![deny(unsafe_code)]
 
+mod adapter;
 mod arena;
 mod config;
 pub mod datapath;
@@ -110,6 +111,7 @@ mod sim;
 mod trace;
 mod world;
 
+pub use adapter::AdapterModel;
 pub use config::{DcKeyViolation, ErrnoFlavor, SimConfig};
 pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,

@@ -4,6 +4,7 @@
 //! constructor cites its sources next to the numbers. A value no dump gives
 //! is marked *estimate*.
 
+use crate::adapter::AdapterModel;
 use verbs_api::{
     AtomicCap, DciStreamsCaps, DeviceAttr, DeviceCapFlags, LinkLayer, Mtu, OooRecvWrsCaps,
     PortAttr, PortState, QpCreateFlags, TableFlavor, QPF_GRH_REQUIRED,
@@ -78,6 +79,9 @@ pub struct DeviceProfile {
     pub create_flags: QpCreateFlags,
     /// Which transition table `ibv_modify_qp` follows.
     pub table_flavor: TableFlavor,
+    /// Timing of the adapter (doorbells, WQE processing, DMA, receive
+    /// pipeline, jitter) on top of the wire's: see [`AdapterModel`].
+    pub adapter: AdapterModel,
 }
 
 impl DeviceProfile {
@@ -212,6 +216,7 @@ impl DeviceProfile {
                 | QpCreateFlags::SOURCE_QPN
                 | QpCreateFlags::PCI_WRITE_END_PADDING,
             table_flavor: TableFlavor::Mlx5,
+            adapter: AdapterModel::CONNECTX6,
         }
     }
 
@@ -237,6 +242,7 @@ impl DeviceProfile {
         p.port.pkey_tbl_len = 1;
         p.port.sm_lid = 0;
         p.port.active_speed = 128;
+        p.adapter = AdapterModel::CONNECTX7;
         if let Some(m) = p.mlx5.as_mut() {
             m.ooo_recv_wrs = OooRecvWrsCaps {
                 max_rc: m.max_recv_wr / 2,
@@ -354,6 +360,7 @@ impl DeviceProfile {
             rate_limit_max_kbps: 0,
             create_flags: QpCreateFlags::empty(),
             table_flavor: TableFlavor::Kernel,
+            adapter: AdapterModel::RXE,
         }
     }
 

@@ -27,6 +27,8 @@ pub enum Stream {
     FaultRules = 6,
     /// Out-of-order placement decisions.
     Placement = 7,
+    /// The adapter model's per-WQE jitter.
+    Adapter = 8,
 }
 
 impl Stream {
@@ -40,6 +42,7 @@ impl Stream {
             Self::FabricLatency => "fabric.latency",
             Self::FaultRules => "fault_rules",
             Self::Placement => "placement",
+            Self::Adapter => "adapter",
         }
     }
 }

@@ -3,12 +3,14 @@
 //! ```text
 //! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
+//! verbsim calibrate
 //! ```
 //!
 //! Subcommands are dispatched by name in [`main`]; each lives in its own
 //! module with its own `--help` text. Arguments are parsed by hand (no
 //! argument-parsing dependency).
 
+mod calibrate;
 mod perf;
 mod run;
 
@@ -48,6 +50,9 @@ Usage:
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
                  perftest-like benchmarks (write_bw, write_lat, send_bw,
                  send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
+  verbsim calibrate
+                 the simulator's timing against published perftest figures
+                 (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
   verbsim help [COMMAND]
                  this text, or a command's help
 
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
     match command.as_str() {
         "run" => run::main(rest),
         "perf" => perf::main(rest),
+        "calibrate" => calibrate::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);

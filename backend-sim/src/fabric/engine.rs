@@ -577,6 +577,19 @@ impl Fabric {
         packet: Packet,
         sink: &mut S,
     ) -> Result<SendOutcome, FabricError> {
+        self.send_at(now, now, packet, sink)
+    }
+
+    /// [`Fabric::send`] for a packet that leaves its adapter at `depart`
+    /// (at or after `now`): the adapter model's doorbell, WQE and DMA
+    /// delays. The port serialises it from then on.
+    pub fn send_at<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        depart: SimInstant,
+        packet: Packet,
+        sink: &mut S,
+    ) -> Result<SendOutcome, FabricError> {
         let source_port = packet.source.port_ref();
         let src = self
             .port_index(source_port)
@@ -589,7 +602,7 @@ impl Fabric {
         if !self.ports[src].up || !self.ports[dst].up {
             return Ok(self.drop_packet(now, src, packet, DropReason::LinkDown, sink));
         }
-        let arrive_at = self.serialise(src, now, &packet);
+        let arrive_at = self.serialise(src, depart.max(now), &packet);
         let decision = if self.faultless {
             Decision {
                 verdict: Verdict::Pass,

@@ -102,6 +102,9 @@ pub(crate) struct Tx {
     pub(crate) dest: Endpoint,
     /// Path MTU in bytes.
     pub(crate) mtu: u32,
+    /// Adapter model: the QP's send engine is free (and the WQEs of the
+    /// last doorbell fetched) from then on (ns).
+    pub(crate) engine_free_ns: u64,
 }
 
 impl Default for Tx {
@@ -120,6 +123,7 @@ impl Default for Tx {
             src: NOWHERE,
             dest: NOWHERE,
             mtu: 256,
+            engine_free_ns: 0,
         }
     }
 }
@@ -385,7 +389,15 @@ impl World {
 
     /// Hands `packet` to the fabric now.
     pub(super) fn wire(&mut self, packet: Packet) {
+        let now = self.now_ns;
+        self.wire_at(packet, now);
+    }
+
+    /// Puts `packet` on the fabric, leaving the adapter at `depart_ns`
+    /// (the adapter model's delays; `now` without one).
+    pub(super) fn wire_at(&mut self, packet: Packet, depart_ns: u64) {
         let now = self.instant();
+        let depart = SimInstant::from_nanos(depart_ns.max(now.as_nanos()));
         let Self {
             fabric,
             trace,
@@ -394,7 +406,7 @@ impl World {
         } = self;
         // A full event queue loses the packet, as congestion would; the
         // sender's reliability (or its absence) takes it from there.
-        let _ = fabric.send(now, packet, &mut Sink { trace, drops });
+        let _ = fabric.send_at(now, depart, packet, &mut Sink { trace, drops });
         self.settle_drops();
     }
 
@@ -814,6 +826,44 @@ impl World {
         self.complete_sq(qp);
     }
 
+    /// The adapter model's send side for one request (module `adapter`):
+    /// when its packets leave. Advances the QP's send engine and the
+    /// device's DMA engine; `None` when the profile has no model.
+    fn adapter_departure(
+        &mut self,
+        qp: QpHandle,
+        device: u32,
+        reads_payload: bool,
+        len: u64,
+        npkts: u32,
+    ) -> Option<Departure> {
+        let a = self.devices.get(device as usize)?.profile.adapter;
+        if a.is_none() {
+            return None;
+        }
+        let now = self.now_ns;
+        let jitter = a.jitter_ns(self.rng_adapter.next_u64());
+        let q = self.qps.get_mut(qp.index, qp.generation)?;
+        let start = now.max(q.tx.engine_free_ns);
+        let ready = start + a.wqe_ns + jitter;
+        q.tx.engine_free_ns = start + a.wqe_ns + u64::from(npkts) * a.packet_ns;
+        let (first, dma_start) = if reads_payload && len > 0 {
+            let fetched = ready + a.payload_fetch_ns;
+            let d = &mut self.devices[device as usize];
+            let dma_start = fetched.max(d.dma_free_ns);
+            d.dma_free_ns = dma_start + a.dma_ns(len);
+            (fetched, Some(dma_start))
+        } else {
+            (ready, None)
+        };
+        Some(Departure {
+            first,
+            packet_ns: a.packet_ns,
+            dma_start,
+            model: a,
+        })
+    }
+
     /// Puts request `seq` on the wire.
     fn transmit(&mut self, qp: QpHandle, seq: u64, transport: Transport, class: OpClass) {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
@@ -859,6 +909,11 @@ impl World {
         if matches!(class, OpClass::Read | OpClass::Atomic) {
             q.tx.rd_atomic += 1;
         }
+        let device = q.device;
+        let reads_payload = matches!(class, OpClass::Send | OpClass::Write)
+            && !w.send_flags.contains(SendFlags::INLINE);
+        let dep = self.adapter_departure(qp, device, reads_payload, u64::from(len), npkts);
+        let at = |i: u32, end: u32| dep.map_or(now, |d| d.at(i, end));
         let info = opcode_info(w.opcode);
         let with_imm = info.is_some_and(|i| i.with_imm);
         let with_inv = info.is_some_and(|i| i.with_inv);
@@ -883,16 +938,19 @@ impl World {
         };
         if transport == Transport::Ud {
             dest = self.ud_destination(w.ah, w.remote_qpn);
-            self.wire(Packet {
-                source: src,
-                destination: dest,
-                psn,
-                opcode: Opcode::UdSend,
-                flags: last_flags | retry_flag,
-                payload_len: len,
-                offset: 0,
-                cookie: seq,
-            });
+            self.wire_at(
+                Packet {
+                    source: src,
+                    destination: dest,
+                    psn,
+                    opcode: Opcode::UdSend,
+                    flags: last_flags | retry_flag,
+                    payload_len: len,
+                    offset: 0,
+                    cookie: seq,
+                },
+                at(0, len),
+            );
             return;
         }
         match class {
@@ -902,17 +960,20 @@ impl World {
                     (_, WrOpcode::AtomicCmpAndSwp) => Opcode::CompareSwap,
                     _ => Opcode::FetchAdd,
                 };
-                self.wire(Packet {
-                    source: src,
-                    destination: dest,
-                    psn: psn.add(resume),
-                    opcode,
-                    flags: PacketFlags::ACK_REQUEST | retry_flag,
-                    payload_len: 0,
-                    // A resumed READ asks for the bytes from here on.
-                    offset: resume.saturating_mul(mtu),
-                    cookie: seq,
-                });
+                self.wire_at(
+                    Packet {
+                        source: src,
+                        destination: dest,
+                        psn: psn.add(resume),
+                        opcode,
+                        flags: PacketFlags::ACK_REQUEST | retry_flag,
+                        payload_len: 0,
+                        // A resumed READ asks for the bytes from here on.
+                        offset: resume.saturating_mul(mtu),
+                        cookie: seq,
+                    },
+                    at(0, 0),
+                );
             }
             _ if npkts > 1 && self.ooo_reliable(qp) => {
                 // OOO_DP: the packets leave in a seeded order (world/ooo.rs).
@@ -937,7 +998,7 @@ impl World {
                 } else {
                     Opcode::Send
                 };
-                self.ooo_wire(template, len, mtu, last_flags, kind);
+                self.ooo_wire(template, len, mtu, last_flags, kind, dep);
             }
             _ => {
                 // ATOMIC_WRITE travels as an 8-byte RDMA WRITE, FLUSH as a
@@ -952,20 +1013,23 @@ impl World {
                     } else {
                         PacketFlags::NONE
                     };
-                    self.wire(Packet {
-                        source: src,
-                        destination: dest,
-                        psn: psn.add(i as u32),
-                        opcode: if write {
-                            Opcode::RdmaWrite(s.position)
-                        } else {
-                            Opcode::Send(s.position)
+                    self.wire_at(
+                        Packet {
+                            source: src,
+                            destination: dest,
+                            psn: psn.add(i as u32),
+                            opcode: if write {
+                                Opcode::RdmaWrite(s.position)
+                            } else {
+                                Opcode::Send(s.position)
+                            },
+                            flags: flags | retry_flag,
+                            payload_len: s.len,
+                            offset: s.offset,
+                            cookie: seq,
                         },
-                        flags: flags | retry_flag,
-                        payload_len: s.len,
-                        offset: s.offset,
-                        cookie: seq,
-                    });
+                        at(i as u32, s.offset + s.len),
+                    );
                 }
             }
         }
@@ -2325,20 +2389,50 @@ impl World {
                 offset: 0,
                 cookie: p.cookie,
             };
-            self.ooo_wire(template, len, mtu, PacketFlags::NONE, Opcode::ReadResponse);
+            let a = self.devices[device as usize].profile.adapter;
+            let dep = (!a.is_none()).then(|| Departure {
+                first: self.now_ns + a.responder_read_ns,
+                packet_ns: a.packet_ns,
+                dma_start: None,
+                model: a,
+            });
+            self.ooo_wire(
+                template,
+                len,
+                mtu,
+                PacketFlags::NONE,
+                Opcode::ReadResponse,
+                dep,
+            );
             return;
         }
+        // Adapter model: the responder reads the data from host memory
+        // (latency, then its DMA bandwidth) before the responses leave.
+        let a = self.devices[device as usize].profile.adapter;
+        let now = self.now_ns;
+        let first = now + a.responder_read_ns;
+        let dma_start = {
+            let d = &mut self.devices[device as usize];
+            let start = first.max(d.dma_free_ns);
+            d.dma_free_ns = start + a.dma_ns(u64::from(len));
+            start
+        };
         for (i, seg) in segment(len, mtu).enumerate() {
-            self.wire(Packet {
-                source: p.destination,
-                destination: p.source,
-                psn: p.psn.add(i as u32),
-                opcode: Opcode::ReadResponse(seg.position),
-                flags: PacketFlags::NONE,
-                payload_len: seg.len,
-                offset: from + seg.offset,
-                cookie: p.cookie,
-            });
+            let depart = (first + i as u64 * a.packet_ns)
+                .max(dma_start + a.dma_ns(u64::from(seg.offset + seg.len)));
+            self.wire_at(
+                Packet {
+                    source: p.destination,
+                    destination: p.source,
+                    psn: p.psn.add(i as u32),
+                    opcode: Opcode::ReadResponse(seg.position),
+                    flags: PacketFlags::NONE,
+                    payload_len: seg.len,
+                    offset: from + seg.offset,
+                    cookie: p.cookie,
+                },
+                depart,
+            );
         }
     }
 
@@ -2530,5 +2624,29 @@ impl World {
         g[8..24].copy_from_slice(&sgid.0);
         g[24..40].copy_from_slice(&dgid.0);
         g
+    }
+}
+
+/// When the packets of one request leave their adapter (the adapter
+/// model's send side).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Departure {
+    /// The first packet's departure (ns).
+    first: u64,
+    /// Send engine time per packet.
+    packet_ns: u64,
+    /// When the DMA engine starts on the payload (non-inline sends).
+    dma_start: Option<u64>,
+    model: crate::adapter::AdapterModel,
+}
+
+impl Departure {
+    /// Departure of packet `i`, whose payload ends at byte `end`.
+    pub(crate) fn at(&self, i: u32, end: u32) -> u64 {
+        let engine = self.first + u64::from(i) * self.packet_ns;
+        match self.dma_start {
+            Some(d) => engine.max(d + self.model.dma_ns(u64::from(end))),
+            None => engine,
+        }
     }
 }

@@ -90,6 +90,8 @@ pub(crate) struct Device {
     qpns: QpnTable,
     next_qpn: u32,
     pub(crate) qp_count: u32,
+    /// The adapter model's DMA engine is busy until then (ns).
+    pub(crate) dma_free_ns: u64,
 }
 
 impl Device {
@@ -122,12 +124,27 @@ fn build_fabric(config: &SimConfig) -> Fabric {
     let mut fabric = Fabric::new(FabricConfig::with_seed(config.seed));
     for (i, profile) in config.devices.iter().enumerate() {
         let port = &profile.port;
-        let rate =
-            PortConfig::ib_rate_mbps(port.active_width, port.active_speed).unwrap_or(100_000);
+        let a = &profile.adapter;
+        let rate = match a.wire_mbps {
+            0 => PortConfig::ib_rate_mbps(port.active_width, port.active_speed).unwrap_or(100_000),
+            r => r,
+        };
         let ports: Vec<PortConfig> = (0..profile.attr.phys_port_cnt.max(1))
             .map(|_| match port.link_layer {
                 LinkLayer::Ethernet => PortConfig::roce_v2(rate),
                 _ => PortConfig::infiniband(u16::try_from(i + 2).unwrap_or(u16::MAX), rate),
+            })
+            .map(|p| {
+                if a.is_none() {
+                    p
+                } else {
+                    // The wire plus the receive pipeline and host write:
+                    // an arrival event is when its effect is visible.
+                    PortConfig {
+                        propagation_ns: a.wire_ns + a.rx_ns,
+                        ..p
+                    }
+                }
             })
             .collect();
         // Two devices sharing a LID would be a configuration bug; the port
@@ -241,6 +258,8 @@ pub struct World {
     pub(crate) processes: BTreeMap<ProcessId, Process>,
     pub(crate) mr_bytes_total: u64,
     pub(crate) rng_rkey: SimRng,
+    /// The adapter model's per-WQE jitter.
+    pub(crate) rng_adapter: SimRng,
     pub(crate) trace: Trace,
     /// The simulated fabric: ports, links, the event queue, faults.
     pub(crate) fabric: Fabric,
@@ -308,6 +327,7 @@ impl World {
                 qpns: QpnTable::default(),
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
+                dma_free_ns: 0,
             })
             .collect();
         let fabric = build_fabric(&config);
@@ -319,6 +339,7 @@ impl World {
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
+            rng_adapter: SimRng::new(config.seed, Stream::Adapter),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
             config,
             now_ns: 0,

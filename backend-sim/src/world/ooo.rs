@@ -45,7 +45,9 @@ impl World {
     /// Wires the packets of a `len`-byte message (`template` gives
     /// everything but PSN, opcode position, offset and length) in a seeded
     /// random order within each window; `last_flags` go on the last
-    /// packet, `response` selects READ response packets.
+    /// packet, `response` selects READ response packets. With an adapter
+    /// model the k-th packet on the wire leaves when the send engine and
+    /// the DMA engine have produced k + 1 packets' worth (`dep`).
     pub(crate) fn ooo_wire(
         &mut self,
         template: Packet,
@@ -53,8 +55,11 @@ impl World {
         mtu: u32,
         last_flags: PacketFlags,
         kind: fn(crate::fabric::SegmentPosition) -> Opcode,
+        dep: Option<super::exec::Departure>,
     ) {
         let window = self.ooo_window();
+        let now = self.now_ns;
+        let mut k = 0u32;
         let mut buf = [None::<Segment>; WINDOW_MAX];
         let mut segs = segment(len, mtu).peekable();
         while segs.peek().is_some() {
@@ -79,14 +84,20 @@ impl World {
                 } else {
                     template.flags
                 };
-                self.wire(Packet {
-                    psn: template.psn.add(s.index),
-                    opcode: kind(s.position),
-                    flags,
-                    payload_len: s.len,
-                    offset: s.offset,
-                    ..template
-                });
+                let produced = (k + 1).saturating_mul(mtu).min(len);
+                let depart = dep.map_or(now, |d| d.at(k, produced));
+                k += 1;
+                self.wire_at(
+                    Packet {
+                        psn: template.psn.add(s.index),
+                        opcode: kind(s.position),
+                        flags,
+                        payload_len: s.len,
+                        offset: s.offset,
+                        ..template
+                    },
+                    depart,
+                );
             }
         }
     }

@@ -80,6 +80,7 @@ impl World {
             }
             Ok(())
         })();
+        self.ring_doorbell(qp, wrs);
         let state = self.qp(qp, v)?.phase.state();
         if matches!(state, QpState::Error | QpState::SendQueueError) {
             self.flush_queue(qp, QueueKind::Send);
@@ -89,6 +90,28 @@ impl World {
             self.kick(qp);
         }
         result
+    }
+
+    /// The adapter model's doorbell (module `adapter`): the WQEs of this
+    /// call are known to the adapter `doorbell_ns` from now, plus a PCIe
+    /// fetch on the QP's send engine unless one inline WQE went with the
+    /// doorbell (BlueFlame).
+    fn ring_doorbell(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) {
+        let now = self.now_ns;
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let a = self.devices[q.device as usize].profile.adapter;
+        if a.is_none() {
+            return;
+        }
+        let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
+        let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
+        // The fetch occupies the QP's send engine: unbatched posts pay it
+        // once a WQE, a post list once a list (perftest issues 132, 273).
+        if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+            q.tx.engine_free_ns = (now + a.doorbell_ns).max(q.tx.engine_free_ns) + fetch;
+        }
     }
 
     /// One request: the datapath rules (`check_post_send`, data-path §1.1,
