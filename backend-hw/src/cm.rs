@@ -304,7 +304,7 @@ unsafe fn copy_bytes(p: *const c_void, len: u8) -> Vec<u8> {
 }
 
 impl HwVerbs {
-    fn cm_id(&self, id: &HwCmId, verb: Verb) -> Result<*mut sys::rdma_cm_id> {
+    pub(crate) fn cm_id(&self, id: &HwCmId, verb: Verb) -> Result<*mut sys::rdma_cm_id> {
         id.0.get(verb, self.id)
     }
 

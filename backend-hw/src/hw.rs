@@ -888,6 +888,15 @@ impl HwVerbs {
                 "DC addressing (dc: Some) on a QP that is not a DCI",
             ));
         }
+        if w.opcode == WrOpcode::Flush {
+            // `struct ibv_send_wr` has no place for the flush type and level:
+            // libibverbs only issues FLUSH through ibv_wr_flush.
+            return Err(Error::from_errno(
+                verb,
+                errno::EOPNOTSUPP,
+                "IBV_WR_FLUSH cannot be expressed in ibv_send_wr (libibverbs offers it only through ibv_wr_flush)",
+            ));
+        }
         let mut c: sys::ibv_send_wr = zeroed();
         c.wr_id = w.wr_id;
         c.opcode = w.opcode.to_raw();
@@ -1896,6 +1905,15 @@ impl Verbs for HwVerbs {
         fd: XrcdFile,
         oflags: OpenFlags,
     ) -> Result<HwXrcd> {
+        // The OFED contract: with fd -1 the only valid oflag is O_CREAT
+        // (ibv_open_xrcd itself ignores the flags then).
+        if fd == XrcdFile::None && oflags != OpenFlags::CREAT {
+            return Err(Error::from_errno(
+                Verb::OpenXrcDomain,
+                EINVAL,
+                format!("fd -1 (no file) allows only oflag O_CREAT, not {oflags}"),
+            ));
+        }
         let mask = XrcdInitAttrMask::FD | XrcdInitAttrMask::OFLAGS;
         open_xrcd_impl(self, ctx, Verb::OpenXrcDomain, mask, fd, oflags)
     }
@@ -2135,6 +2153,21 @@ impl Verbs for HwVerbs {
 
     fn rdma_destroy_qp(&mut self, id: &HwCmId) -> Result<()> {
         self.cm_destroy_qp(id)
+    }
+
+    fn rdma_init_qp_attr(&mut self, id: &HwCmId, state: QpState) -> Result<(QpAttr, QpAttrMask)> {
+        let verb = Verb::RdmaInitQpAttr;
+        let p = self.cm_id(id, verb)?;
+        let mut attr: sys::ibv_qp_attr = zeroed();
+        attr.qp_state = state.to_raw();
+        let mut mask: c_int = 0;
+        // SAFETY: `p` is a live rdma_cm id of this backend; `attr` and `mask`
+        // are valid for writes for the duration of the call.
+        let rc = unsafe { sys::rdma_init_qp_attr(p, &mut attr, &mut mask) };
+        if rc != 0 {
+            return Err(c_error(verb, last_errno(), "rdma_init_qp_attr"));
+        }
+        Ok((qp_attr_from_c(&attr), QpAttrMask(mask as u32)))
     }
 
     #[cfg(feature = "mlx5")]

@@ -66,6 +66,12 @@ pub struct DeviceProfile {
     pub xrc: bool,
     /// On-demand paging (`IBV_ACCESS_ON_DEMAND`) accepted.
     pub odp: bool,
+    /// The device claims `IB_DEVICE_FLUSH_GLOBAL`, `IB_DEVICE_FLUSH_PERSISTENT`
+    /// and `IB_DEVICE_ATOMIC_WRITE`: `IBV_WR_FLUSH`, `IBV_WR_ATOMIC_WRITE`
+    /// and the `IBV_ACCESS_FLUSH_*` MR flags. rxe sets all three
+    /// (torvalds/linux `drivers/infiniband/sw/rxe/rxe_param.h`, Linux ≥ 6.2,
+    /// 64-bit); the mlx5 kernel driver sets none of them.
+    pub flush_and_atomic_write: bool,
     /// `IBV_QP_RATE_LIMIT` upper bound in kbps; 0 = no packet pacing (a
     /// non-zero rate is then `EINVAL`).
     pub rate_limit_max_kbps: u32,
@@ -202,6 +208,7 @@ impl DeviceProfile {
             max_inline_data: u32::MAX,
             xrc: true,
             odp: true,
+            flush_and_atomic_write: false,
             rate_limit_max_kbps: 0,
             create_flags: QpCreateFlags::BLOCK_SELF_MCAST_LB
                 | QpCreateFlags::SCATTER_FCS
@@ -349,6 +356,7 @@ impl DeviceProfile {
             max_inline_data: 400,
             xrc: false,
             odp: false,
+            flush_and_atomic_write: true,
             rate_limit_max_kbps: 0,
             create_flags: QpCreateFlags::empty(),
             table_flavor: TableFlavor::Kernel,

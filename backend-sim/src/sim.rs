@@ -632,6 +632,14 @@ impl Verbs for SimVerbs {
         self.world.rdma_destroy_qp(*id)
     }
 
+    fn rdma_init_qp_attr(
+        &mut self,
+        id: &CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        self.world.rdma_init_qp_attr(*id, state)
+    }
+
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {
         match cmd {
             SimCommand::Now => Ok(SimReply::TimeNs(self.world.now_ns())),

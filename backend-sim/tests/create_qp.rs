@@ -438,3 +438,39 @@ fn srq_sizes_round_as_the_drivers_do() {
         errno::EINVAL
     );
 }
+
+#[test]
+fn srq_max_sge_above_the_device_limit_is_einval_on_every_profile() {
+    // Goal: issue #18 item 4. mlx5's userspace bound (max_rq_desc_sz/16 = 32)
+    // is one above max_srq_sge (31): asking for 32 used to succeed and return
+    // 63. Every cap above the device limit is EINVAL, and nothing is created;
+    // max_srq_sge itself is accepted.
+    for profile in [
+        DeviceProfile::connectx6(),
+        DeviceProfile::connectx7(),
+        DeviceProfile::rxe(),
+    ] {
+        let name = profile.name.clone();
+        let limit = profile.attr.max_srq_sge;
+        let mut f = fixture(profile);
+        let pd = f.pd;
+        let mut a = SrqAttr {
+            max_wr: 4,
+            max_sge: limit + 1,
+            srq_limit: 0,
+        };
+        let e = f.sim.create_srq(&pd, &mut a).unwrap_err();
+        assert_eq!(e.errno(), errno::EINVAL, "{name}: {e}");
+        assert_eq!(a.max_sge, limit + 1, "{name}: attr left unchanged");
+        let mut a = SrqAttr {
+            max_wr: 4,
+            max_sge: limit,
+            srq_limit: 0,
+        };
+        let srq = f.sim.create_srq(&pd, &mut a).unwrap();
+        assert_eq!(a.max_sge, limit, "{name}");
+        f.sim.destroy_srq(&srq).unwrap();
+        // the PD has no SRQ left behind
+        f.sim.dealloc_pd(&pd).unwrap();
+    }
+}

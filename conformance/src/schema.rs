@@ -368,6 +368,9 @@ const SEND_WR_KEYS: &[Key] = &[
     ("dc_dctn", Int),
     ("dc_key", Int),
     ("stream_id", Int),
+    ("flush_type", Int),
+    ("flush_level", Int),
+    ("flush_len", Int),
 ];
 
 /// Fields of one receive work request.

@@ -432,6 +432,11 @@ pub trait Verbs {
     // ------------------------------------------------------------ legacy XRC
 
     /// `ibv_open_xrc_domain(context, fd, oflag)` (legacy OFED API).
+    ///
+    /// # Errors
+    /// `EINVAL` when `fd` is -1 ([`XrcdFile::None`]) and `oflags` is not
+    /// exactly `O_CREAT` (the OFED contract: a private domain is always
+    /// created); otherwise as `ibv_open_xrcd`.
     fn open_xrc_domain(
         &mut self,
         ctx: &Self::Context,
@@ -754,6 +759,27 @@ pub trait Verbs {
         let _ = id;
         Err(Error::not_implemented(
             Verb::RdmaDestroyQp,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_init_qp_attr(id, qp_attr, qp_attr_mask)`: the attributes and
+    /// mask that move a QP to `state` (INIT, RTR or RTS) for the id's
+    /// connection, for QPs the application made itself (e.g. an mlx5 DCI
+    /// or DCT from `mlx5dv_create_qp`) and moves with `ibv_modify_qp`.
+    ///
+    /// # Errors
+    /// `EINVAL` for another target state, or for RTR/RTS of a connected
+    /// port space on an id that has no peer QP yet (as the kernel's
+    /// `rdma_init_qp_attr`).
+    fn rdma_init_qp_attr(
+        &mut self,
+        id: &Self::CmId,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        let _ = (id, state);
+        Err(Error::not_implemented(
+            Verb::RdmaInitQpAttr,
             self.backend().name(),
         ))
     }

@@ -97,6 +97,33 @@ pub struct AtomicInfo {
     pub rkey: u32,
 }
 
+/// The flush parameters of an `IBV_WR_FLUSH` request (`ibv_wr_flush(qp,
+/// rkey, remote_addr, len, type, level)`; the kernel's `wr.flush`). The
+/// rkey and remote address are `wr.rdma`'s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushInfo {
+    /// `len`: bytes from `remote_addr` (ignored when `level` is
+    /// [`FlushInfo::LEVEL_MR`]).
+    pub len: u64,
+    /// `type`: [`FlushInfo::GLOBAL`] and/or [`FlushInfo::PERSISTENT`]
+    /// (`IBV_FLUSH_GLOBAL` = 1, `IBV_FLUSH_PERSISTENT` = 2).
+    pub flush_type: u8,
+    /// `level`: [`FlushInfo::LEVEL_RANGE`] (`IBV_FLUSH_RANGE` = 0) or
+    /// [`FlushInfo::LEVEL_MR`] (`IBV_FLUSH_MR` = 1).
+    pub level: u8,
+}
+
+impl FlushInfo {
+    /// `IBV_FLUSH_GLOBAL`: placement type "global visibility".
+    pub const GLOBAL: u8 = 1;
+    /// `IBV_FLUSH_PERSISTENT`: placement type "persistence".
+    pub const PERSISTENT: u8 = 2;
+    /// `IBV_FLUSH_RANGE`: flush `[remote_addr, remote_addr + len)`.
+    pub const LEVEL_RANGE: u8 = 0;
+    /// `IBV_FLUSH_MR`: flush the whole MR the rkey names.
+    pub const LEVEL_MR: u8 = 1;
+}
+
 /// `wr.ud` of `ibv_send_wr`.
 pub struct UdInfo<'a, V: Verbs + ?Sized> {
     /// `ah`.
@@ -115,7 +142,8 @@ pub struct DcInfo<'a, V: Verbs + ?Sized> {
     pub remote_dctn: u32,
     /// `remote_dc_key`: must match the DCT's access key.
     pub remote_dc_key: u64,
-    /// `stream_id` (0 without DCI streams).
+    /// `stream_id`: selects stream `stream_id mod 2^log_num_concurent`
+    /// (any id; without DCI streams every id is the one stream).
     pub stream_id: u16,
 }
 
@@ -143,6 +171,8 @@ pub struct SendWr<'a, V: Verbs + ?Sized> {
     pub remote_srqn: u32,
     /// DC addressing (mlx5 DCI QPs).
     pub dc: Option<DcInfo<'a, V>>,
+    /// `IBV_WR_FLUSH` parameters (type, level, length).
+    pub flush: FlushInfo,
 }
 
 impl<V: Verbs + ?Sized> Default for SendWr<'_, V> {
@@ -158,6 +188,7 @@ impl<V: Verbs + ?Sized> Default for SendWr<'_, V> {
             ud: None,
             remote_srqn: 0,
             dc: None,
+            flush: FlushInfo::default(),
         }
     }
 }

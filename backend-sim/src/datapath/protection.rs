@@ -62,10 +62,12 @@ pub fn check_local_sges<L: MrLookup + ?Sized>(
 /// (data-path §10.3 "local checks first"), returning the message length.
 ///
 /// 1. `IBV_SEND_INLINE` on SEND/WRITE: the data was copied at post time and
-///    "the L_Key will not be checked" (MAN-PS, §3.1); otherwise
-///    [`check_local_sges`] with `LOCAL_WRITE` required for READ/atomic
-///    landing buffers → [`ErrorScenario::LocalProtection`] (rows 1–3; row 2:
-///    the local key is checked before the remote one).
+///    "the L_Key will not be checked" (MAN-PS, §3.1); READ and atomic
+///    landing buffers are checked later, when the response is scattered
+///    (after the responder's checks, so a bad rkey wins: rdma-unit-test
+///    `ReadInvalidRKeyAndInvalidLKey`); otherwise [`check_local_sges`] →
+///    [`ErrorScenario::LocalProtection`] (rows 1, 2: a gathering request's
+///    local key is checked before the remote one).
 /// 2. Atomics: the local SGEs must total exactly 8 bytes →
 ///    [`ErrorScenario::AtomicLocalLength`] (rows 11–12).
 /// 3. UD: a payload longer than `path_mtu` bytes →
@@ -92,7 +94,9 @@ pub fn check_requester_local<L: MrLookup + ?Sized>(
     };
     let inline = send_flags.contains(SendFlags::INLINE)
         && matches!(info.class, OpClass::Send | OpClass::Write);
-    let total = if inline {
+    // Landing buffers (READ, atomics) are checked when the response is
+    // scattered, after the responder's checks (`check_local_sges` there).
+    let total = if inline || info.local_write {
         sges.iter().map(|s| u64::from(s.length)).sum()
     } else {
         check_local_sges(sges, mrs, pd, info.local_write)
@@ -370,20 +374,20 @@ mod tests {
                 Err(ErrorScenario::AtomicLocalLength)
             );
         }
-        // atomic result buffer without LOCAL_WRITE: row 3 comes before the length
+        // atomic/READ result buffer without LOCAL_WRITE or with a bad lkey:
+        // not checked before sending (it is checked when the response is
+        // scattered, after the responder's checks; issue #18 item 2)
         let ro = [sge(2, 0x4000, 8)];
-        assert_eq!(
-            check_requester_local(
-                WrOpcode::AtomicFetchAndAdd,
-                SendFlags::empty(),
-                Transport::Rc,
-                &ro,
-                mrs,
-                PD,
-                4096
-            ),
-            Err(ErrorScenario::LocalProtection)
-        );
+        for (op, list) in [
+            (WrOpcode::AtomicFetchAndAdd, &ro[..]),
+            (WrOpcode::AtomicCmpAndSwp, &[sge(99, 0, 8)][..]),
+            (WrOpcode::RdmaRead, &bad[..]),
+        ] {
+            assert_eq!(
+                check_requester_local(op, SendFlags::empty(), Transport::Rc, list, mrs, PD, 4096),
+                Ok(if op == WrOpcode::RdmaRead { 16 } else { 8 })
+            );
+        }
         let big = [sge(1, 0x1000, 2049)];
         assert_eq!(
             check_requester_local(

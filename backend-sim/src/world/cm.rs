@@ -189,6 +189,9 @@ pub(crate) struct CmId {
     pub(crate) ud: bool,
     /// Sent a DREQ and waits for the DREP.
     pub(crate) dreq_sent: bool,
+    /// The connection's (responder resources, initiator depth) for this
+    /// side's QP, once negotiated (accept, or the REP's answer).
+    pub(crate) rd: (u8, u8),
 }
 
 /// An event queued on a channel.
@@ -728,6 +731,7 @@ impl World {
             gen: 0,
             ud: ps == PortSpace::Udp,
             dreq_sent: false,
+            rd: (0, 0),
         }))
     }
 
@@ -1158,6 +1162,73 @@ impl World {
         Ok(())
     }
 
+    /// `rdma_init_qp_attr`: the attributes and mask of the id's
+    /// transition to `state`, as the CM applies them to its own QP
+    /// (`cm_ready_qp`): INIT (P_Key index, port, access flags, or the Q_Key
+    /// for UDP/IB port spaces), RTR (path, MTU, peer QPN and PSN, responder
+    /// resources, RNR timer), RTS (PSN, timeout, retries, initiator depth).
+    /// `EINVAL` for another state, or RTR/RTS of a connected port space
+    /// before the peer's QP number is known.
+    pub fn rdma_init_qp_attr(
+        &mut self,
+        id: CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        let v = Verb::RdmaInitQpAttr;
+        let i = self.cm_id(id, v)?;
+        if i.dev.is_none() {
+            return Err(invalid(v, "the id is not bound to a device yet"));
+        }
+        let datagram = matches!(i.ps, PortSpace::Udp | PortSpace::Ib) || i.ud;
+        let connected = matches!(i.state, IdState::Connect(_)) && i.remote_qpn != 0;
+        // Responder resources and initiator depth negotiated for this side.
+        let (rd_res, rd_init) = i.rd;
+        let mut attr = self.cm_qp_attr(i, state, rd_res, rd_init);
+        use QpAttrMask as M;
+        let mask = match (state, datagram) {
+            (QpState::Init, true) => {
+                attr.qkey = RDMA_UDP_QKEY;
+                M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
+            }
+            (QpState::Init, false) => M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS,
+            (QpState::ReadyToReceive, true) => M::STATE,
+            (QpState::ReadyToSend, true) => {
+                attr.sq_psn = 0;
+                M::STATE | M::SQ_PSN
+            }
+            (QpState::ReadyToReceive | QpState::ReadyToSend, false) if !connected => {
+                return Err(invalid(
+                    v,
+                    format!("{state} needs a connected id (the peer's QP number is not known yet)"),
+                ));
+            }
+            (QpState::ReadyToReceive, false) => {
+                M::STATE
+                    | M::AV
+                    | M::PATH_MTU
+                    | M::DEST_QPN
+                    | M::RQ_PSN
+                    | M::MAX_DEST_RD_ATOMIC
+                    | M::MIN_RNR_TIMER
+            }
+            (QpState::ReadyToSend, false) => {
+                M::STATE
+                    | M::SQ_PSN
+                    | M::TIMEOUT
+                    | M::RETRY_CNT
+                    | M::RNR_RETRY
+                    | M::MAX_QP_RD_ATOMIC
+            }
+            (other, _) => {
+                return Err(invalid(
+                    v,
+                    format!("no CM attributes for a transition to {other} (INIT, RTR or RTS)"),
+                ));
+            }
+        };
+        Ok((attr, mask))
+    }
+
     fn cm_qp_to_err(&mut self, id: CmIdHandle) {
         if let Some(q) = self.cm.ids.get(id.index, id.generation).and_then(|i| i.qp) {
             let attr = QpAttr {
@@ -1223,6 +1294,7 @@ impl World {
             i.psn = psn;
             i.param = p.clone();
             i.req.rnr_retry_count = p.rnr_retry_count;
+            i.rd = (p.responder_resources, p.initiator_depth);
             saved
         };
         if let Err(e) = self.cm_ready_qp(id, p.responder_resources, p.initiator_depth, v) {
@@ -1861,6 +1933,9 @@ impl World {
         // the one the REP carries (IB CM `cm_rep_handler`).
         i.req = i.param.clone();
         i.req.rnr_retry_count = param.rnr_retry_count;
+        // The active QP's responder resources are the passive side's
+        // initiator depth, and the other way round.
+        i.rd = (param.initiator_depth, param.responder_resources);
         let (dev, there, has_qp) = (i.dev.unwrap_or(0), i.remote_dev, i.qp.is_some());
         let conn = ConnParam {
             private_data: pad(&param.private_data, REP_PD, self.config.cm.pad_private_data),

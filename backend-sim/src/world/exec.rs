@@ -20,8 +20,8 @@
 //! one timing divergence this design brings (see `docs/divergence.md`).
 
 use verbs_api::{
-    AccessFlags, AsyncEventType, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc, WcFlags,
-    WcOpcode, WcStatus, WrOpcode,
+    AccessFlags, AsyncEventType, FlushInfo, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc,
+    WcFlags, WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::cq::{CqEntry, QueueKind};
@@ -31,10 +31,10 @@ use super::queues::Exec;
 use super::{Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
-    apply_atomic, check_invalidate, check_remote, check_requester_local, error_outcome,
-    opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp, ErrorScenario,
-    MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView, RetryCounters,
-    RetryVerdict, Transport, UD_GRH_BYTES,
+    apply_atomic, check_invalidate, check_local_sges, check_remote, check_requester_local,
+    error_outcome, opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp,
+    ErrorScenario, MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView,
+    RetryCounters, RetryVerdict, Transport, UD_GRH_BYTES,
 };
 use crate::fabric::{
     packet_count, segment, AckSyndrome, Address, DeviceIndex, Endpoint, FabricEvent, FabricTrace,
@@ -42,6 +42,7 @@ use crate::fabric::{
     TimerEvent, TimerKind,
 };
 use crate::handles::{QpHandle, SrqHandle};
+use crate::profile::DriverModel;
 use crate::trace::{Trace, TraceEvent};
 
 /// Most events one `ibv_poll_cq` call processes while waiting for a
@@ -976,7 +977,12 @@ impl World {
             }
             _ if npkts > 1 && self.ooo_reliable(qp) => {
                 // OOO_DP: the packets leave in a seeded order (world/ooo.rs).
-                let write = class == OpClass::Write;
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE, FLUSH as a
+                // zero-length one the responder checks (and places nothing).
+                let write = matches!(
+                    class,
+                    OpClass::Write | OpClass::AtomicWrite | OpClass::Flush
+                );
                 let template = Packet {
                     source: src,
                     destination: dest,
@@ -995,7 +1001,12 @@ impl World {
                 self.ooo_wire(template, len, mtu, last_flags, kind, dep);
             }
             _ => {
-                let write = class == OpClass::Write;
+                // ATOMIC_WRITE travels as an 8-byte RDMA WRITE, FLUSH as a
+                // zero-length one the responder checks (and places nothing).
+                let write = matches!(
+                    class,
+                    OpClass::Write | OpClass::AtomicWrite | OpClass::Flush
+                );
                 for (i, s) in segment(len, mtu).enumerate() {
                     let flags = if s.position.ends_message() {
                         last_flags
@@ -1363,6 +1374,9 @@ impl World {
         if ooo.is_none() && p.psn != Psn::new(w.psn).add(w.received) {
             return; // out of order: the timer retries the READ
         }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
@@ -1429,6 +1443,40 @@ impl World {
         self.rearm(qp);
     }
 
+    /// The landing buffer of a READ or atomic is checked when its response
+    /// is scattered, after the responder's checks (data-path §10.3; google
+    /// rdma-unit-test: a bad lkey with a bad rkey completes
+    /// `REM_ACCESS_ERR`, and an atomic with a bad lkey still executes at the
+    /// responder). On failure the request completes `LOC_PROT_ERR` and the
+    /// QP leaves service; returns whether it failed.
+    fn landing_fails(&mut self, qp: QpHandle, seq: u64) -> bool {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return true;
+        };
+        let (w, sges, _) = q.sq.get(seq);
+        let psn = Psn::new(w.psn);
+        let mrs = DevMrs {
+            mrs: &self.mrs,
+            device: q.device,
+        };
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        if check_local_sges(&sges[..w.num_sge as usize], &mrs, pd, true).is_ok() {
+            return false;
+        }
+        // An answer implies everything before the request was received.
+        self.acknowledge(qp, psn, false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        if q.sq.get(seq).0.exec == Exec::Sent {
+            q.sq.get_mut(seq).exec = Exec::Failed(WcStatus::LocProtErr);
+            q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+            q.tx.blocked = true;
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+        true
+    }
+
     fn on_atomic_ack(&mut self, p: &Packet) {
         let Some(qp) = self.requester_for(p) else {
             return;
@@ -1437,8 +1485,7 @@ impl World {
             return;
         };
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let (w, sges, _) = q.sq.get(seq);
-        let w = *w;
+        let w = *q.sq.get(seq).0;
         if w.exec != Exec::Sent
             || !matches!(
                 w.opcode,
@@ -1447,6 +1494,11 @@ impl World {
         {
             return;
         }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        let sges = q.sq.get(seq).1;
         let mut dst = [Extent::default(); EXTENTS_MAX];
         if let Some(nd) = extents(
             &sges[..w.num_sge as usize],
@@ -1821,16 +1873,30 @@ impl World {
         transport: Transport,
     ) -> bool {
         let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let (device, pd) = (r.device, r.pd.map_or(u32::MAX, |p| p.index));
-        let sges = match peek.srq {
+        let device = r.device;
+        // mlx5: an SRQ's buffers belong to the SRQ's PD, which may differ
+        // from the QP's (an SRQ is shared by QPs of other PDs, XRC TGT QPs
+        // have none). rxe copies with the QP's PD whichever queue the WQE
+        // came from (rxe_resp.c). RDMA targets stay checked against the
+        // QP's PD on both.
+        let srq_pd = self.device(device).profile.driver == DriverModel::Mlx5;
+        let (sges, pd) = match peek.srq {
             Some(srq) => {
                 let s = self.srqs.get(srq.index, srq.generation).expect("live");
                 let (w, sges, _) = s.ring.get(peek.seq);
-                &sges[..w.num_sge as usize]
+                let pd = if srq_pd || r.pd.is_none() {
+                    s.pd.index
+                } else {
+                    r.pd.map_or(u32::MAX, |p| p.index)
+                };
+                (&sges[..w.num_sge as usize], pd)
             }
             None => {
                 let (w, sges, _) = r.rq.get(peek.seq);
-                &sges[..w.num_sge as usize]
+                (
+                    &sges[..w.num_sge as usize],
+                    r.pd.map_or(u32::MAX, |p| p.index),
+                )
             }
         };
         let mrs = DevMrs {
@@ -2096,14 +2162,32 @@ impl World {
                 rkey: w.rdma.rkey,
                 len: w.length,
             };
-            match self.check_rkey(rq, device, &req_view) {
-                Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
-                Err(scenario) => {
-                    // WRITE_WITH_IMM: the receive WQE is consumed and
-                    // completes in error (§4.2 row 5).
-                    let recv = if needs_recv { self.take_recv(rq) } else { None };
-                    self.responder_error(rq, p, scenario, recv);
+            if w.opcode == WrOpcode::Flush {
+                // Nothing is placed: the placement type's access and, for
+                // level RANGE, the range are checked (rxe `check_rkey`).
+                if let Err(scenario) = self.check_flush(rq, device, &w) {
+                    self.responder_error(rq, p, scenario, None);
                     return false;
+                }
+            } else {
+                // ATOMIC_WRITE: exactly 8 bytes at an 8-byte-aligned
+                // address (rxe atomic write: misaligned → NAK invalid
+                // request).
+                if w.opcode == WrOpcode::AtomicWrite
+                    && (w.length != 8 || w.rdma.remote_addr % 8 != 0)
+                {
+                    self.responder_error(rq, p, ErrorScenario::AtomicMisaligned, None);
+                    return false;
+                }
+                match self.check_rkey(rq, device, &req_view) {
+                    Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
+                    Err(scenario) => {
+                        // WRITE_WITH_IMM: the receive WQE is consumed and
+                        // completes in error (§4.2 row 5).
+                        let recv = if needs_recv { self.take_recv(rq) } else { None };
+                        self.responder_error(rq, p, scenario, recv);
+                        return false;
+                    }
                 }
             }
         }
@@ -2217,6 +2301,42 @@ impl World {
 
     /// The responder's rkey check of a WRITE, READ or atomic arriving at
     /// `rq` on `device`: the offset in the MR, or the §4.2 scenario.
+    /// The responder's checks of a FLUSH (rxe `check_rkey` with the FLUSH
+    /// extended header): the rkey names a valid MR of the QP's PD whose
+    /// access holds `IBV_ACCESS_FLUSH_GLOBAL` / `_PERSISTENT` for each
+    /// placement type asked for, and for level RANGE the range lies inside
+    /// it; otherwise `REM_ACCESS_ERR` (row 5).
+    fn check_flush(
+        &self,
+        rq: QpHandle,
+        device: u32,
+        w: &super::queues::SendWqe,
+    ) -> Result<(), ErrorScenario> {
+        let Some(mr) = (DevMrs {
+            mrs: &self.mrs,
+            device,
+        })
+        .by_rkey(w.rdma.rkey) else {
+            return Err(ErrorScenario::RemoteAccess);
+        };
+        let mut need = AccessFlags::empty();
+        if w.flush.flush_type & FlushInfo::GLOBAL != 0 {
+            need |= AccessFlags::FLUSH_GLOBAL;
+        }
+        if w.flush.flush_type & FlushInfo::PERSISTENT != 0 {
+            need |= AccessFlags::FLUSH_PERSISTENT;
+        }
+        let in_range = w.flush.level == FlushInfo::LEVEL_MR
+            || mr.offset_of(w.rdma.remote_addr, w.flush.len).is_some();
+        let ok =
+            mr.valid && mr.pd == self.responder_view(rq).pd && mr.access.contains(need) && in_range;
+        if ok {
+            Ok(())
+        } else {
+            Err(ErrorScenario::RemoteAccess)
+        }
+    }
+
     fn check_rkey(
         &self,
         rq: QpHandle,

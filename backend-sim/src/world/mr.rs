@@ -35,7 +35,9 @@ impl World {
     ///
     /// Access rules (data-path.md §9.2): `REMOTE_WRITE`/`REMOTE_ATOMIC`
     /// without `LOCAL_WRITE` → `EINVAL`; `ON_DEMAND` without ODP →
-    /// `EOPNOTSUPP`; unknown bits → `EINVAL`, except the optional range,
+    /// `EOPNOTSUPP`; `FLUSH_GLOBAL`/`FLUSH_PERSISTENT` on a device without
+    /// RDMA FLUSH → `EOPNOTSUPP`, `FLUSH_PERSISTENT` elsewhere → `EINVAL`
+    /// (not persistent memory); unknown bits → `EINVAL`, except the optional range,
     /// which is silently dropped; length 0 or above `max_mr_size` → `EINVAL`.
     ///
     /// # Divergence from hardware
@@ -69,6 +71,26 @@ impl World {
             return Err(unsupported(
                 v,
                 "ON_DEMAND: the device has no on-demand paging",
+            ));
+        }
+        let flush = AccessFlags::FLUSH_GLOBAL | AccessFlags::FLUSH_PERSISTENT;
+        if access.intersects(flush) && !profile.flush_and_atomic_write {
+            // ib_check_mr_access: the flush flags need the device's
+            // IB_DEVICE_FLUSH_GLOBAL / _PERSISTENT.
+            return Err(unsupported(
+                v,
+                format!(
+                    "access {access}: the {} device does not support RDMA FLUSH",
+                    profile.name
+                ),
+            ));
+        }
+        if access.contains(AccessFlags::FLUSH_PERSISTENT) {
+            // rxe accepts FLUSH_PERSISTENT only over persistent-memory
+            // pages; simulated memory is ordinary memory.
+            return Err(invalid(
+                v,
+                "FLUSH_PERSISTENT needs persistent memory; simulated MRs are not",
             ));
         }
         if length == 0 {

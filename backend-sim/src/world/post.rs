@@ -14,7 +14,8 @@
 //! which transmits them at the current virtual time when the QP is in RTS.
 
 use verbs_api::{
-    QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc, WcOpcode, WcStatus,
+    FlushInfo, QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc,
+    WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::cq::{CqEntry, QueueKind};
@@ -131,6 +132,37 @@ impl World {
         };
         let admission =
             check_post_send(&view, &SendWrView::of(wr), flavor).map_err(|r| r.to_error(v, 0))?;
+        // FLUSH and ATOMIC_WRITE exist only where the device claims them
+        // (rxe); elsewhere they are refused as mlx5 refuses opcodes past
+        // its table.
+        if matches!(wr.opcode, WrOpcode::Flush | WrOpcode::AtomicWrite) {
+            if !p.flush_and_atomic_write {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "opcode {} is not supported by the {} device",
+                        wr.opcode, p.name
+                    ),
+                ));
+            }
+            let f = wr.flush;
+            if wr.opcode == WrOpcode::Flush
+                && (f.flush_type == 0
+                    || f.flush_type & !(FlushInfo::GLOBAL | FlushInfo::PERSISTENT) != 0
+                    || f.level > FlushInfo::LEVEL_MR
+                    || !wr.sg_list.is_empty())
+            {
+                return Err(invalid(
+                    v,
+                    format!(
+                        "FLUSH needs type GLOBAL (1) and/or PERSISTENT (2), level RANGE (0) or MR (1) and no SGEs (type {}, level {}, {} SGEs)",
+                        f.flush_type,
+                        f.level,
+                        wr.sg_list.len()
+                    ),
+                ));
+            }
+        }
         let (ah, remote_qpn, remote_qkey) = match (q.qp_type, wr.ud.as_ref()) {
             (QpType::Ud, None) => {
                 return Err(invalid(
@@ -177,6 +209,7 @@ impl World {
             remote_srqn: wr.remote_srqn,
             dc_key,
             stream,
+            flush: wr.flush,
             num_sge: wr.sg_list.len() as u32,
             signaled: q.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED),
             length,

@@ -7,7 +7,7 @@
 //! still hold their slot until the CQE covering them is polled (mlx5 frees
 //! SQ slots at poll time, data-path.md §1.2); `[done, tail)` are outstanding.
 
-use verbs_api::{AtomicInfo, RdmaInfo, SendFlags, Sge, WcStatus, WrOpcode};
+use verbs_api::{AtomicInfo, FlushInfo, RdmaInfo, SendFlags, Sge, WcStatus, WrOpcode};
 
 use crate::handles::AhHandle;
 
@@ -45,6 +45,8 @@ pub(crate) struct SendWqe {
     pub(crate) dc_key: u64,
     /// DCI: the stream (`mlx5dv_wr_set_dc_addr_stream`).
     pub(crate) stream: u16,
+    /// FLUSH: placement type, level and length.
+    pub(crate) flush: FlushInfo,
     pub(crate) num_sge: u32,
     /// Whether a successful completion produces a CQE.
     pub(crate) signaled: bool,

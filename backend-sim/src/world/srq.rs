@@ -31,7 +31,7 @@ impl World {
     ///
     /// * mlx5 (rdma-core `providers/mlx5/verbs.c` `mlx5_create_srq`,
     ///   `providers/mlx5/srq.c` `mlx5_alloc_srq_buf`): `max_sge` above
-    ///   `max_rq_desc_sz / 16` → `EINVAL`; the WQE is `16 + 16·max_sge`
+    ///   the device's `max_srq_sge` (or `max_rq_desc_sz / 16`) → `EINVAL`; the WQE is `16 + 16·max_sge`
     ///   bytes (at least 32) rounded up to a power of two, and the returned
     ///   `max_sge` is what fits after the 16-byte next segment; `max_wr`
     ///   becomes `align_queue_size(max_wr + 1) − 1`. Above the device's
@@ -49,6 +49,19 @@ impl World {
                 format!(
                     "max_wr {} is above the device's max_srq_wr {max_wr_dev}",
                     attr.max_wr
+                ),
+            ));
+        }
+        // Every cap above the device limit is refused (create-qp.md §6), on
+        // mlx5 too: its userspace bound (max_rq_desc_sz / 16) is one above
+        // max_srq_sge and would otherwise grow the SRQ to 63 SGEs.
+        let max_sge_dev = p.attr.max_srq_sge;
+        if attr.max_sge > max_sge_dev {
+            return Err(invalid(
+                verb,
+                format!(
+                    "max_sge {} is above the device's max_srq_sge {max_sge_dev}",
+                    attr.max_sge
                 ),
             ));
         }
@@ -70,16 +83,6 @@ impl World {
             _ => {
                 if attr.max_wr == 0 {
                     return Err(invalid(verb, "max_wr must be at least 1"));
-                }
-                let max_sge_dev = p.attr.max_srq_sge;
-                if attr.max_sge > max_sge_dev {
-                    return Err(invalid(
-                        verb,
-                        format!(
-                            "max_sge {} is above the device's max_srq_sge {max_sge_dev}",
-                            attr.max_sge
-                        ),
-                    ));
                 }
                 Ok((ring_size_minus_one(attr.max_wr), attr.max_sge.max(1)))
             }

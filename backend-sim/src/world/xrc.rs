@@ -179,6 +179,19 @@ impl World {
                 "comp_mask needs both IBV_XRCD_INIT_ATTR_FD and IBV_XRCD_INIT_ATTR_OFLAGS",
             ));
         }
+        // The legacy OFED call: with fd -1 the only valid oflag is O_CREAT.
+        if verb == Verb::OpenXrcDomain
+            && attr.fd == XrcdFile::None
+            && attr.oflags != OpenFlags::CREAT
+        {
+            return Err(invalid(
+                verb,
+                format!(
+                    "fd -1 (no file) allows only oflag O_CREAT, not {}",
+                    attr.oflags
+                ),
+            ));
+        }
         let existing = match attr.fd {
             XrcdFile::None => None,
             XrcdFile::BadDescriptor => {

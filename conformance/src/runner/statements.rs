@@ -81,6 +81,7 @@ struct SendParts<V: Verbs> {
     ud: Option<(V::Ah, u32, u32)>,
     remote_srqn: u32,
     dc: Option<(V::Ah, u32, u64, u16)>,
+    flush: FlushInfo,
 }
 
 /// Something `modify_qp`-like can be applied to: a QP handle, or a legacy
@@ -1148,6 +1149,7 @@ impl<V: Verbs> Runner<'_, V> {
             ud: None,
             remote_srqn: 0,
             dc: None,
+            flush: FlushInfo::default(),
         };
         let get = |k: &str| group.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
         for &(key, text) in group {
@@ -1180,6 +1182,9 @@ impl<V: Verbs> Runner<'_, V> {
                 "compare_add" => p.atomic.compare_add = self.num(key, text)?,
                 "swap" => p.atomic.swap = self.num(key, text)?,
                 "remote_srqn" => p.remote_srqn = self.num(key, text)?,
+                "flush_type" => p.flush.flush_type = self.num(key, text)?,
+                "flush_level" => p.flush.level = self.num(key, text)?,
+                "flush_len" => p.flush.len = self.num(key, text)?,
                 _ => {}
             }
         }
@@ -1262,6 +1267,7 @@ impl<V: Verbs> Runner<'_, V> {
                         remote_dc_key: *remote_dc_key,
                         stream_id: *stream_id,
                     }),
+                flush: p.flush,
             })
             .collect();
         // SAFETY: `Verbs::post_send` requires that the memory named by each
