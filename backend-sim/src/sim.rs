@@ -55,7 +55,7 @@ impl SimVerbs {
     /// What is alive in the world, by kind: contexts, PDs, CQs, channels,
     /// MRs and their bytes and pins, SRQs, QPs, AHs, XRC domains, DC
     /// connections, rdma_cm ids and channels, unacknowledged async events.
-    /// After a complete teardown [`LiveObjects::is_empty`] holds:
+    /// After a complete teardown [`crate::LiveObjects::is_empty`] holds:
     ///
     /// ```
     /// use backend_sim::SimVerbs;
