@@ -60,3 +60,38 @@ fn calibrate_prints_every_anchor_in_band() {
     );
     assert!(!stdout.contains("MISS"), "{stdout}");
 }
+
+// Goal: RC latency tests print perftest's figure beside post-to-completion
+// (issue #19 item 2): half a ping-pong round trip for WRITE, below the
+// post-to-completion time (which waits for the ACK), within the calibrated
+// band of the 0.93 µs anchor.
+#[test]
+fn latency_tests_report_perftest_semantics() {
+    let (code, stdout, _) = verbsim(&["perf", "--json", "write_lat", "-n", "100"]);
+    assert_eq!(code, 0, "{stdout}");
+    let typical = |key: &str| -> f64 {
+        let at = stdout
+            .find(&format!("\"{key}\":{{"))
+            .unwrap_or_else(|| panic!("{key}: {stdout}"));
+        let rest = &stdout[at..];
+        let t = rest.find("\"t_typical_us\":").expect("t_typical_us") + "\"t_typical_us\":".len();
+        rest[t..]
+            .split(|c| c == ',' || c == '}')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (sim, perftest) = (typical("sim"), typical("perftest"));
+    assert!(
+        perftest < sim,
+        "perftest {perftest} vs post-to-completion {sim}"
+    );
+    assert!((0.70..=1.24).contains(&perftest), "{perftest} µs");
+    let (code, stdout, _) = verbsim(&["perf", "write_lat", "-c", "UC", "-n", "10"]);
+    assert_eq!(code, 0);
+    assert!(
+        !stdout.contains("perftest"),
+        "no perftest row over UC:\n{stdout}"
+    );
+}
