@@ -75,12 +75,7 @@ fn latency_tests_report_perftest_semantics() {
             .unwrap_or_else(|| panic!("{key}: {stdout}"));
         let rest = &stdout[at..];
         let t = rest.find("\"t_typical_us\":").expect("t_typical_us") + "\"t_typical_us\":".len();
-        rest[t..]
-            .split(|c| c == ',' || c == '}')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
+        rest[t..].split([',', '}']).next().unwrap().parse().unwrap()
     };
     let (sim, perftest) = (typical("sim"), typical("perftest"));
     assert!(
