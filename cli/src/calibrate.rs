@@ -232,15 +232,17 @@ fn reap(v: &mut SimVerbs, cq: &CqHandle, n: usize) -> usize {
 }
 
 /// Steps virtual time until byte `at` of `mr` becomes `want` (a poller
-/// on memory, as `ib_write_lat`); 5 ns resolution.
-fn spin_until(v: &mut SimVerbs, mr: &MrHandle, at: usize, want: u8) {
-    for _ in 0..2_000_000 {
+/// on memory, as `ib_write_lat`), `step_ns` at a time, for at most 10 s of
+/// virtual time.
+fn spin_until(v: &mut SimVerbs, mr: &MrHandle, at: usize, want: u8, step_ns: u64) {
+    let steps = 10_000_000_000 / step_ns.max(1);
+    for _ in 0..steps {
         if v.mr_bytes(mr).expect("bytes")[at] == want {
             return;
         }
-        let _ = v.sim_control(SimCommand::AdvanceNs(5));
+        let _ = v.sim_control(SimCommand::AdvanceNs(step_ns));
     }
-    panic!("the WRITE never landed");
+    panic!("the WRITE never landed within 10 s of virtual time");
 }
 
 /// (typical, p99) in µs of samples in ns.
@@ -306,7 +308,9 @@ pub(crate) fn write_lat_samples(
             // The peer polls the last byte the WRITE lands on.
             let mr = to.mr;
             v.mr_bytes_mut(&mr).expect("bytes")[last] = 0;
-            spin_until(&mut v, &mr, last, val);
+            // 5 ns resolution for small messages; coarser (0.1 % of a
+            // byte per ns) for large ones, which take that much longer.
+            spin_until(&mut v, &mr, last, val, (u64::from(size) / 1_000).max(5));
             rtt += now(&mut v) - t0;
             if signaled.contains(SendFlags::SIGNALED) {
                 reap(&mut v, &from.cq, 1);

@@ -90,3 +90,22 @@ fn latency_tests_report_perftest_semantics() {
         "no perftest row over UC:\n{stdout}"
     );
 }
+
+// Goal: issue #20 item 1: every data-path test ran into "bad offset table
+// shape" (exit 101, no output) above 1 MiB although --help allows 1 GiB.
+// Method: the largest size the help allows, one iteration each.
+#[test]
+fn perf_runs_messages_up_to_the_help_limit() {
+    for test in ["write_bw", "read_bw", "write_lat", "read_lat", "send_bw"] {
+        let (code, stdout, stderr) = verbsim(&["perf", test, "-s", "1G", "-n", "1"]);
+        assert_eq!(code, 0, "{test}: {stdout}{stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(" 1073741824 ") && l.ends_with("simulated")),
+            "{test}: {stdout}"
+        );
+    }
+    let (code, _, stderr) = verbsim(&["perf", "write_bw", "-s", "2G", "-n", "1"]);
+    assert_eq!(code, 2, "above the limit is a usage error: {stderr}");
+}
