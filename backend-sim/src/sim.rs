@@ -87,6 +87,15 @@ impl SimVerbs {
         self.world.live_objects()
     }
 
+    /// Requesters parked in an endless RNR wait (`rnr_retry = 7` and no
+    /// receive posted at the peer for seven tries), each described with
+    /// the QP it waits on: why a poll loop would never end. Empty when no
+    /// such wait exists. The trace records each as `RNR stall`, and the
+    /// script runner adds them to an unsatisfied `poll_cq`.
+    pub fn rnr_stalls(&self) -> Vec<String> {
+        self.world.rnr_stalls()
+    }
+
     /// The world, writable.
     pub fn world_mut(&mut self) -> &mut World {
         &mut self.world
@@ -378,7 +387,9 @@ impl Verbs for SimVerbs {
 
     fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::ModifyQp)?;
-        self.world.modify_qp(qp, attr, mask)
+        let r = self.world.modify_qp(qp, attr, mask);
+        self.world.unpark_rnr();
+        r
     }
 
     fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
@@ -387,7 +398,9 @@ impl Verbs for SimVerbs {
 
     fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
         self.cm_guard(CmOwned::Qp(*qp), Verb::DestroyQp, "the QP of an rdma_cm id")?;
-        self.world.destroy_qp_handle(*qp)
+        let r = self.world.destroy_qp_handle(*qp);
+        self.world.unpark_rnr();
+        r
     }
 
     fn open_qp(
@@ -430,14 +443,19 @@ impl Verbs for SimVerbs {
     #[allow(unsafe_code)]
     unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::PostRecv)?;
-        self.world.post_recv(qp, wrs)
+        let r = self.world.post_recv(qp, wrs);
+        // A receive can end an endless RNR wait (World::rnr_stalls).
+        self.world.unpark_rnr();
+        r
     }
 
     // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
     // unsafe operation (the simulator owns every byte it touches, R13/R14).
     #[allow(unsafe_code)]
     unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
-        self.world.post_srq_recv(*srq, wrs)
+        let r = self.world.post_srq_recv(*srq, wrs);
+        self.world.unpark_rnr();
+        r
     }
 
     fn mlx5dv_query_device(
@@ -718,6 +736,9 @@ impl Verbs for SimVerbs {
                 self.world.set_link(device, port, up)?;
                 Ok(SimReply::Ok)
             }
+            SimCommand::Raw {
+                name: "rnr_stalls", ..
+            } => Ok(SimReply::Text(self.world.rnr_stalls().join("\n"))),
             _ => Err(Error::not_implemented(
                 Verb::SimControl,
                 "this sim directive",

@@ -361,7 +361,7 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 b: s(r),
                 mtu: r.below(3) as u8,
                 retry: r.below(8) as u8,
-                rnr: r.below(7) as u8,
+                rnr: r.below(8) as u8,
             },
             5 => Op::ToError { slot: s(r) },
             6 => Op::ToReset { slot: s(r) },

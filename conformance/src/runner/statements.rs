@@ -939,8 +939,16 @@ impl<V: Verbs> Runner<'_, V> {
                     return Ok(());
                 };
                 let Some(wc) = got else {
+                    // The simulator can say why nothing will come.
+                    let stalls = match self.v.sim_control(SimCommand::Raw {
+                        name: "rnr_stalls",
+                        args: &[],
+                    }) {
+                        Ok(SimReply::Text(t)) if !t.is_empty() => format!(" ({t})"),
+                        _ => String::new(),
+                    };
                     return Err(format!(
-                        "expected a completion, got none within {}",
+                        "expected a completion, got none within {}{stalls}",
                         self.wait_bound()
                     ));
                 };
@@ -1483,7 +1491,7 @@ impl<V: Verbs> Runner<'_, V> {
             },
             timeout: self.num_arg(stmt, "timeout", 14)?,
             retry_cnt: self.num_arg(stmt, "retry_cnt", 7)?,
-            rnr_retry: self.num_arg(stmt, "rnr_retry", 7)?,
+            rnr_retry: self.num_arg(stmt, "rnr_retry", 6)?,
             min_rnr_timer: self.num_arg(stmt, "min_rnr_timer", 12)?,
             max_rd_atomic: self.num_arg(stmt, "max_rd_atomic", 1)?,
             max_dest_rd_atomic: self.num_arg(stmt, "max_dest_rd_atomic", 1)?,
