@@ -32,6 +32,20 @@ impl SimVerbs {
         }
     }
 
+    /// A simulator of [`SimConfig::from_env`]: two ConnectX-6 devices and
+    /// the seed of `VERBS_SIM_SEED` (0 when unset). If the thread panics
+    /// while the simulator lives (a failing `#[test]`), its seed is printed
+    /// to stderr: `VERBS_SIM_SEED=<n> cargo test <name>` replays the run.
+    ///
+    /// ```
+    /// use backend_sim::SimVerbs;
+    /// let sim = SimVerbs::from_env();
+    /// assert_eq!(sim.seed(), backend_sim::SimConfig::seed_from_env().unwrap_or(0));
+    /// ```
+    pub fn from_env() -> Self {
+        Self::new(SimConfig::from_env())
+    }
+
     /// The root seed.
     pub fn seed(&self) -> u64 {
         self.world.seed()
@@ -55,7 +69,7 @@ impl SimVerbs {
     /// What is alive in the world, by kind: contexts, PDs, CQs, channels,
     /// MRs and their bytes and pins, SRQs, QPs, AHs, XRC domains, DC
     /// connections, rdma_cm ids and channels, unacknowledged async events.
-    /// After a complete teardown [`LiveObjects::is_empty`] holds:
+    /// After a complete teardown [`crate::LiveObjects::is_empty`] holds:
     ///
     /// ```
     /// use backend_sim::SimVerbs;
@@ -101,6 +115,19 @@ impl SimVerbs {
             AsyncSubject::Srq(s) => AsyncElement::Srq(s),
             AsyncSubject::Port(p) => AsyncElement::Port(p),
             AsyncSubject::Device => AsyncElement::Device,
+        }
+    }
+}
+
+/// A failing test's simulator says which seed it ran: the panic message
+/// comes first, then `note: simulated run: VERBS_SIM_SEED=<n> replays it`.
+impl Drop for SimVerbs {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "note: simulated run: VERBS_SIM_SEED={} replays it (SimVerbs::from_env, verbsim run --seed)",
+                self.world.seed()
+            );
         }
     }
 }

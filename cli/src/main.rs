@@ -3,6 +3,7 @@
 //! ```text
 //! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
+//! verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
 //! verbsim calibrate
 //! ```
 //!
@@ -11,6 +12,7 @@
 //! argument-parsing dependency).
 
 mod calibrate;
+mod fuzz;
 mod perf;
 mod run;
 
@@ -50,6 +52,9 @@ Usage:
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
                  perftest-like benchmarks (write_bw, write_lat, send_bw,
                  send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
+  verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
+                 swarm testing: random valid and invalid calls, invariants
+                 after each, failures shrunk to .verbs scripts (docs/swarm.md)
   verbsim calibrate
                  the simulator's timing against published perftest figures
                  (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         "run" => run::main(rest),
         "perf" => perf::main(rest),
         "calibrate" => calibrate::main(rest),
+        "fuzz" => fuzz::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);
@@ -81,6 +87,10 @@ fn main() -> ExitCode {
             }
             Some("perf") => {
                 print!("{}", perf::HELP);
+                ExitCode::SUCCESS
+            }
+            Some("fuzz") => {
+                print!("{}", fuzz::HELP);
                 ExitCode::SUCCESS
             }
             Some(other) => {

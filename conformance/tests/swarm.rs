@@ -69,3 +69,28 @@ fn swarm_fixed_seed_range() {
     }
     println!("swarm: {} calls\n{}", total.calls, total.coverage());
 }
+
+#[test]
+fn a_run_printed_as_a_script_replays_through_the_runner() {
+    // Goal: the script a failure prints reproduces the calls: every
+    // statement parses and gives the outcome the swarm saw. Method: render
+    // whole passing runs (cx6 pairs, the data path mixed in) and run them.
+    for seed in [0u64, 2, 4, 6, 8, 10] {
+        let cfg = SwarmConfig { seed, calls: 300 };
+        let text = conformance::swarm::script_for(cfg, &world);
+        let script = conformance::parse("swarm.verbs", &text)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let mut make = |_: &conformance::Script| Ok::<_, conformance::Outcome>(world(seed));
+        let outcome =
+            conformance::run_parsed(&script, &mut make, &conformance::RunOptions::default());
+        assert!(
+            matches!(outcome, conformance::Outcome::Pass),
+            "seed {seed}: {}\n{text}",
+            outcome.report_line("swarm.verbs")
+        );
+        assert!(
+            text.lines().count() > 20,
+            "seed {seed}: a short run:\n{text}"
+        );
+    }
+}
