@@ -226,7 +226,8 @@ impl Script {
         out
     }
 
-    /// The statement on 1-based line `line`, if any.
+    /// The statement on 1-based line `line`, if any (for a line inside a
+    /// `repeat` block, the one of the first iteration).
     pub fn statement_at(&self, line: usize) -> Option<&Statement> {
         self.statements.iter().find(|s| s.line == line)
     }
