@@ -37,6 +37,9 @@ Options:
                     `hw` feature: cargo run -p verbsim --features hw -- run --backend hw PATH...
                     Without a device every script is SKIPped, unless
                     VERBS_TEST_DEVICE is set, which makes that a failure.
+                    VERBS_TEST_DEVICE=NAME (as ibv_devices lists it) runs
+                    every script on that device: it is index 0, the other
+                    devices follow; a name that is not there fails.
   --seed N          the simulator's root seed for every script (overrides
                     `#! seed:`; the environment variable VERBS_SIM_SEED does too)
   --verbose, -v     print each statement before running it
@@ -185,7 +188,8 @@ fn run_hw(args: &Args) -> ExitCode {
             };
         }
     }
-    let make = |_: &Script| match backend_hw::HwVerbs::new() {
+    // VERBS_TEST_DEVICE=NAME runs every script on that device (index 0).
+    let make = |_: &Script| match backend_hw::HwVerbs::from_env() {
         Ok(hw) => Ok(hw),
         Err(e) if strict => Err(Outcome::Fail {
             line: 0,
