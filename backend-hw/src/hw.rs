@@ -1238,7 +1238,15 @@ impl Verbs for HwVerbs {
     }
 
     fn open_device(&mut self, index: usize, process: ProcessId) -> Result<HwContext> {
-        let order = with_device_list(|d| self.order(d))??;
+        let order = match with_device_list(|d| self.order(d)) {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) | Err(e) => {
+                return Err(
+                    Error::new(Verb::OpenDevice, e.kind(), e.message().to_string())
+                        .with_errno(e.errno()),
+                )
+            }
+        };
         let real = order.get(index).copied();
         let opened = with_device_list(|d| match real.and_then(|r| d.get(r)) {
             None => Err(Error::new(
