@@ -14,6 +14,7 @@
 mod calibrate;
 mod fuzz;
 mod perf;
+mod report;
 mod run;
 
 use std::process::ExitCode;
