@@ -59,6 +59,12 @@ pub struct SimConfig {
     /// later touches a deregistered key completes in error (LOC_PROT_ERR
     /// locally, REM_OP_ERR / REM_ACCESS_ERR at the peer).
     pub strict_mr_ownership: bool,
+    /// Write the trace as Chrome trace-event JSON (Perfetto,
+    /// `chrome://tracing`) to this file when the `SimVerbs` is dropped
+    /// (`Trace::to_chrome_json`; `verbsim run --trace DIR` sets it per
+    /// script). Needs `trace_enabled`. A file that cannot be written is
+    /// reported on stderr. The only file the simulator ever writes.
+    pub chrome_trace: Option<std::path::PathBuf>,
     /// Whether the trace records events (benchmarks may turn it off).
     pub trace_enabled: bool,
     /// At most this many trace events are kept; later ones are counted only.
@@ -89,6 +95,7 @@ impl Default for SimConfig {
             cap_net_raw: false,
             mr_bytes_max: 16 << 30,
             strict_mr_ownership: false,
+            chrome_trace: None,
             trace_enabled: true,
             trace_events_max: 1 << 20,
             dc_key_violation: DcKeyViolation::SilentDrop,

@@ -105,6 +105,7 @@ mod config;
 pub mod datapath;
 pub mod fabric;
 mod handles;
+mod perfetto;
 mod profile;
 pub mod rng;
 mod sim;

@@ -128,10 +128,16 @@ impl SimVerbs {
     }
 }
 
-/// A failing test's simulator says which seed it ran: the panic message
-/// comes first, then `note: simulated run: VERBS_SIM_SEED=<n> replays it`.
+/// Writes `SimConfig::chrome_trace` if set; a failing test's simulator
+/// says which seed it ran: the panic message comes first, then
+/// `note: simulated run: VERBS_SIM_SEED=<n> replays it`.
 impl Drop for SimVerbs {
     fn drop(&mut self) {
+        if let Some(path) = self.world.config.chrome_trace.clone() {
+            if let Err(e) = std::fs::write(&path, self.world.trace().to_chrome_json()) {
+                eprintln!("verbsim: cannot write the trace to {}: {e}", path.display());
+            }
+        }
         if std::thread::panicking() {
             eprintln!(
                 "note: simulated run: VERBS_SIM_SEED={} replays it (SimVerbs::from_env, verbsim run --seed)",

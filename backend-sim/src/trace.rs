@@ -33,6 +33,17 @@ pub enum TraceEvent {
         /// New state.
         to: QpState,
     },
+    /// A work request was posted (`ibv_post_send`, `ibv_post_recv`).
+    Posted {
+        /// Device index.
+        device: u32,
+        /// The QP it was posted on.
+        qpn: u32,
+        /// Its `wr_id`.
+        wr_id: u64,
+        /// A receive (else a send-queue request).
+        recv: bool,
+    },
     /// A QP was destroyed.
     QpDestroyed {
         /// Device index.
@@ -152,6 +163,16 @@ impl fmt::Display for TraceEvent {
                 write!(f, "dev{device} qp {qpn:#08x} {from} -> {to}")
             }
             Self::QpDestroyed { device, qpn } => write!(f, "dev{device} qp {qpn:#08x} destroyed"),
+            Self::Posted {
+                device,
+                qpn,
+                wr_id,
+                recv,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} posted {} wr_id={wr_id}",
+                if recv { "receive" } else { "request" }
+            ),
             Self::Completion {
                 device,
                 qpn,

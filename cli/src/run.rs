@@ -47,6 +47,9 @@ Options:
                     a failure's message is file:line: what, with the seed)
   --json FILE       also write the run as JSON (`-` for standard output,
                     which then carries only the JSON)
+  --trace DIR       simulator: write each script's trace as Chrome
+                    trace-event JSON, DIR/<script>.json, to open in
+                    ui.perfetto.dev or chrome://tracing
   -h, --help        print this help
 ";
 
@@ -68,6 +71,8 @@ struct Args {
     junit: Option<PathBuf>,
     /// `--json FILE` (`-` for standard output).
     json: Option<PathBuf>,
+    /// `--trace DIR`: one Chrome trace-event JSON file per script.
+    trace: Option<PathBuf>,
 }
 
 /// Parses `verbsim run`'s arguments; `Ok(None)` for `--help`.
@@ -79,6 +84,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         paths: Vec::new(),
         junit: None,
         json: None,
+        trace: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -97,6 +103,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             "-v" | "--verbose" => out.verbose = true,
             "--junit" => out.junit = Some(PathBuf::from(value("--junit")?)),
             "--json" => out.json = Some(PathBuf::from(value("--json")?)),
+            "--trace" => out.trace = Some(PathBuf::from(value("--trace")?)),
             "--backend" => {
                 out.backend = match value("--backend")?.as_str() {
                     "sim" => Backend::Sim,
@@ -134,8 +141,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     }
 }
 
-/// Builds the simulator a script asks for (`#! seed:`, `#! devices:`).
-fn sim_backend(script: &Script, seed: u64) -> Result<SimVerbs, Outcome> {
+/// Builds the simulator a script asks for (`#! seed:`, `#! devices:`),
+/// writing its trace to `trace` when given.
+fn sim_backend(script: &Script, seed: u64, trace: Option<PathBuf>) -> Result<SimVerbs, Outcome> {
     let mut config = SimConfig {
         seed,
         ..SimConfig::default()
@@ -152,6 +160,7 @@ fn sim_backend(script: &Script, seed: u64) -> Result<SimVerbs, Outcome> {
         }
         config = SimConfig::for_profiles(seed, devices);
     }
+    config.chrome_trace = trace;
     Ok(SimVerbs::new(config))
 }
 
@@ -163,7 +172,21 @@ fn run_sim(args: &Args) -> ExitCode {
         verbose: args.verbose,
         ..RunOptions::default()
     };
-    let make = |script: &Script| sim_backend(script, effective_seed(script, override_seed));
+    if let Some(dir) = &args.trace {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!("verbsim run: --trace {}: {e}", dir.display());
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    let make = |script: &Script| {
+        let trace = args.trace.as_ref().map(|dir| {
+            let stem = std::path::Path::new(&script.path)
+                .file_stem()
+                .map_or_else(|| "script".into(), |s| s.to_string_lossy().into_owned());
+            dir.join(format!("{stem}.json"))
+        });
+        sim_backend(script, effective_seed(script, override_seed), trace)
+    };
     finish(run_path(&args.paths, make, &options, printer(args)), args)
 }
 

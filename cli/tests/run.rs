@@ -218,3 +218,47 @@ fn junit_and_json_reports_parse_and_match_the_run() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Goal: issue #17 item 1: `--trace DIR` writes one trace-event file per
+// script that a trace viewer reads: metadata naming one track per QP,
+// spans from post to completion, packets and drops as instants on virtual
+// time. Method: a script with a dropped packet, read with serde_json.
+#[test]
+fn trace_files_follow_the_trace_event_format() {
+    let dir = std::env::temp_dir().join(format!("verbsim-trace-{}", std::process::id()));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../conformance/scripts/datapath/faults/drop_ack.verbs");
+    let (code, stdout, stderr) = verbsim(&[
+        "run",
+        "--trace",
+        dir.to_str().unwrap(),
+        script.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let text = std::fs::read_to_string(dir.join("drop_ack.json")).expect("one file per script");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    for e in events {
+        let ph = e["ph"].as_str().unwrap();
+        assert!(matches!(ph, "M" | "X" | "i"), "{e}");
+        assert!(e["pid"].is_u64(), "{e}");
+        if ph != "M" {
+            assert!(e["ts"].as_f64().unwrap() >= 0.0, "{e}");
+            assert!(e["name"].is_string(), "{e}");
+        }
+        if ph == "X" {
+            assert!(e["dur"].as_f64().unwrap() >= 0.0, "{e}");
+        }
+    }
+    let tracks = events.iter().filter(|e| e["name"] == "thread_name").count();
+    assert!(tracks >= 2, "a track per QP");
+    assert!(events
+        .iter()
+        .any(|e| e["ph"] == "X" && e["name"].as_str().unwrap().starts_with("request wr_id=")));
+    assert!(
+        events.iter().any(|e| e["name"] == "packet dropped"),
+        "the drop is on the timeline"
+    );
+    assert!(events.iter().any(|e| e["name"] == "retransmit"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,6 +27,7 @@ use crate::datapath::{
     RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView, Transport,
 };
 use crate::handles::{QpHandle, SrqHandle};
+use crate::trace::TraceEvent;
 use crate::SimVerbs;
 
 /// The data-path transport of a QP class (data-path §2.1 columns).
@@ -244,6 +245,13 @@ impl World {
                 pin(mrs, device, s.lkey);
             }
         }
+        let qpn = q.qp_num;
+        self.record(TraceEvent::Posted {
+            device,
+            qpn,
+            wr_id: wr.wr_id,
+            recv: false,
+        });
         Ok(())
     }
 
@@ -355,6 +363,13 @@ impl World {
         for s in wr.sg_list {
             pin(mrs, device, s.lkey);
         }
+        let qpn = q.qp_num;
+        self.record(TraceEvent::Posted {
+            device,
+            qpn,
+            wr_id: wr.wr_id,
+            recv: true,
+        });
         Ok(())
     }
 
