@@ -576,6 +576,7 @@ fn render<V: Verbs>(seed: u64, ops: &[Op], make: &dyn Fn(u64) -> V) -> String {
         seed + 1
     );
     for op in ops {
+        let op = &resolve(op, &st);
         let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
         match step {
             Ok(Step::Ran(res, line)) => {
@@ -613,6 +614,7 @@ fn execute<V: Verbs>(
     let mut v = make(seed);
     let mut st = State::<V>::new();
     for (i, op) in ops.iter().enumerate() {
+        let op = &resolve(op, &st);
         let before = observe(&mut v, &st, snapshot);
         let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
         let step = match step {
@@ -667,6 +669,115 @@ fn execute<V: Verbs>(
         ));
     }
     Ok(())
+}
+
+/// The slot at or after `slot` (cyclically) that `want` accepts.
+fn find<T>(v: &[Option<T>], slot: u8, want: impl Fn(Option<&T>) -> bool) -> u8 {
+    let n = v.len();
+    (0..n)
+        .map(|k| (slot as usize + k) % n)
+        .find(|&i| want(v[i].as_ref()))
+        .map_or(slot, |i| i as u8)
+}
+
+/// A live object's slot: `slot` if taken, else the next taken one.
+fn used<T>(v: &[Option<T>], slot: u8) -> u8 {
+    find(v, slot, |x| x.is_some())
+}
+
+/// A free slot for a new object: `slot` if free, else the next free one.
+fn free<T>(v: &[Option<T>], slot: u8) -> u8 {
+    find(v, slot, |x| x.is_none())
+}
+
+/// Points the op's slots at objects that exist (a reference to an empty
+/// slot moves to the next live object, a new object to the next free
+/// slot), so most generated calls reach the backend instead of being
+/// skipped, and a QP pair to connect has one type. The op stays a pure
+/// function of the generated op and the state, so a subsequence replays.
+fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
+    let mut op = *op;
+    match &mut op {
+        Op::OpenDevice { slot, .. } => *slot = free(&st.ctx, *slot),
+        Op::CloseDevice { slot } => *slot = used(&st.ctx, *slot),
+        Op::AllocPd { slot, ctx } => {
+            *slot = free(&st.pd, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::DeallocPd { slot } => *slot = used(&st.pd, *slot),
+        Op::CreateCq { slot, ctx, .. } => {
+            *slot = free(&st.cq, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::DestroyCq { slot } | Op::PollCq { slot } => *slot = used(&st.cq, *slot),
+        Op::RegMr { slot, pd, .. } => {
+            *slot = free(&st.mr, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::DeregMr { slot } | Op::FillMr { slot, .. } => *slot = used(&st.mr, *slot),
+        Op::CreateSrq { slot, pd, .. } => {
+            *slot = free(&st.srq, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::DestroySrq { slot } => *slot = used(&st.srq, *slot),
+        Op::PostSrqRecv { srq, mr, .. } => {
+            *srq = used(&st.srq, *srq);
+            let pd = st.srq[*srq as usize].as_ref().map(|s| s.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+        }
+        Op::CreateQp {
+            slot, pd, cq, srq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+            if let Some(s) = srq {
+                *s = used(&st.srq, *s);
+            }
+        }
+        Op::Connect { a, b, .. } => {
+            *a = find(&st.qp, *a, |q| q.is_some_and(|q| q.2 != 2));
+            let ta = st.qp[*a as usize].as_ref().map(|q| q.2);
+            let a0 = *a;
+            *b = find(&st.qp, a0.wrapping_add(1 + *b % SLOTS) % SLOTS, |q| {
+                q.is_some_and(|q| Some(q.2) == ta)
+            });
+            if *b == a0 {
+                *b = (a0 + 1) % SLOTS;
+            }
+        }
+        Op::ToError { slot } | Op::ToReset { slot } | Op::DestroyQp { slot } => {
+            *slot = used(&st.qp, *slot);
+        }
+        Op::PostSend { qp, mr, remote, .. } => {
+            *qp = used(&st.qp, *qp);
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+            *remote = used(&st.mr, *remote);
+        }
+        Op::PostRecv { qp, mr, .. } => {
+            *qp = used(&st.qp, *qp);
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+        }
+        Op::OpenXrcDomain { slot, ctx, .. } => {
+            *slot = free(&st.xrcd, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::CloseXrcDomain { slot } => *slot = used(&st.xrcd, *slot),
+        Op::CreateXrcRcvQp { xrcd }
+        | Op::RegXrcRcvQp { xrcd, .. }
+        | Op::UnregXrcRcvQp { xrcd, .. } => *xrcd = used(&st.xrcd, *xrcd),
+        Op::CmCreateId { slot } => *slot = free(&st.cm_id, *slot),
+        Op::CmBind { slot, .. } | Op::CmDestroyId { slot } => *slot = used(&st.cm_id, *slot),
+        Op::Fault { .. } | Op::ClearFaults | Op::Advance { .. } => {}
+    }
+    op
 }
 
 /// The snapshot plus every live QP's state.
