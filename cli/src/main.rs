@@ -4,6 +4,7 @@
 //! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
 //! verbsim calibrate
+//! verbsim fuzz [--seeds A..B] [--calls N] [--twice]
 //! ```
 //!
 //! Subcommands are dispatched by name in [`main`]; each lives in its own
@@ -11,6 +12,7 @@
 //! argument-parsing dependency).
 
 mod calibrate;
+mod fuzz;
 mod perf;
 mod run;
 
@@ -53,6 +55,9 @@ Usage:
   verbsim calibrate
                  the simulator's timing against published perftest figures
                  (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
+  verbsim fuzz [--seeds A..B] [--calls N] [--twice] [--keep-going]
+                 swarm testing: random valid and invalid calls with invariants
+                 after each, failures shrunk to a .verbs script (docs/swarm.md)
   verbsim help [COMMAND]
                  this text, or a command's help
 
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         "run" => run::main(rest),
         "perf" => perf::main(rest),
         "calibrate" => calibrate::main(rest),
+        "fuzz" => fuzz::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);
@@ -81,6 +87,10 @@ fn main() -> ExitCode {
             }
             Some("perf") => {
                 print!("{}", perf::HELP);
+                ExitCode::SUCCESS
+            }
+            Some("fuzz") => {
+                print!("{}", fuzz::HELP);
                 ExitCode::SUCCESS
             }
             Some(other) => {

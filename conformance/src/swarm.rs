@@ -62,12 +62,24 @@ pub struct SwarmReport {
     pub per_verb: BTreeMap<&'static str, (u64, u64)>,
     /// The first failure, shrunk.
     pub failure: Option<SwarmFailure>,
+    /// A digest of everything observable: each call's script line and
+    /// answer (handles, completions, errnos) and the backend's trace
+    /// fingerprint before the teardown. Two runs of one seed must agree.
+    pub digest: u64,
+}
+
+/// FNV-1a, folded into `h`.
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 impl SwarmReport {
     /// Adds another run's counters (not its failure).
     pub fn absorb(&mut self, other: &Self) {
         self.calls += other.calls;
+        self.digest = fnv(self.digest, &other.digest.to_le_bytes());
         for (verb, (ok, err)) in &other.per_verb {
             let e = self.per_verb.entry(verb).or_default();
             e.0 += ok;
@@ -86,7 +98,7 @@ impl SwarmReport {
 }
 
 /// Operation families a seed turns on or off.
-const FAMILIES: usize = 8;
+const FAMILIES: usize = 9;
 const F_CONTROL: usize = 0;
 const F_QP: usize = 1;
 const F_DATA: usize = 2;
@@ -95,6 +107,7 @@ const F_FAULTS: usize = 4;
 const F_XRC: usize = 5;
 const F_CM: usize = 6;
 const F_INVALID: usize = 7;
+const F_DC: usize = 8;
 
 /// splitmix64: small, seedable, the same everywhere.
 #[derive(Clone, Debug)]
@@ -258,6 +271,29 @@ enum Op {
     CmDestroyId {
         slot: u8,
     },
+    /// `mlx5dv_create_qp`: a DCI, or a DCT on an SRQ.
+    CreateDc {
+        slot: u8,
+        pd: u8,
+        cq: u8,
+        srq: u8,
+        dct: bool,
+    },
+    /// `ibv_create_srq_ex` of type XRC.
+    CreateXrcSrq {
+        slot: u8,
+        pd: u8,
+        xrcd: u8,
+        cq: u8,
+    },
+    /// `ibv_create_qp_ex`: XRC_INI (on a PD) or XRC_TGT (on a domain).
+    CreateXrcQp {
+        slot: u8,
+        pd: u8,
+        xrcd: u8,
+        cq: u8,
+        tgt: bool,
+    },
 }
 
 impl Op {
@@ -292,6 +328,9 @@ impl Op {
             Self::CmCreateId { .. } => "rdma_create_id",
             Self::CmBind { .. } => "rdma_bind_addr",
             Self::CmDestroyId { .. } => "rdma_destroy_id",
+            Self::CreateDc { .. } => "mlx5dv_create_qp",
+            Self::CreateXrcSrq { .. } => "create_srq_ex",
+            Self::CreateXrcQp { .. } => "create_qp_ex",
         }
     }
 }
@@ -411,7 +450,20 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 ns: [100, 10_000, 1_000_000][r.below(3) as usize],
             },
         },
-        F_XRC => match r.below(5) {
+        F_XRC => match r.below(7) {
+            5 => Op::CreateXrcSrq {
+                slot: s(r),
+                pd: s(r),
+                xrcd: s(r),
+                cq: s(r),
+            },
+            6 => Op::CreateXrcQp {
+                slot: s(r),
+                pd: s(r),
+                xrcd: s(r),
+                cq: s(r),
+                tgt: r.chance(50),
+            },
             0 => Op::OpenXrcDomain {
                 slot: s(r),
                 ctx: s(r),
@@ -437,13 +489,24 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             },
             _ => Op::CmDestroyId { slot: s(r) },
         },
+        F_DC => match r.below(3) {
+            0 | 1 => Op::CreateDc {
+                slot: s(r),
+                pd: s(r),
+                cq: s(r),
+                srq: s(r),
+                dct: r.chance(50),
+            },
+            _ => Op::DestroyQp { slot: s(r) },
+        },
         _ => Op::PollCq { slot: s(r) },
     }
 }
 
 /// An MR slot: handle, PD slot, address, lkey, rkey, length.
 type MrSlot<V> = (<V as Verbs>::Mr, u8, u64, u32, u32, u32);
-/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD), QP number.
+/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD, 3 DCI/DCT, 4
+/// XRC_INI/XRC_TGT: only 0 and 1 are connected and posted to), QP number.
 type QpSlot<V> = (<V as Verbs>::Qp, u8, u8, u32);
 
 /// The objects of a run, by slot, with their script names.
@@ -456,6 +519,9 @@ struct State<V: Verbs> {
     qp: Vec<Option<QpSlot<V>>>,
     xrcd: Vec<Option<(V::Xrcd, u8)>>,
     rcv_qpns: Vec<u32>,
+    /// QP slots the last `connect` brought to RTS (until a transition,
+    /// destroy or new QP in the slot): posts prefer them.
+    rts: Vec<bool>,
     cm_ch: Option<V::CmChannel>,
     cm_id: Vec<Option<V::CmId>>,
     /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
@@ -476,6 +542,7 @@ impl<V: Verbs> State<V> {
             qp: (0..n).map(|_| None).collect(),
             xrcd: (0..n).map(|_| None).collect(),
             rcv_qpns: Vec::new(),
+            rts: vec![false; n],
             cm_ch: None,
             cm_id: (0..n).map(|_| None).collect(),
             outstanding: BTreeMap::new(),
@@ -502,6 +569,18 @@ pub fn run_seed<V: Verbs>(
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
 ) -> SwarmReport {
+    run_seed_traced(cfg, make, snapshot, &|_| 0)
+}
+
+/// [`run_seed`], with `trace` fingerprinting the backend's own record
+/// (for the simulator, its trace) into [`SwarmReport::digest`] before the
+/// teardown, so running a seed twice checks determinism below the trait.
+pub fn run_seed_traced<V: Verbs>(
+    cfg: SwarmConfig,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    trace: &dyn Fn(&V) -> u64,
+) -> SwarmReport {
     let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
     let mut weights = [0u64; FAMILIES];
     for w in &mut weights {
@@ -511,7 +590,7 @@ pub fn run_seed<V: Verbs>(
     weights[F_QP] = weights[F_QP].max(1);
     let ops: Vec<Op> = (0..cfg.calls).map(|_| gen_op(&mut r, &weights)).collect();
     let mut report = SwarmReport::default();
-    let outcome = execute(cfg.seed, &ops, make, snapshot, Some(&mut report));
+    let outcome = execute(cfg.seed, &ops, make, snapshot, Some((&mut report, trace)));
     if let Err((at, why)) = outcome {
         let shrunk = shrink(
             cfg.seed,
@@ -609,7 +688,7 @@ fn execute<V: Verbs>(
     ops: &[Op],
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
-    mut report: Option<&mut SwarmReport>,
+    mut report: Option<(&mut SwarmReport, &dyn Fn(&V) -> u64)>,
 ) -> Result<(), (usize, String)> {
     let mut v = make(seed);
     let mut st = State::<V>::new();
@@ -631,10 +710,20 @@ fn execute<V: Verbs>(
         match step {
             Step::Skipped => {}
             Step::Broken(why) => return Err((i, format!("call {i} ({op:?}): {why}"))),
-            Step::Ran(res, _) => {
-                if let Some(rep) = report.as_deref_mut() {
+            Step::Ran(res, line) => {
+                if let Some((rep, _)) = report.as_mut() {
+                    rep.digest = fnv(rep.digest, line.as_bytes());
+                    let answer = res.as_ref().err().map_or(0, verbs_api::Error::errno);
+                    rep.digest = fnv(rep.digest, &answer.to_le_bytes());
                     rep.calls += 1;
-                    let e = rep.per_verb.entry(op.verb()).or_default();
+                    // Polls that returned a completion, apart: they show
+                    // the data path really ran.
+                    let verb = if matches!(op, Op::PollCq { .. }) && line.contains("wr_id=") {
+                        "poll_cq (completion)"
+                    } else {
+                        op.verb()
+                    };
+                    let e = rep.per_verb.entry(verb).or_default();
                     if res.is_ok() {
                         e.0 += 1;
                     } else {
@@ -659,6 +748,9 @@ fn execute<V: Verbs>(
                 }
             }
         }
+    }
+    if let Some((rep, trace)) = report.as_mut() {
+        rep.digest = fnv(rep.digest, &trace(&v).to_le_bytes());
     }
     teardown(&mut v, &mut st).map_err(|why| (ops.len().saturating_sub(1), why))?;
     let left = snapshot(&v);
@@ -688,6 +780,16 @@ fn used<T>(v: &[Option<T>], slot: u8) -> u8 {
 /// A free slot for a new object: `slot` if free, else the next free one.
 fn free<T>(v: &[Option<T>], slot: u8) -> u8 {
     find(v, slot, |x| x.is_none())
+}
+
+/// A QP a `connect` brought to RTS, else any live QP (posts on QPs in
+/// other states are refused calls the swarm wants too, but fewer).
+fn connected<V: Verbs>(st: &State<V>, slot: u8) -> u8 {
+    let n = st.qp.len();
+    (0..n)
+        .map(|k| (slot as usize + k) % n)
+        .find(|&i| st.rts[i] && st.qp[i].is_some())
+        .map_or_else(|| used(&st.qp, slot), |i| i as u8)
 }
 
 /// Points the op's slots at objects that exist (a reference to an empty
@@ -739,7 +841,7 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
             }
         }
         Op::Connect { a, b, .. } => {
-            *a = find(&st.qp, *a, |q| q.is_some_and(|q| q.2 != 2));
+            *a = find(&st.qp, *a, |q| q.is_some_and(|q| q.2 < 2));
             let ta = st.qp[*a as usize].as_ref().map(|q| q.2);
             let a0 = *a;
             *b = find(&st.qp, a0.wrapping_add(1 + *b % SLOTS) % SLOTS, |q| {
@@ -753,14 +855,14 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
             *slot = used(&st.qp, *slot);
         }
         Op::PostSend { qp, mr, remote, .. } => {
-            *qp = used(&st.qp, *qp);
+            *qp = connected(st, *qp);
             let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
             *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
             *mr = used(&st.mr, *mr);
             *remote = used(&st.mr, *remote);
         }
         Op::PostRecv { qp, mr, .. } => {
-            *qp = used(&st.qp, *qp);
+            *qp = connected(st, *qp);
             let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
             *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
             *mr = used(&st.mr, *mr);
@@ -775,6 +877,35 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
         | Op::UnregXrcRcvQp { xrcd, .. } => *xrcd = used(&st.xrcd, *xrcd),
         Op::CmCreateId { slot } => *slot = free(&st.cm_id, *slot),
         Op::CmBind { slot, .. } | Op::CmDestroyId { slot } => *slot = used(&st.cm_id, *slot),
+        Op::CreateDc {
+            slot, pd, cq, srq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+            *srq = used(&st.srq, *srq);
+        }
+        Op::CreateXrcSrq { slot, pd, xrcd, cq } => {
+            *slot = free(&st.srq, *slot);
+            *xrcd = used(&st.xrcd, *xrcd);
+            let ctx = st.xrcd[*xrcd as usize].as_ref().map(|x| x.1);
+            *pd = find(&st.pd, *pd, |p| p.is_some_and(|p| Some(p.1) == ctx));
+            *pd = used(&st.pd, *pd);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+        }
+        Op::CreateXrcQp {
+            slot, pd, xrcd, cq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *xrcd = used(&st.xrcd, *xrcd);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+        }
         Op::Fault { .. } | Op::ClearFaults | Op::Advance { .. } => {}
     }
     op
@@ -1038,6 +1169,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 Ok(q) => {
                     let qpn = v.qp_num(&q).unwrap_or(0);
                     st.qp[slot as usize] = Some((q, pd, qp_type % 3, qpn));
+                    st.rts[slot as usize] = false;
                     ran(Ok(()), line)
                 }
                 Err(e) => ran(Err(e), line),
@@ -1064,6 +1196,9 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 ..QpAttr::default()
             };
             let r = v.modify_qp(q, &attr, QpAttrMask::STATE);
+            if r.is_ok() {
+                st.rts[slot as usize] = false;
+            }
             ran(r, format!("modify_qp q{slot} qp_state={to}"))
         }
         Op::DestroyQp { slot } => {
@@ -1073,6 +1208,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let r = v.destroy_qp(q);
             if r.is_ok() {
                 st.qp[slot as usize] = None;
+                st.rts[slot as usize] = false;
             }
             ran(r, format!("destroy_qp q{slot}"))
         }
@@ -1091,7 +1227,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             else {
                 return Step::Skipped;
             };
-            if *qt == 2 {
+            if *qt >= 2 {
                 // UD needs an address handle; the data-path families cover
                 // RC and UC here.
                 return Step::Skipped;
@@ -1375,6 +1511,180 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             }
             ran(r, format!("rdma_destroy_id id{slot}"))
         }
+        Op::CreateDc { .. } | Op::CreateXrcSrq { .. } | Op::CreateXrcQp { .. } => {
+            exec_create_ex(v, st, op)
+        }
+    }
+}
+
+/// The DC and modern XRC creations (`mlx5dv_create_qp`,
+/// `ibv_create_srq_ex`, `ibv_create_qp_ex`); the objects land in the QP
+/// and SRQ slots and are destroyed, refused and torn down like the others.
+fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    match *op {
+        Op::CreateDc {
+            slot,
+            pd,
+            cq,
+            srq,
+            dct,
+        } => {
+            if st.qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, ctx)), Some((c, _))) = (&st.pd[pd as usize], &st.cq[cq as usize]) else {
+                return Step::Skipped;
+            };
+            let Some((cx, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let s = if dct {
+                match &st.srq[srq as usize] {
+                    Some((s, _)) => Some(s),
+                    None => return Step::Skipped,
+                }
+            } else {
+                None
+            };
+            let mut init = QpInitAttrEx::<V> {
+                qp_type: QpType::Driver,
+                comp_mask: verbs_api::QpInitAttrMask::PD,
+                pd: Some(p),
+                send_cq: Some(c),
+                recv_cq: Some(c),
+                srq: s,
+                cap: QpCap {
+                    max_send_wr: if dct { 0 } else { 8 },
+                    max_send_sge: if dct { 0 } else { 1 },
+                    ..QpCap::default()
+                },
+                ..QpInitAttrEx::default()
+            };
+            let mut dv = verbs_api::Mlx5QpInitAttr {
+                comp_mask: verbs_api::Mlx5QpInitAttrMask::DC,
+                ..verbs_api::Mlx5QpInitAttr::default()
+            };
+            dv.dc_init_attr.dc_type = if dct {
+                verbs_api::DcType::Dct
+            } else {
+                verbs_api::DcType::Dci
+            };
+            dv.dc_init_attr.dct_access_key = 0x5157;
+            let line = if dct {
+                format!("let q{slot} = mlx5dv_create_qp pd{pd} dc_type=DCT send_cq=cq{cq} recv_cq=cq{cq} srq=s{srq} dct_access_key=0x5157")
+            } else {
+                format!("let q{slot} = mlx5dv_create_qp pd{pd} dc_type=DCI send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1")
+            };
+            match v.mlx5dv_create_qp(cx, &mut init, &dv) {
+                Ok(q) => {
+                    let qpn = v.qp_num(&q).unwrap_or(0);
+                    st.qp[slot as usize] = Some((q, pd, 3, qpn));
+                    st.rts[slot as usize] = false;
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CreateXrcSrq { slot, pd, xrcd, cq } => {
+            if st.srq[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, _)), Some((x, ctx)), Some((c, _))) = (
+                &st.pd[pd as usize],
+                &st.xrcd[xrcd as usize],
+                &st.cq[cq as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let Some((cx, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let mut init = verbs_api::SrqInitAttrEx::<V> {
+                attr: SrqAttr {
+                    max_wr: 8,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+                comp_mask: verbs_api::SrqInitAttrMask::TYPE
+                    | verbs_api::SrqInitAttrMask::PD
+                    | verbs_api::SrqInitAttrMask::XRCD
+                    | verbs_api::SrqInitAttrMask::CQ,
+                srq_type: verbs_api::SrqType::Xrc,
+                pd: Some(p),
+                xrcd: Some(x),
+                cq: Some(c),
+                ..verbs_api::SrqInitAttrEx::default()
+            };
+            let line = format!(
+                "let s{slot} = create_srq_ex c{ctx} srq_type=XRC pd=pd{pd} xrcd=x{xrcd} cq=cq{cq} max_wr=8 max_sge=1"
+            );
+            match v.create_srq_ex(cx, &mut init) {
+                Ok(s) => {
+                    st.srq[slot as usize] = Some((s, pd));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CreateXrcQp {
+            slot,
+            pd,
+            xrcd,
+            cq,
+            tgt,
+        } => {
+            if st.qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, pctx)), Some((x, xctx)), Some((c, _))) = (
+                &st.pd[pd as usize],
+                &st.xrcd[xrcd as usize],
+                &st.cq[cq as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let ctx = if tgt { *xctx } else { *pctx };
+            let Some((cx, _)) = &st.ctx[ctx as usize] else {
+                return Step::Skipped;
+            };
+            let mut init = if tgt {
+                QpInitAttrEx::<V> {
+                    qp_type: QpType::XrcRecv,
+                    comp_mask: verbs_api::QpInitAttrMask::XRCD,
+                    xrcd: Some(x),
+                    ..QpInitAttrEx::default()
+                }
+            } else {
+                QpInitAttrEx::<V> {
+                    qp_type: QpType::XrcSend,
+                    comp_mask: verbs_api::QpInitAttrMask::PD,
+                    pd: Some(p),
+                    send_cq: Some(c),
+                    recv_cq: Some(c),
+                    cap: QpCap {
+                        max_send_wr: 8,
+                        max_send_sge: 1,
+                        ..QpCap::default()
+                    },
+                    ..QpInitAttrEx::default()
+                }
+            };
+            let line = if tgt {
+                format!("let q{slot} = create_qp_ex c{ctx} qp_type=XRC_TGT xrcd=x{xrcd}")
+            } else {
+                format!("let q{slot} = create_qp_ex c{ctx} qp_type=XRC_INI pd=pd{pd} send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1")
+            };
+            match v.create_qp_ex(cx, &mut init) {
+                Ok(q) => {
+                    let qpn = v.qp_num(&q).unwrap_or(0);
+                    st.qp[slot as usize] = Some((q, pd, 4, qpn));
+                    st.rts[slot as usize] = false;
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        _ => Step::Skipped,
     }
 }
 
@@ -1393,7 +1703,7 @@ fn connect<V: Verbs>(
     else {
         return Step::Skipped;
     };
-    if a == b || ta != tb || *ta == 2 {
+    if a == b || ta != tb || *ta >= 2 {
         return Step::Skipped;
     }
     let (Some((_, ca)), Some((_, cb))) = (&st.pd[*pa as usize], &st.pd[*pb as usize]) else {
@@ -1501,6 +1811,9 @@ fn connect<V: Verbs>(
             }
         }
     }
+    let up = result.is_ok();
+    st.rts[a as usize] = up;
+    st.rts[b as usize] = up;
     ran(
         result,
         format!(
