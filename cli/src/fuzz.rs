@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
-use conformance::swarm::{run_seed_traced, SwarmConfig, SwarmReport};
+use conformance::swarm::{run_seed_traced, script_for_seed, SwarmConfig, SwarmReport};
 
 use crate::parsed_or_exit;
 
@@ -18,6 +18,7 @@ verbsim fuzz: swarm testing on the simulator (docs/swarm.md)
 Usage:
   verbsim fuzz [--seeds A..B] [--calls N] [--twice] [--keep-going]
                [--script-out FILE] [--quiet]
+  verbsim fuzz --print-script --seeds N [--calls N]
 
 Each seed picks which verb families are on and how heavily, makes N random
 calls (valid and invalid) on a fresh two-device world, checks the
@@ -33,6 +34,9 @@ Options:
   --keep-going        do not stop at the first failing seed
   --script-out FILE   write the first failure's shrunk script to FILE
   --quiet             only the summary line and failures, no coverage table
+  --print-script      print the first seed's whole generated run as a .verbs
+                      script (what the simulator answered as expectations;
+                      `verbsim run` replays it) instead of fuzzing
   -h, --help          this text
 
 Exit status: 0 when every seed passed, 1 when one failed, 2 on a usage error.
@@ -47,6 +51,7 @@ struct Args {
     keep_going: bool,
     script_out: Option<String>,
     quiet: bool,
+    print_script: bool,
 }
 
 /// `A..B` or `A`.
@@ -81,6 +86,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         keep_going: false,
         script_out: None,
         quiet: false,
+        print_script: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -104,6 +110,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--keep-going" => a.keep_going = true,
             "--script-out" => a.script_out = Some(value("--script-out")?),
             "--quiet" => a.quiet = true,
+            "--print-script" => a.print_script = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -119,10 +126,17 @@ pub(crate) fn world(seed: u64) -> SimVerbs {
     } else {
         vec![DeviceProfile::connectx7(), DeviceProfile::rxe()]
     };
-    SimVerbs::new(SimConfig {
+    SimVerbs::new(SimConfig::for_profiles(seed, devices))
+}
+
+/// The seed's run configuration, with the `#! devices:` header of
+/// [`world`] for failure scripts.
+pub(crate) fn config(seed: u64, calls: usize) -> SwarmConfig {
+    SwarmConfig {
         seed,
-        ..SimConfig::with_devices(devices)
-    })
+        calls,
+        devices: if seed % 2 == 0 { "cx6 cx6" } else { "cx7 rxe" },
+    }
 }
 
 /// What is alive, or `nothing` (librdmacm's own contexts and default PDs
@@ -147,7 +161,7 @@ pub(crate) fn trace(v: &SimVerbs) -> u64 {
 
 /// One seed, once.
 pub(crate) fn run_one(seed: u64, calls: usize) -> SwarmReport {
-    run_seed_traced(SwarmConfig { seed, calls }, &world, &live, &trace)
+    run_seed_traced(config(seed, calls), &world, &live, &trace)
 }
 
 /// `verbsim fuzz ARGS`.
@@ -156,6 +170,10 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
+    if a.print_script {
+        print!("{}", script_for_seed(config(a.seeds.0, a.calls), &world));
+        return ExitCode::SUCCESS;
+    }
     let start = Instant::now();
     let mut total = SwarmReport::default();
     let mut failed = 0u64;
@@ -165,7 +183,10 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     for seed in lo..hi {
         let r = run_one(seed, a.calls);
         seeds_run += 1;
-        let mut why = r.failure.as_ref().map(|f| (f.why.clone(), f.script.clone()));
+        let mut why = r
+            .failure
+            .as_ref()
+            .map(|f| (f.why.clone(), f.script.clone()));
         if a.twice && why.is_none() {
             let again = run_one(seed, a.calls);
             total.calls += again.calls;

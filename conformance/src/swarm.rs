@@ -40,6 +40,10 @@ pub struct SwarmConfig {
     pub seed: u64,
     /// Calls to make before the teardown.
     pub calls: usize,
+    /// The `#! devices:` header of a failure's script (the profiles the
+    /// `make` closure builds for this seed, e.g. `cx6 cx6`), so `verbsim
+    /// run` replays it on the same world; empty for none.
+    pub devices: &'static str,
 }
 
 /// A failed invariant.
@@ -484,7 +488,7 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             0 => Op::CmCreateId { slot: s(r) },
             1 => Op::CmBind {
                 slot: s(r),
-                dev: r.below(2) as u8,
+                dev: r.below(3) as u8,
                 port: 7000 + r.below(3) as u16,
             },
             _ => Op::CmDestroyId { slot: s(r) },
@@ -581,14 +585,7 @@ pub fn run_seed_traced<V: Verbs>(
     snapshot: &dyn Fn(&V) -> String,
     trace: &dyn Fn(&V) -> u64,
 ) -> SwarmReport {
-    let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
-    let mut weights = [0u64; FAMILIES];
-    for w in &mut weights {
-        *w = if r.chance(75) { 1 + r.below(5) } else { 0 };
-    }
-    weights[F_CONTROL] = weights[F_CONTROL].max(2);
-    weights[F_QP] = weights[F_QP].max(1);
-    let ops: Vec<Op> = (0..cfg.calls).map(|_| gen_op(&mut r, &weights)).collect();
+    let ops = generate(&cfg);
     let mut report = SwarmReport::default();
     let outcome = execute(cfg.seed, &ops, make, snapshot, Some((&mut report, trace)));
     if let Err((at, why)) = outcome {
@@ -599,10 +596,10 @@ pub fn run_seed_traced<V: Verbs>(
             snapshot,
         );
         let (why2, script) = match execute(cfg.seed, &shrunk, make, snapshot, None) {
-            Err((_, w)) => (w, render(cfg.seed, &shrunk, make)),
+            Err((_, w)) => (w, render(&cfg, &shrunk, make)),
             Ok(()) => (
                 why.clone(),
-                render(cfg.seed, &ops[..=at.min(ops.len() - 1)], make),
+                render(&cfg, &ops[..=at.min(ops.len() - 1)], make),
             ),
         };
         report.failure = Some(SwarmFailure {
@@ -612,6 +609,26 @@ pub fn run_seed_traced<V: Verbs>(
         });
     }
     report
+}
+
+/// The seed's family weights (swarm testing: each family off in a quarter
+/// of the seeds, else weighted 1-5) and its generated ops.
+fn generate(cfg: &SwarmConfig) -> Vec<Op> {
+    let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
+    let mut weights = [0u64; FAMILIES];
+    for w in &mut weights {
+        *w = if r.chance(75) { 1 + r.below(5) } else { 0 };
+    }
+    weights[F_CONTROL] = weights[F_CONTROL].max(2);
+    weights[F_QP] = weights[F_QP].max(1);
+    (0..cfg.calls).map(|_| gen_op(&mut r, &weights)).collect()
+}
+
+/// A seed's whole run (without the teardown) as a `.verbs` script whose
+/// expectations are what `make`'s backend answered: `verbsim fuzz --seeds
+/// N --print-script` shows it, and `verbsim run` replays it.
+pub fn script_for_seed<V: Verbs>(cfg: SwarmConfig, make: &dyn Fn(u64) -> V) -> String {
+    render(&cfg, &generate(&cfg), make)
 }
 
 /// Drops ops while the failure stays (greedy, halving chunk sizes).
@@ -647,13 +664,18 @@ fn shrink<V: Verbs>(
 
 /// The ops as a `.verbs` script whose expectations are what the backend
 /// answered when they ran (replayed once more to learn them).
-fn render<V: Verbs>(seed: u64, ops: &[Op], make: &dyn Fn(u64) -> V) -> String {
+fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V) -> String {
+    let seed = cfg.seed;
     let mut v = make(seed);
     let mut st = State::<V>::new();
     let mut s = format!(
-        "#! description: swarm failure, seed {seed} (shrunk); `verbsim fuzz --seeds {seed}..{}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
-        seed + 1
+        "#! description: swarm failure, seed {seed} (shrunk); `verbsim fuzz --seeds {seed}..{} --calls {}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
+        seed + 1,
+        cfg.calls
     );
+    if !cfg.devices.is_empty() {
+        let _ = writeln!(s, "#! devices: {}", cfg.devices);
+    }
     for op in ops {
         let op = &resolve(op, &st);
         let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
@@ -1497,7 +1519,9 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let Some(id) = &st.cm_id[slot as usize] else {
                 return Step::Skipped;
             };
-            let addr = std::net::SocketAddr::from(([10, 0, 0, 1 + dev], port));
+            // 10.0.N.1 is device N (docs/rdma-cm.md, address plan); device 2
+            // does not exist: an EADDRNOTAVAIL.
+            let addr = std::net::SocketAddr::from(([10, 0, dev, 1], port));
             let r = v.rdma_bind_addr(id, addr);
             ran(r, format!("rdma_bind_addr id{slot} addr={addr}"))
         }
@@ -1571,9 +1595,9 @@ fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             };
             dv.dc_init_attr.dct_access_key = 0x5157;
             let line = if dct {
-                format!("let q{slot} = mlx5dv_create_qp pd{pd} dc_type=DCT send_cq=cq{cq} recv_cq=cq{cq} srq=s{srq} dct_access_key=0x5157")
+                format!("let q{slot} = mlx5dv_create_qp c{ctx} pd=pd{pd} qp_type=DRIVER send_cq=cq{cq} recv_cq=cq{cq} srq=s{srq} dv.dc_type=DCT dv.dct_access_key=0x5157")
             } else {
-                format!("let q{slot} = mlx5dv_create_qp pd{pd} dc_type=DCI send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1")
+                format!("let q{slot} = mlx5dv_create_qp c{ctx} pd=pd{pd} qp_type=DRIVER send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1 max_recv_wr=0 max_recv_sge=0 dv.dc_type=DCI")
             };
             match v.mlx5dv_create_qp(cx, &mut init, &dv) {
                 Ok(q) => {
