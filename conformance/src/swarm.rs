@@ -12,7 +12,8 @@
 //!   the same before and after (except `connect`, several calls, and
 //!   `poll_cq`, which drives the simulator's virtual time);
 //! * every completion names a request that was posted on that QP and is
-//!   reported once;
+//!   reported once, and none overtakes a signalled send or a receive
+//!   posted earlier on the same queue;
 //! * at the end, a full teardown succeeds and leaves the snapshot empty.
 //!
 //! Delivery under faults (exactly once, in order, byte-exact, or the
@@ -532,7 +533,21 @@ struct State<V: Verbs> {
     /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
     /// completed.
     outstanding: BTreeMap<u64, (u8, u32, bool)>,
+    /// The outstanding requests whose completions must come in posting
+    /// order on their queue (signalled sends and receives of RC/UC QPs);
+    /// a QP that goes to RESET or is destroyed drops its own.
+    ordered: std::collections::BTreeSet<u64>,
     next_wr_id: u64,
+}
+
+impl<V: Verbs> State<V> {
+    /// The QP `qpn` went to RESET or away: its requests will not complete
+    /// in order any more (those already in a CQ still may complete).
+    fn forget_order(&mut self, slot: u8, qpn: u32) {
+        let out = &self.outstanding;
+        self.ordered
+            .retain(|id| out.get(id).is_none_or(|(s, n, _)| *s != slot || *n != qpn));
+    }
 }
 
 impl<V: Verbs> State<V> {
@@ -551,6 +566,7 @@ impl<V: Verbs> State<V> {
             cm_ch: None,
             cm_id: (0..n).map(|_| None).collect(),
             outstanding: BTreeMap::new(),
+            ordered: std::collections::BTreeSet::new(),
             next_wr_id: 1,
         }
     }
@@ -1227,6 +1243,10 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let r = v.modify_qp(q, &attr, QpAttrMask::STATE);
             if r.is_ok() {
                 st.rts[slot as usize] = false;
+                if to == QpState::Reset {
+                    let qpn = st.qp[slot as usize].as_ref().map_or(0, |x| x.3);
+                    st.forget_order(slot, qpn);
+                }
             }
             ran(r, format!("modify_qp q{slot} qp_state={to}"))
         }
@@ -1236,6 +1256,8 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             };
             let r = v.destroy_qp(q);
             if r.is_ok() {
+                let qpn = st.qp[slot as usize].as_ref().map_or(0, |x| x.3);
+                st.forget_order(slot, qpn);
                 st.qp[slot as usize] = None;
                 st.rts[slot as usize] = false;
             }
@@ -1313,6 +1335,9 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let r = unsafe { v.post_send(q, &[wr]) };
             if r.is_ok() {
                 st.outstanding.insert(wr_id, (qp, *qpn, false));
+                if send_flags.contains(SendFlags::SIGNALED) {
+                    st.ordered.insert(wr_id);
+                }
             }
             let sge = if len == 0 {
                 String::new()
@@ -1360,6 +1385,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             };
             if r.is_ok() {
                 st.outstanding.insert(wr_id, (qp, *qpn, true));
+                st.ordered.insert(wr_id);
             }
             ran(
                 r,
@@ -1375,7 +1401,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 Ok(0) => ran(Ok(()), format!("poll_cq cq{slot} -> empty")),
                 Ok(_) => {
                     let w = wc[0];
-                    let Some((_, qpn, recv)) = st.outstanding.remove(&w.wr_id) else {
+                    let Some((qslot, qpn, recv)) = st.outstanding.remove(&w.wr_id) else {
                         return Step::Broken(format!(
                             "a completion names wr_id {} that is not outstanding (never posted, or reported twice): {w:?}",
                             w.wr_id
@@ -1394,6 +1420,21 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                             w.qp_num
                         ));
                     }
+                    // A work queue completes in posting order (IB spec
+                    // 10.8.3 / 11.4.2.1), with errors and flushes too. QP
+                    // numbers are per device: the slot tells QPs apart.
+                    let earlier = st.ordered.range(..w.wr_id).find(|id| {
+                        st.outstanding.get(id).is_some_and(|(sl, n, r)| {
+                            qpn != 0 && *sl == qslot && *n == qpn && *r == recv
+                        })
+                    });
+                    if let Some(e) = earlier {
+                        return Step::Broken(format!(
+                            "completion {w:?} overtook wr_id {e}, posted earlier on the same {} queue of QP {qpn:#x}",
+                            if recv { "receive" } else { "send" }
+                        ));
+                    }
+                    st.ordered.remove(&w.wr_id);
                     ran(
                         Ok(()),
                         format!("poll_cq cq{slot} -> wr_id={} status={}", w.wr_id, w.status),
@@ -1730,6 +1771,14 @@ fn connect<V: Verbs>(
     retry: u8,
     rnr: u8,
 ) -> Step {
+    // The pair is reset first: what was posted on it will not complete.
+    if let (Some(x), Some(y)) = (&st.qp[a as usize], &st.qp[b as usize]) {
+        if a != b && x.2 == y.2 && x.2 < 2 {
+            let (na, nb) = (x.3, y.3);
+            st.forget_order(a, na);
+            st.forget_order(b, nb);
+        }
+    }
     let (Some((qa, pa, ta, na)), Some((qb, pb, tb, nb))) = (&st.qp[a as usize], &st.qp[b as usize])
     else {
         return Step::Skipped;
