@@ -100,6 +100,39 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// The environment variable [`SimConfig::from_env`] reads the seed from
+    /// (the same one `verbsim run --seed` and the script runner honour).
+    pub const SEED_ENV: &'static str = "VERBS_SIM_SEED";
+
+    /// The default configuration with the seed from `VERBS_SIM_SEED` when
+    /// it is set (decimal or `0x` hex), else 0: what a user's `#[test]`
+    /// builds so that `VERBS_SIM_SEED=<n> cargo test` replays the run a
+    /// failure reported. An unparsable value is refused with a panic that
+    /// names it rather than silently running seed 0.
+    pub fn from_env() -> Self {
+        Self::with_seed(Self::seed_from_env().unwrap_or(0))
+    }
+
+    /// The seed `VERBS_SIM_SEED` gives, if it is set.
+    ///
+    /// # Panics
+    /// When it is set to something that is not a 64-bit number.
+    pub fn seed_from_env() -> Option<u64> {
+        let raw = std::env::var(Self::SEED_ENV).ok()?;
+        let t = raw.trim();
+        let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => t.parse().ok(),
+        };
+        match parsed {
+            Some(seed) => Some(seed),
+            None => panic!(
+                "{}={raw:?} is not a seed (a decimal or 0x-hex u64)",
+                Self::SEED_ENV
+            ),
+        }
+    }
+
     /// The default configuration with another seed.
     pub fn with_seed(seed: u64) -> Self {
         Self {

@@ -32,6 +32,20 @@ impl SimVerbs {
         }
     }
 
+    /// A simulator of [`SimConfig::from_env`]: two ConnectX-6 devices and
+    /// the seed of `VERBS_SIM_SEED` (0 when unset). If the thread panics
+    /// while the simulator lives (a failing `#[test]`), its seed is printed
+    /// to stderr: `VERBS_SIM_SEED=<n> cargo test <name>` replays the run.
+    ///
+    /// ```
+    /// use backend_sim::SimVerbs;
+    /// let sim = SimVerbs::from_env();
+    /// assert_eq!(sim.seed(), backend_sim::SimConfig::seed_from_env().unwrap_or(0));
+    /// ```
+    pub fn from_env() -> Self {
+        Self::new(SimConfig::from_env())
+    }
+
     /// The root seed.
     pub fn seed(&self) -> u64 {
         self.world.seed()
@@ -55,7 +69,7 @@ impl SimVerbs {
     /// What is alive in the world, by kind: contexts, PDs, CQs, channels,
     /// MRs and their bytes and pins, SRQs, QPs, AHs, XRC domains, DC
     /// connections, rdma_cm ids and channels, unacknowledged async events.
-    /// After a complete teardown [`LiveObjects::is_empty`] holds:
+    /// After a complete teardown [`crate::LiveObjects::is_empty`] holds:
     ///
     /// ```
     /// use backend_sim::SimVerbs;
@@ -71,6 +85,15 @@ impl SimVerbs {
     /// ```
     pub fn live_objects(&self) -> crate::LiveObjects {
         self.world.live_objects()
+    }
+
+    /// Requesters parked in an endless RNR wait (`rnr_retry = 7` and no
+    /// receive posted at the peer for seven tries), each described with
+    /// the QP it waits on: why a poll loop would never end. Empty when no
+    /// such wait exists. The trace records each as `RNR stall`, and the
+    /// script runner adds them to an unsatisfied `poll_cq`.
+    pub fn rnr_stalls(&self) -> Vec<String> {
+        self.world.rnr_stalls()
     }
 
     /// The world, writable.
@@ -101,6 +124,19 @@ impl SimVerbs {
             AsyncSubject::Srq(s) => AsyncElement::Srq(s),
             AsyncSubject::Port(p) => AsyncElement::Port(p),
             AsyncSubject::Device => AsyncElement::Device,
+        }
+    }
+}
+
+/// A failing test's simulator says which seed it ran: the panic message
+/// comes first, then `note: simulated run: VERBS_SIM_SEED=<n> replays it`.
+impl Drop for SimVerbs {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "note: simulated run: VERBS_SIM_SEED={} replays it (SimVerbs::from_env, verbsim run --seed)",
+                self.world.seed()
+            );
         }
     }
 }
@@ -351,7 +387,9 @@ impl Verbs for SimVerbs {
 
     fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::ModifyQp)?;
-        self.world.modify_qp(qp, attr, mask)
+        let r = self.world.modify_qp(qp, attr, mask);
+        self.world.unpark_rnr();
+        r
     }
 
     fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
@@ -360,7 +398,9 @@ impl Verbs for SimVerbs {
 
     fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
         self.cm_guard(CmOwned::Qp(*qp), Verb::DestroyQp, "the QP of an rdma_cm id")?;
-        self.world.destroy_qp_handle(*qp)
+        let r = self.world.destroy_qp_handle(*qp);
+        self.world.unpark_rnr();
+        r
     }
 
     fn open_qp(
@@ -403,14 +443,19 @@ impl Verbs for SimVerbs {
     #[allow(unsafe_code)]
     unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::PostRecv)?;
-        self.world.post_recv(qp, wrs)
+        let r = self.world.post_recv(qp, wrs);
+        // A receive can end an endless RNR wait (World::rnr_stalls).
+        self.world.unpark_rnr();
+        r
     }
 
     // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
     // unsafe operation (the simulator owns every byte it touches, R13/R14).
     #[allow(unsafe_code)]
     unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
-        self.world.post_srq_recv(*srq, wrs)
+        let r = self.world.post_srq_recv(*srq, wrs);
+        self.world.unpark_rnr();
+        r
     }
 
     fn mlx5dv_query_device(
@@ -691,6 +736,9 @@ impl Verbs for SimVerbs {
                 self.world.set_link(device, port, up)?;
                 Ok(SimReply::Ok)
             }
+            SimCommand::Raw {
+                name: "rnr_stalls", ..
+            } => Ok(SimReply::Text(self.world.rnr_stalls().join("\n"))),
             _ => Err(Error::not_implemented(
                 Verb::SimControl,
                 "this sim directive",

@@ -107,6 +107,19 @@ pub enum TraceEvent {
         /// Why: "ack timeout", "RNR NAK", "PSN sequence error NAK".
         cause: &'static str,
     },
+    /// A requester with `rnr_retry = 7` got seven RNR NAKs in a row and is
+    /// parked until a receive is posted or a QP changes (it would retry
+    /// for ever; `World::rnr_stalls` says what it waits for).
+    RnrStalled {
+        /// Device index.
+        device: u32,
+        /// The requester QP.
+        qpn: u32,
+        /// The responder's device.
+        peer_device: u32,
+        /// The responder QP that has no receive.
+        peer_qpn: u32,
+    },
     /// The connection manager queued an event on an id's channel.
     CmEvent {
         /// Device the id is bound to (`u32::MAX`: none yet).
@@ -185,6 +198,15 @@ impl fmt::Display for TraceEvent {
             } => write!(
                 f,
                 "dev{device} qp {qpn:#08x} retransmit from psn={psn} ({cause})"
+            ),
+            Self::RnrStalled {
+                device,
+                qpn,
+                peer_device,
+                peer_qpn,
+            } => write!(
+                f,
+                "dev{device} qp {qpn:#08x} RNR stall: waits for a receive on dev{peer_device} qp {peer_qpn:#08x} (rnr_retry=7)"
             ),
             Self::CmEvent {
                 device,

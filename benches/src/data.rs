@@ -1029,7 +1029,9 @@ impl<V: Verbs> MessageRate<V> {
     pub fn new(v: &mut V, cfg: MessageRateConfig) -> Result<Self, WorkloadError> {
         cfg.check()?;
         require_data_path(v)?;
-        let local_bytes = cfg.remote_mr_bytes.min(1 << 20);
+        // At most 1 MiB of local memory, but never less than one message
+        // (messages above 1 MiB once panicked building the offset table).
+        let local_bytes = cfg.remote_mr_bytes.min(1 << 20).max(cfg.msg_bytes as usize);
         let max_lists = u64::from(cfg.outstanding / cfg.signal_every);
         let shape = PairShape {
             qps: cfg.qps,

@@ -4,7 +4,7 @@
 //!
 //! The attribute values are the ones perftest and the pyverbs helpers use
 //! (port 1, P_Key index 0, GID index 0, `timeout` 14, `retry_cnt` 7,
-//! `rnr_retry` 7, `min_rnr_timer` 12, PSNs 0, Q_Key [`QKEY`]), clamped to
+//! `rnr_retry` 6, `min_rnr_timer` 12, PSNs 0, Q_Key [`QKEY`]), clamped to
 //! the device's read and atomic limits, so they pass every range check of
 //! `spec/qp-state-machine.md` §5.2 on either backend. Every transition uses
 //! exactly the required attribute mask of its QP type (checked against the
@@ -205,7 +205,7 @@ pub fn rc_attr(
         min_rnr_timer: 12,
         timeout: 14,
         retry_cnt: 7,
-        rnr_retry: 7,
+        rnr_retry: 6,
         ah_attr: remote.ah_attr(),
         ..QpAttr::default()
     }

@@ -232,42 +232,57 @@ fn reap(v: &mut SimVerbs, cq: &CqHandle, n: usize) -> usize {
 }
 
 /// Steps virtual time until byte `at` of `mr` becomes `want` (a poller
-/// on memory, as `ib_write_lat`); 5 ns resolution.
-fn spin_until(v: &mut SimVerbs, mr: &MrHandle, at: usize, want: u8) {
-    for _ in 0..2_000_000 {
+/// on memory, as `ib_write_lat`), `step_ns` at a time, for at most 10 s of
+/// virtual time.
+fn spin_until(v: &mut SimVerbs, mr: &MrHandle, at: usize, want: u8, step_ns: u64) {
+    let steps = 10_000_000_000 / step_ns.max(1);
+    for _ in 0..steps {
         if v.mr_bytes(mr).expect("bytes")[at] == want {
             return;
         }
-        let _ = v.sim_control(SimCommand::AdvanceNs(5));
+        let _ = v.sim_control(SimCommand::AdvanceNs(step_ns));
     }
-    panic!("the WRITE never landed");
+    panic!("the WRITE never landed within 10 s of virtual time");
 }
 
-fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
-    samples.sort_by(f64::total_cmp);
+/// (typical, p99) in µs of samples in ns.
+fn percentiles(mut samples: Vec<u64>) -> (f64, f64) {
+    samples.sort_unstable();
     let typical = samples[samples.len() / 2];
     let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
-    (typical, p99)
+    (typical as f64 / 1_000.0, p99 as f64 / 1_000.0)
 }
 
-/// `ib_write_lat -s 2` (inline or not): half the ping-pong round trip.
-fn write_lat(profile: &DeviceProfile, inline: bool) -> (f64, f64) {
-    let (mut v, a, b) = rc_pair(profile, 1, 4096, 16);
-    let flags = if inline {
+/// `ib_write_lat`: half the ping-pong round trip of `size`-byte WRITEs
+/// (inline when `inline` and the size allows), each side polling the last
+/// byte of its buffer; `iters` samples in ns.
+pub(crate) fn write_lat_samples(
+    profile: &DeviceProfile,
+    seed: u64,
+    size: u32,
+    iters: u32,
+    inline: bool,
+) -> Vec<u64> {
+    let size = size.max(1);
+    let buf = (size as usize).max(64) * 2 + 4096;
+    let (mut v, a, b) = rc_pair(profile, seed, buf, 16);
+    let flags = if inline && size <= 64 {
         SendFlags::INLINE
     } else {
         SendFlags::empty()
     };
-    let mut samples = Vec::new();
-    for i in 0..200u32 {
+    let land = buf / 2;
+    let last = land + size as usize - 1;
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 0..iters {
         let val = (i % 250 + 1) as u8;
         let mut rtt = 0;
         for (from, to) in [(&a, &b), (&b, &a)] {
             let t0 = now(&mut v);
-            v.mr_bytes_mut(&from.mr).expect("bytes")[0] = val;
+            v.mr_bytes_mut(&from.mr).expect("bytes")[..size as usize].fill(val);
             let sg = [verbs_api::Sge {
                 addr: from.addr,
-                length: 2,
+                length: size,
                 lkey: from.lkey,
             }];
             let signaled = if i % 16 == 15 {
@@ -284,46 +299,65 @@ fn write_lat(profile: &DeviceProfile, inline: bool) -> (f64, f64) {
                     opcode: WrOpcode::RdmaWrite,
                     send_flags: flags | signaled,
                     rdma: RdmaInfo {
-                        remote_addr: to.addr + 64,
+                        remote_addr: to.addr + land as u64,
                         rkey: to.rkey,
                     },
                     ..SendWr::default()
                 }],
             );
-            // The peer polls the byte the WRITE lands on.
+            // The peer polls the last byte the WRITE lands on.
             let mr = to.mr;
-            let sg_val = val;
-            v.mr_bytes_mut(&mr).expect("bytes")[64] = 0;
-            spin_until(&mut v, &mr, 64, sg_val);
+            v.mr_bytes_mut(&mr).expect("bytes")[last] = 0;
+            // 5 ns resolution for small messages; coarser (0.1 % of a
+            // byte per ns) for large ones, which take that much longer.
+            spin_until(&mut v, &mr, last, val, (u64::from(size) / 1_000).max(5));
             rtt += now(&mut v) - t0;
             if signaled.contains(SendFlags::SIGNALED) {
                 reap(&mut v, &from.cq, 1);
             }
         }
-        samples.push(rtt as f64 / 2.0 / 1_000.0);
+        samples.push(rtt / 2);
     }
-    percentiles(samples)
+    samples
 }
 
-/// `ib_send_lat -s 2` (inline): half the ping-pong round trip, each side
-/// polling its receive CQ.
-fn send_lat(profile: &DeviceProfile) -> (f64, f64) {
-    let (mut v, a, b) = rc_pair(profile, 2, 4096, 16);
-    let mut samples = Vec::new();
+fn write_lat(profile: &DeviceProfile, inline: bool) -> (f64, f64) {
+    percentiles(write_lat_samples(profile, 1, 2, 200, inline))
+}
+
+/// `ib_send_lat`: half the ping-pong round trip of `size`-byte SENDs
+/// (inline up to 64 bytes), each side polling its receive CQ; ns.
+pub(crate) fn send_lat_samples(
+    profile: &DeviceProfile,
+    seed: u64,
+    size: u32,
+    iters: u32,
+) -> Vec<u64> {
+    let size = size.max(1);
+    let buf = (size as usize) * 2 + 4096;
+    let (mut v, a, b) = rc_pair(profile, seed, buf, 16);
+    let flags = if size <= 64 {
+        SendFlags::INLINE | SendFlags::SIGNALED
+    } else {
+        SendFlags::SIGNALED
+    };
+    let rsge = |s: &Side| {
+        [verbs_api::Sge {
+            addr: s.addr + (buf / 2) as u64,
+            length: size,
+            lkey: s.lkey,
+        }]
+    };
     for side in [&a, &b] {
-        let sg = [verbs_api::Sge {
-            addr: side.addr + 1024,
-            length: 64,
-            lkey: side.lkey,
-        }];
-        recv(&mut v, &side.qp, &sg, 0);
+        recv(&mut v, &side.qp, &rsge(side), 0);
     }
-    for i in 0..200u32 {
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 0..iters {
         let t0 = now(&mut v);
         for (from, to) in [(&a, &b), (&b, &a)] {
             let sg = [verbs_api::Sge {
                 addr: from.addr,
-                length: 2,
+                length: size,
                 lkey: from.lkey,
             }];
             post(
@@ -333,24 +367,23 @@ fn send_lat(profile: &DeviceProfile) -> (f64, f64) {
                     wr_id: u64::from(i),
                     sg_list: &sg,
                     opcode: WrOpcode::Send,
-                    send_flags: SendFlags::INLINE | SendFlags::SIGNALED,
+                    send_flags: flags,
                     ..SendWr::default()
                 }],
             );
             // The peer's receive completion (its CQ also gets the send's).
-            let rsg = [verbs_api::Sge {
-                addr: to.addr + 1024,
-                length: 64,
-                lkey: to.lkey,
-            }];
             reap_recv(&mut v, &to.cq);
-            recv(&mut v, &to.qp, &rsg, 0);
+            recv(&mut v, &to.qp, &rsge(to), 0);
         }
-        samples.push((now(&mut v) - t0) as f64 / 2.0 / 1_000.0);
+        samples.push((now(&mut v) - t0) / 2);
         reap_sends(&mut v, &a.cq);
         reap_sends(&mut v, &b.cq);
     }
-    percentiles(samples)
+    samples
+}
+
+fn send_lat(profile: &DeviceProfile) -> (f64, f64) {
+    percentiles(send_lat_samples(profile, 2, 2, 200))
 }
 
 /// Polls `cq` until a receive completion arrives.
@@ -373,14 +406,20 @@ fn reap_sends(v: &mut SimVerbs, cq: &CqHandle) {
     while v.poll_cq(cq, &mut wc).expect("poll") > 0 {}
 }
 
-/// `ib_read_lat -s 2`: the round trip of one READ.
-fn read_lat(profile: &DeviceProfile) -> (f64, f64) {
-    let (mut v, a, b) = rc_pair(profile, 3, 4096, 16);
-    let mut samples = Vec::new();
-    for i in 0..200u32 {
+/// `ib_read_lat`: the round trip of one `size`-byte READ; ns.
+pub(crate) fn read_lat_samples(
+    profile: &DeviceProfile,
+    seed: u64,
+    size: u32,
+    iters: u32,
+) -> Vec<u64> {
+    let size = size.max(1);
+    let (mut v, a, b) = rc_pair(profile, seed, (size as usize).max(4096), 16);
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 0..iters {
         let sg = [verbs_api::Sge {
             addr: a.addr,
-            length: 2,
+            length: size,
             lkey: a.lkey,
         }];
         let t0 = now(&mut v);
@@ -400,9 +439,13 @@ fn read_lat(profile: &DeviceProfile) -> (f64, f64) {
             }],
         );
         reap(&mut v, &a.cq, 1);
-        samples.push((now(&mut v) - t0) as f64 / 1_000.0);
+        samples.push(now(&mut v) - t0);
     }
-    percentiles(samples)
+    samples
+}
+
+fn read_lat(profile: &DeviceProfile) -> (f64, f64) {
+    percentiles(read_lat_samples(profile, 3, 2, 200))
 }
 
 /// `ib_write_bw -s size [-l list]`: requests per second (or bits per

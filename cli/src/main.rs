@@ -3,6 +3,7 @@
 //! ```text
 //! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
+//! verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
 //! verbsim calibrate
 //! verbsim fuzz [--seeds A..B] [--calls N] [--twice]
 //! ```
@@ -52,6 +53,9 @@ Usage:
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
                  perftest-like benchmarks (write_bw, write_lat, send_bw,
                  send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
+  verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
+                 swarm testing: random valid and invalid calls, invariants
+                 after each, failures shrunk to .verbs scripts (docs/swarm.md)
   verbsim calibrate
                  the simulator's timing against published perftest figures
                  (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33

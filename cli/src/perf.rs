@@ -50,7 +50,10 @@ and for SEND the receive's too: not half a round trip), control-path tests
 `#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
 `wall` row (how fast the simulator runs on this machine) and a `simulated`
 row (virtual time, read with `sim_control(Now)` around the measured part:
-what the modelled device and fabric would do). Exits 2 on a usage error,
+what the modelled device and fabric would do); RC latency tests add a
+`perftest` row: what perftest reports, in virtual time (half a ping-pong
+round trip for WRITE and SEND, the peer polling the last byte or its
+receive CQ; the round trip of one READ; docs/calibration.md). Exits 2 on a usage error,
 when the backend is missing, or when the backend cannot run the test (for
 instance atomics on a device without them); 1 when a workload fails.
 
@@ -434,6 +437,10 @@ struct PerfReport {
     sim: Option<Figures>,
     /// For modify_qp: calls that succeeded and calls refused as predicted.
     modify_tally: Option<(u64, u64)>,
+    /// Latency tests on the simulator: what perftest reports (half a
+    /// ping-pong round trip for WRITE and SEND, the round trip of a READ),
+    /// in simulated time.
+    perftest: Option<Figures>,
 }
 
 /// The simulator's virtual time, or `None` on a backend without one.
@@ -580,6 +587,7 @@ fn measure<V: Verbs>(v: &mut V, test: &PerfTest) -> Result<PerfReport, WorkloadE
         wall,
         sim,
         modify_tally,
+        perftest: None,
     })
 }
 
@@ -748,6 +756,7 @@ fn table(args: &Args, report: &PerfReport) -> String {
     let _ = writeln!(out, "{RULE}");
     let rows: Vec<(&str, Derived)> = std::iter::once(("wall", derive(&report.wall, t)))
         .chain(report.sim.iter().map(|f| ("simulated", derive(f, t))))
+        .chain(report.perftest.iter().map(|f| ("perftest", derive(f, t))))
         .collect();
     let label = |clock: &str| {
         if report.sim.is_some() {
@@ -883,6 +892,10 @@ fn json(args: &Args, report: &PerfReport) -> String {
         .sim
         .as_ref()
         .map_or_else(|| "null".to_owned(), |f| json_figures(&derive(f, t)));
+    let perftest = report
+        .perftest
+        .as_ref()
+        .map_or_else(|| "null".to_owned(), |f| json_figures(&derive(f, t)));
     let tally = report.modify_tally.map_or_else(
         || "null".to_owned(),
         |(ok, refused)| format!("{{\"succeeded\":{ok},\"refused\":{refused}}}"),
@@ -898,7 +911,7 @@ fn json(args: &Args, report: &PerfReport) -> String {
     format!(
         "{{\"test\":\"{}\",\"backend\":\"{}\",\"seed\":{seed},\"connection\":\"{}\",\
          \"bytes\":{},\"iterations\":{},\"qps\":{},\"tx_depth\":{},\"post_list\":{},\
-         \"atomic\":{atomic},\"wall\":{},\"sim\":{sim},\"modify\":{tally}}}",
+         \"atomic\":{atomic},\"wall\":{},\"sim\":{sim},\"perftest\":{perftest},\"modify\":{tally}}}",
         t.kind.name(),
         report.backend,
         t.connection.name(),
@@ -912,10 +925,15 @@ fn json(args: &Args, report: &PerfReport) -> String {
 }
 
 /// Measures on `v` and prints the result; the exit status.
-fn run_on<V: Verbs>(v: &mut V, args: &Args) -> ExitCode {
+fn run_on<V: Verbs>(
+    v: &mut V,
+    args: &Args,
+    perftest: impl FnOnce(&PerfTest) -> Option<Figures>,
+) -> ExitCode {
     let name = args.test.kind.name();
     match measure(v, &args.test) {
-        Ok(report) => {
+        Ok(mut report) => {
+            report.perftest = perftest(&args.test);
             if args.json {
                 println!("{}", json(args, &report));
             } else {
@@ -947,6 +965,26 @@ fn run_on<V: Verbs>(v: &mut V, args: &Args) -> ExitCode {
     }
 }
 
+/// perftest's latency figure for a latency test over RC on the simulator
+/// (two ConnectX-6 devices, as `SimConfig::default()`): half a ping-pong
+/// round trip for WRITE (inline up to 64 bytes, as perftest's default) and
+/// SEND, the round trip of one READ (docs/calibration.md).
+fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
+    if t.connection != Connection::Rc {
+        return None;
+    }
+    let p = backend_sim::DeviceProfile::connectx6();
+    let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
+    let mut samples_ns = match t.kind {
+        TestKind::WriteLat => crate::calibrate::write_lat_samples(&p, seed, t.size, n, true),
+        TestKind::SendLat => crate::calibrate::send_lat_samples(&p, seed, t.size, n),
+        TestKind::ReadLat => crate::calibrate::read_lat_samples(&p, seed, t.size, n),
+        _ => return None,
+    };
+    samples_ns.sort_unstable();
+    Some(Figures::Lat { samples_ns })
+}
+
 /// Entry point of `verbsim perf`.
 pub(crate) fn main(args: &[String]) -> ExitCode {
     let args = match crate::parsed_or_exit("perf", HELP, parse_args(args)) {
@@ -970,7 +1008,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 trace_enabled: false,
                 ..SimConfig::default()
             });
-            run_on(&mut sim, &args)
+            run_on(&mut sim, &args, |t| perftest_latency(t, seed))
         }
         Backend::Hw => run_hw(&args),
     }
@@ -982,7 +1020,7 @@ fn run_hw(args: &Args) -> ExitCode {
         eprintln!("verbsim perf: note: --seed only affects the simulator");
     }
     match backend_hw::HwVerbs::new() {
-        Ok(mut hw) => run_on(&mut hw, args),
+        Ok(mut hw) => run_on(&mut hw, args, |_| None),
         Err(e) => {
             eprintln!("verbsim perf: no RDMA device for --backend hw: {e}");
             ExitCode::from(EXIT_USAGE)

@@ -22,8 +22,15 @@ order), each on a fresh backend, and prints one line per script:
   FAIL path:line: statement: what was expected, what happened
   SKIP path: reason
 
-then `N passed, N failed, N skipped`. Exits 1 if any script failed or did
-not parse, 2 on a usage error.
+then `N passed, N failed, N skipped`.
+
+Exit status:
+  0  every script that ran passed (and at least one ran)
+  1  a script failed or did not parse
+  2  usage error: a bad flag, a path that does not exist, no *.verbs
+     script under the paths, or a backend this build does not have
+  3  nothing ran: every script was skipped (for instance --backend hw on a
+     machine without an RDMA device, said once with the reason)
 
 Options:
   --backend sim|hw  the backend (default sim). hw needs a build with the
@@ -142,7 +149,10 @@ fn run_sim(args: &Args) -> ExitCode {
         ..RunOptions::default()
     };
     let make = |script: &Script| sim_backend(script, effective_seed(script, override_seed));
-    finish(run_path(&args.paths, make, &options, print_line))
+    finish(
+        run_path(&args.paths, make, &options, print_line),
+        &args.paths,
+    )
 }
 
 #[cfg(feature = "hw")]
@@ -155,6 +165,26 @@ fn run_hw(args: &Args) -> ExitCode {
         verbose: args.verbose,
         ..RunOptions::default()
     };
+    // No device: say so once, not once per script.
+    if !strict {
+        if let Err(e) = backend_hw::HwVerbs::new() {
+            return match conformance::collect_scripts(&args.paths) {
+                Ok(found) if found.is_empty() => no_scripts(&args.paths),
+                Ok(found) => {
+                    println!(
+                        "SKIP all {} scripts: no RDMA device: {e} (set VERBS_TEST_DEVICE to make this a failure)",
+                        found.len()
+                    );
+                    println!("0 passed, 0 failed, {} skipped", found.len());
+                    ExitCode::from(EXIT_NOTHING_RAN)
+                }
+                Err(e) => {
+                    eprintln!("verbsim run: {e}");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            };
+        }
+    }
     let make = |_: &Script| match backend_hw::HwVerbs::new() {
         Ok(hw) => Ok(hw),
         Err(e) if strict => Err(Outcome::Fail {
@@ -165,7 +195,10 @@ fn run_hw(args: &Args) -> ExitCode {
             reason: format!("no RDMA device: {e}"),
         }),
     };
-    finish(run_path(&args.paths, make, &options, print_line))
+    finish(
+        run_path(&args.paths, make, &options, print_line),
+        &args.paths,
+    )
 }
 
 #[cfg(not(feature = "hw"))]
@@ -182,14 +215,28 @@ fn print_line(path: &str, outcome: &Outcome) {
     println!("{}", outcome.report_line(path));
 }
 
-fn finish(summary: std::io::Result<conformance::Summary>) -> ExitCode {
+/// Exit status when every script was skipped.
+const EXIT_NOTHING_RAN: u8 = 3;
+
+/// No script under the paths: a usage error, not a pass.
+fn no_scripts(paths: &[PathBuf]) -> ExitCode {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    eprintln!("verbsim run: no *.verbs script under {}", shown.join(" "));
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn finish(summary: std::io::Result<conformance::Summary>, paths: &[PathBuf]) -> ExitCode {
     match summary {
+        Ok(s) if s.passed + s.failed + s.skipped == 0 => no_scripts(paths),
         Ok(s) => {
             println!("{}", s.closing_line());
-            if s.failed == 0 {
-                ExitCode::SUCCESS
-            } else {
+            if s.failed > 0 {
                 ExitCode::FAILURE
+            } else if s.passed == 0 {
+                println!("nothing ran: all {} scripts were skipped", s.skipped);
+                ExitCode::from(EXIT_NOTHING_RAN)
+            } else {
+                ExitCode::SUCCESS
             }
         }
         Err(e) => {

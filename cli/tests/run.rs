@@ -103,3 +103,30 @@ fn run_usage_errors() {
         );
     }
 }
+
+// Goal: issue #20 item 5: no script found is an error, not a pass; a run
+// where everything was skipped says so and exits 3.
+#[test]
+fn empty_and_all_skipped_runs_have_their_own_exit_codes() {
+    let dir = std::env::temp_dir().join(format!("verbsim-run-codes-{}", std::process::id()));
+    let empty = dir.join("empty");
+    let skipped = dir.join("skipped");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::create_dir_all(&skipped).unwrap();
+    std::fs::write(
+        skipped.join("hw_only.verbs"),
+        "#! description: runs on hardware only\n#! backends: hw\nlet d0 = open_device index=0\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = verbsim(&["run", empty.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("no *.verbs script under"), "{stderr}");
+    let (code, stdout, _) = verbsim(&["run", skipped.to_str().unwrap()]);
+    assert_eq!(code, 3, "{stdout}");
+    assert!(stdout.contains("0 passed, 0 failed, 1 skipped"), "{stdout}");
+    assert!(
+        stdout.contains("nothing ran: all 1 scripts were skipped"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

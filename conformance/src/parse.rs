@@ -1,7 +1,9 @@
 //! The `.verbs` parser: text to [`Script`], with errors that name the line
 //! and say what was expected.
 
-use crate::literal::{is_ident, parse_addr, parse_gid, parse_hex, parse_int, split_ref};
+use crate::literal::{
+    is_ident, parse_addr, parse_expr, parse_gid, parse_hex, parse_int, split_ref, substitute, Expr,
+};
 use crate::schema::{self, Expects, Kind, Positionals, Spec};
 use crate::script::{Arg, Expectation, Headers, Script, Statement};
 use std::collections::BTreeSet;
@@ -43,8 +45,12 @@ pub fn parse(path: &str, text: &str) -> Result<Script, ParseError> {
         line: 0,
         headers: Headers::default(),
         bound: BTreeSet::new(),
+        repeat_work: 0,
     };
     let mut statements = Vec::new();
+    // Open `repeat` blocks, innermost last: each collects its lines until
+    // its `}`; the outermost is expanded and parsed when it closes.
+    let mut open: Vec<(Repeat, Vec<Raw>)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         parser.line = i + 1;
         let trimmed = raw.trim();
@@ -52,10 +58,15 @@ pub fn parse(path: &str, text: &str) -> Result<Script, ParseError> {
             continue;
         }
         if let Some(header) = trimmed.strip_prefix("#!") {
+            let name = header.split(':').next().unwrap_or("").trim_end();
+            if !open.is_empty() {
+                return Err(parser.err(format!(
+                    "header `#!{name}` inside a `repeat` block (headers come first)"
+                )));
+            }
             if !statements.is_empty() {
                 return Err(parser.err(format!(
-                    "header `#!{}` after the first statement (headers come first)",
-                    header.split(':').next().unwrap_or("").trim_end()
+                    "header `#!{name}` after the first statement (headers come first)"
                 )));
             }
             parser.header(header)?;
@@ -64,13 +75,88 @@ pub fn parse(path: &str, text: &str) -> Result<Script, ParseError> {
         if trimmed.starts_with('#') {
             continue;
         }
-        statements.push(parser.statement(strip_comment(trimmed))?);
+        let line = strip_comment(trimmed);
+        if line.split_whitespace().next() == Some("repeat") {
+            let head = parser.repeat_head(line, &open)?;
+            open.push((head, Vec::new()));
+        } else if line == "}" {
+            let Some((head, body)) = open.pop() else {
+                return Err(parser.err(
+                    "`}` without an open `repeat` block (a block starts with `repeat N {` or `repeat i in A..B {`)",
+                ));
+            };
+            match open.last_mut() {
+                Some((_, outer)) => outer.push(Raw::Repeat(head, body)),
+                None => {
+                    let mut lines = Vec::new();
+                    parser.expand(&[Raw::Repeat(head, body)], &mut Vec::new(), &mut lines)?;
+                    for (n, text, iteration) in lines {
+                        parser.line = n;
+                        let stmt = parser.statement(&text).map_err(|mut e| {
+                            e.message
+                                .push_str(&format!(" (in `repeat` iteration {iteration})"));
+                            e
+                        })?;
+                        statements.push(stmt);
+                    }
+                }
+            }
+        } else if let Some((_, body)) = open.last_mut() {
+            body.push(Raw::Line(parser.line, line.to_owned()));
+        } else {
+            statements.push(parser.statement(line)?);
+        }
+    }
+    if let Some((head, _)) = open.last() {
+        parser.line = head.line;
+        return Err(parser.err(
+            "`repeat` block not closed (expected a line with only `}` after its statements)",
+        ));
     }
     Ok(Script {
         path: path.to_owned(),
         headers: parser.headers,
         statements,
     })
+}
+
+/// `i=3 j=0`: the repeat variables of one expanded line (a counted block
+/// shows its iteration number alone).
+fn iteration(env: &[(String, String)]) -> String {
+    let vars: Vec<String> = env
+        .iter()
+        .map(|(k, v)| {
+            if k.is_empty() {
+                v.clone()
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    vars.join(" ")
+}
+
+/// Most statements (and iterations) one `repeat` block may expand to.
+const REPEAT_STATEMENTS_MAX: usize = 1_000_000;
+
+/// A line kept for a `repeat` block, expanded when the outermost block closes.
+enum Raw {
+    /// A statement line: its 1-based number and its text (comment stripped).
+    Line(usize, String),
+    /// A nested block.
+    Repeat(Repeat, Vec<Self>),
+}
+
+/// `repeat N {` or `repeat VAR in A..B {`.
+struct Repeat {
+    /// The line of the `repeat`.
+    line: usize,
+    /// The loop variable, if any.
+    var: Option<String>,
+    /// The first value (`0` for `repeat N`), as written.
+    from: String,
+    /// The end, excluded, as written.
+    to: String,
 }
 
 /// Drops a trailing `# comment` (a `#` at the start of a token).
@@ -113,6 +199,8 @@ struct Parser<'a> {
     headers: Headers,
     /// Names bound by an earlier `let`.
     bound: BTreeSet<String>,
+    /// Iterations run by the `repeat` blocks so far (bounded).
+    repeat_work: usize,
 }
 
 impl Parser<'_> {
@@ -122,6 +210,151 @@ impl Parser<'_> {
             line: self.line,
             message: message.into(),
         }
+    }
+
+    /// Reads `repeat N {` / `repeat VAR in A..B {` (the bounds are
+    /// evaluated when the outermost block is expanded).
+    fn repeat_head(&self, line: &str, open: &[(Repeat, Vec<Raw>)]) -> Result<Repeat, ParseError> {
+        const FORMS: &str = "`repeat N {` or `repeat i in A..B {`";
+        let tokens: Vec<&str> = line.split_whitespace().collect();
+        if tokens.last() != Some(&"{") {
+            return Err(self.err(format!(
+                "expected `{{` at the end of the `repeat` line ({FORMS}, then the statements, then a line with only `}}`)"
+            )));
+        }
+        match tokens[1..tokens.len() - 1] {
+            [count] if count.contains("..") => Err(self.err(format!(
+                "expected `repeat N {{` or `repeat i in A..B {{`, got `{line}` (a range needs a variable: `repeat i in {count} {{`)"
+            ))),
+            [count] => Ok(Repeat {
+                line: self.line,
+                var: None,
+                from: "0".to_owned(),
+                to: count.to_owned(),
+            }),
+            [var, "in", range] => {
+                if !is_ident(var) {
+                    return Err(self.err(format!(
+                        "`{var}` is not a valid name for a repeat variable (letters, digits and `_`, not starting with a digit)"
+                    )));
+                }
+                if self.bound.contains(var) {
+                    return Err(self.err(format!(
+                        "the repeat variable `{var}` is already bound by a `let` (choose another name)"
+                    )));
+                }
+                if open.iter().any(|(r, _)| r.var.as_deref() == Some(var)) {
+                    return Err(self.err(format!(
+                        "the repeat variable `{var}` is already the variable of an enclosing `repeat` (choose another name)"
+                    )));
+                }
+                let Some((from, to)) = range.split_once("..") else {
+                    return Err(self.err(format!(
+                        "expected a range A..B after `repeat {var} in`, got `{range}` (B is excluded: 0..3 is 0, 1, 2)"
+                    )));
+                };
+                Ok(Repeat {
+                    line: self.line,
+                    var: Some(var.to_owned()),
+                    from: from.to_owned(),
+                    to: to.to_owned(),
+                })
+            }
+            _ => Err(self.err(format!("expected {FORMS}, got `{line}`"))),
+        }
+    }
+
+    /// A bound of a `repeat` (enclosing variables already replaced): a
+    /// number or arithmetic on numbers.
+    fn repeat_bound(&self, text: &str) -> Result<i128, ParseError> {
+        let hint = "a number, or arithmetic on numbers and enclosing repeat variables";
+        if let Some(v) = parse_int(text) {
+            return Ok(v);
+        }
+        let expr = parse_expr(text)
+            .ok_or_else(|| self.err(format!("expected {hint} as a repeat bound, got `{text}`")))?;
+        expr.eval(|r| -> Result<i128, String> {
+            Err(format!(
+                "`{r}` in a repeat bound is not known when the script is read ({hint})"
+            ))
+        })
+        .map_err(|m| self.err(m))
+    }
+
+    /// Expands `items` with the enclosing repeat variables `env` into
+    /// `(line, text, iteration)` statement lines.
+    fn expand(
+        &mut self,
+        items: &[Raw],
+        env: &mut Vec<(String, String)>,
+        out: &mut Vec<(usize, String, String)>,
+    ) -> Result<(), ParseError> {
+        for item in items {
+            match item {
+                Raw::Line(n, text) => {
+                    let mut words = text.split_whitespace();
+                    if let (Some("let"), Some(name)) = (words.next(), words.next()) {
+                        if env.iter().any(|(k, _)| k == name) {
+                            self.line = *n;
+                            return Err(self.err(format!(
+                                "`let {name}` inside `repeat {name} …`: `{name}` is the repeat variable (choose another name)"
+                            )));
+                        }
+                    }
+                    let text = env
+                        .iter()
+                        .fold(text.clone(), |t, (k, v)| substitute(&t, k, v));
+                    out.push((*n, text, iteration(env)));
+                }
+                Raw::Repeat(head, body) => {
+                    self.line = head.line;
+                    let subst = |t: &str| {
+                        env.iter()
+                            .fold(t.to_owned(), |t, (k, v)| substitute(&t, k, v))
+                    };
+                    let from = self.repeat_bound(&subst(&head.from))?;
+                    let to = self.repeat_bound(&subst(&head.to))?;
+                    if to < from {
+                        return Err(self.err(format!(
+                            "the repeat range {from}..{to} runs backwards (B is excluded; write A..B with A <= B)"
+                        )));
+                    }
+                    self.repeat_work = self
+                        .repeat_work
+                        .saturating_add(usize::try_from(to - from).unwrap_or(usize::MAX));
+                    if self.repeat_work > REPEAT_STATEMENTS_MAX {
+                        return Err(self.err(format!(
+                            "`repeat` runs more than {REPEAT_STATEMENTS_MAX} iterations in all (use fewer)"
+                        )));
+                    }
+                    for v in from..to {
+                        if out.len() + body.len() > REPEAT_STATEMENTS_MAX {
+                            self.line = head.line;
+                            return Err(self.err(format!(
+                                "this `repeat` expands to more than {REPEAT_STATEMENTS_MAX} statements (use fewer iterations)"
+                            )));
+                        }
+                        match &head.var {
+                            Some(var) => {
+                                env.push((var.clone(), v.to_string()));
+                                let r = self.expand(body, env, out);
+                                env.pop();
+                                r?;
+                            }
+                            None => {
+                                // A counted block: no variable, but name the
+                                // iteration in errors.
+                                env.push((String::new(), v.to_string()));
+                                let r = self.expand(body, env, out);
+                                env.pop();
+                                r?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn header(&mut self, text: &str) -> Result<(), ParseError> {
@@ -245,6 +478,11 @@ impl Parser<'_> {
             Some(a) => self.expectation(spec, &tokens[a + 1..])?,
             None => Expectation::Success,
         };
+        if let (Some(name), Expectation::AnyOrder { .. }) = (&binding, &expect) {
+            return Err(self.err(format!(
+                "`let {name} =` cannot bind `-> any` (it reaps several completions; poll them one by one to bind one)"
+            )));
+        }
         if let Some(name) = &binding {
             self.bound.insert(name.clone());
         }
@@ -367,6 +605,19 @@ impl Parser<'_> {
         }
     }
 
+    /// Every reference of an arithmetic value was bound by an earlier `let`.
+    fn check_expr(&self, expr: &Expr<'_>, what: &str) -> Result<(), ParseError> {
+        for r in expr.refs() {
+            self.check_ref(r, what).map_err(|mut e| {
+                e.message.push_str(
+                    " (arithmetic takes numbers, `name.field` references and repeat variables)",
+                );
+                e
+            })?;
+        }
+        Ok(())
+    }
+
     fn is_bound_ref(&self, value: &str) -> bool {
         split_ref(value).is_some_and(|(root, _)| self.bound.contains(root))
     }
@@ -374,6 +625,9 @@ impl Parser<'_> {
     fn check_int(&self, key: &str, value: &str) -> Result<(), ParseError> {
         if parse_int(value).is_some() {
             return Ok(());
+        }
+        if let Some(expr) = parse_expr(value) {
+            return self.check_expr(&expr, &format!("`{key}={value}`"));
         }
         if value.contains('.') || self.bound.contains(value) {
             return self.check_ref(value, &format!("`{key}={value}`"));
@@ -392,6 +646,9 @@ impl Parser<'_> {
                 }
             }
             Kind::Enum(what, ok) | Kind::Flags(what, ok) => {
+                if let Some(expr) = parse_expr(value) {
+                    return self.check_expr(&expr, &format!("`{key}={value}`"));
+                }
                 if ok(value)
                     || parse_int(value).is_some()
                     || (value.contains('.') && self.is_bound_ref(value))
@@ -488,7 +745,11 @@ impl Parser<'_> {
                     )));
                 }
                 for side in [words[0], words[2]] {
-                    if side.contains('.') && parse_int(side).is_none() && split_ref(side).is_some()
+                    if let Some(expr) = parse_expr(side) {
+                        self.check_expr(&expr, &format!("`{side}`"))?;
+                    } else if side.contains('.')
+                        && parse_int(side).is_none()
+                        && split_ref(side).is_some()
                     {
                         self.check_ref(side, &format!("`{side}`"))?;
                     }
@@ -531,6 +792,9 @@ impl Parser<'_> {
             return Err(self.err("expected an expectation after `->` (ok, an errno name, error, empty, or key=value fields)"));
         };
         let first = first.as_str();
+        if first == "any" {
+            return self.any_order(spec, &tokens[1..]);
+        }
         if first == "ok" || first == "empty" {
             if let Some(extra) = tokens.get(1) {
                 return Err(self.err(format!("unexpected `{extra}` after `-> {first}`")));
@@ -589,6 +853,53 @@ impl Parser<'_> {
                 spec.name
             )));
         };
+        Ok(Expectation::Fields(self.fields(spec, keys, tokens, false)?))
+    }
+
+    /// `-> any wr_id=LIST [key=value…]` of `poll_cq`.
+    fn any_order(&self, spec: &Spec, tokens: &[String]) -> Result<Expectation, ParseError> {
+        let form = "`-> any wr_id=1,2,3 [key=value…]`";
+        let Expects::Fields(keys) = spec.expects else {
+            return Err(self.err(format!("{form} is only for poll_cq, not {}", spec.name)));
+        };
+        if !matches!(spec.name, "poll_cq" | "poll") {
+            return Err(self.err(format!("{form} is only for poll_cq, not {}", spec.name)));
+        }
+        let mut fields = self.fields(spec, keys, tokens, true)?;
+        let Some(at) = fields.iter().position(|(k, _)| k == "wr_id") else {
+            return Err(self.err(format!(
+                "expected the work requests after `-> any`: {form} (ranges too: wr_id=0..100)"
+            )));
+        };
+        let (_, list) = fields.remove(at);
+        let mut wr_ids = Vec::new();
+        for item in list.split(',') {
+            if item.is_empty() {
+                return Err(self.err(format!(
+                    "empty item in `wr_id={list}` (separate the work requests by `,` with no spaces)"
+                )));
+            }
+            match item.split_once("..") {
+                Some((a, b)) => {
+                    self.check_int("wr_id", a)?;
+                    self.check_int("wr_id", b)?;
+                }
+                None => self.check_int("wr_id", item)?,
+            }
+            wr_ids.push(item.to_owned());
+        }
+        Ok(Expectation::AnyOrder { wr_ids, fields })
+    }
+
+    /// The `key=value` fields of an expectation. For fields that are not
+    /// flag sets, `A|B` means either value (`status=REM_ACCESS_ERR|RETRY_EXC_ERR`).
+    fn fields(
+        &self,
+        spec: &Spec,
+        keys: &[(&str, Kind)],
+        tokens: &[String],
+        any: bool,
+    ) -> Result<Vec<(String, String)>, ParseError> {
         let mut fields = Vec::new();
         for tok in tokens {
             let Some((key, value)) = tok
@@ -608,10 +919,27 @@ impl Parser<'_> {
             if fields.iter().any(|(k, _): &(String, String)| k == key) {
                 return Err(self.err(format!("field `{key}` given twice after `->`")));
             }
-            self.check_value(key, value, *kind)?;
+            if key == "wr_id" && any {
+                // The list of `-> any`, checked by the caller.
+            } else if key == "wr_id" && (value.contains(',') || value.contains("..")) {
+                return Err(self.err(format!(
+                    "`wr_id={value}` names several work requests: write `-> any wr_id={value}` to reap them in any order"
+                )));
+            } else if value.contains('|') && !matches!(kind, Kind::Flags(..)) {
+                for alt in value.split('|') {
+                    if alt.is_empty() {
+                        return Err(self.err(format!(
+                            "empty alternative in `{key}={value}` (write `{key}=A|B`: either value matches)"
+                        )));
+                    }
+                    self.check_value(key, alt, *kind)?;
+                }
+            } else {
+                self.check_value(key, value, *kind)?;
+            }
             fields.push((key.to_owned(), value.to_owned()));
         }
-        Ok(Expectation::Fields(fields))
+        Ok(fields)
     }
 }
 

@@ -461,3 +461,142 @@ fn any_error_expectation() {
         "unexpected `status=SUCCESS` after `-> error`"
     );
 }
+
+// Goal: arithmetic values are accepted where numbers, enums and flags are,
+// and their references must be bound.
+// Method: parse valid uses; check the errors for an unbound reference.
+#[test]
+fn arithmetic_values() {
+    let s = parse(
+        "t.verbs",
+        &format!("{SETUP}post_send a wr_id=1+1 sge_raw=m.addr+8:8:m.lkey remote_addr=m.addr+4*2 rkey=m.rkey\nassert a.cap.max_send_wr+1 > 16-1\nmodify_qp a qp_state=RTR path_mtu=a.path_mtu+10\ncreate_cq d0 cqe=-1 comp_vector=-1\n"),
+    )
+    .unwrap();
+    assert_eq!(s.statements[5].named("remote_addr"), Some("m.addr+4*2"));
+    assert_eq!(s.statements[8].named("cqe"), Some("-1"));
+    assert_eq!(
+        stmt_err("post_send a wr_id=x+1"),
+        "unknown name `x` in `wr_id=x+1` (no earlier `let x = …`) (arithmetic takes numbers, `name.field` references and repeat variables)"
+    );
+    assert_eq!(
+        stmt_err("assert q.qp_num+1 == 2"),
+        "unknown name `q` in `q.qp_num+1` (no earlier `let q = …`) (arithmetic takes numbers, `name.field` references and repeat variables)"
+    );
+}
+
+// Goal: repeat blocks expand with their variable substituted, keep the real
+// line numbers, nest, and refuse malformed forms with a hint.
+// Method: parse blocks and inspect the statements; table of error cases.
+#[test]
+fn repeat_blocks() {
+    let text = format!(
+        "{SETUP}repeat i in 1..3 {{\n  post_send a wr_id=i sge=m:i*8:8\n  repeat j in 0..i {{\n    poll_cq cq -> wr_id=10*i+j\n  }}\n}}\nrepeat 2 {{\n  poll_cq cq\n}}\n"
+    );
+    let s = parse("t.verbs", &text).unwrap();
+    let got: Vec<(usize, String)> = s.statements[5..]
+        .iter()
+        .map(|st| (st.line, st.to_text()))
+        .collect();
+    let want = [
+        (7, "post_send a wr_id=1 sge=m:1*8:8"),
+        (9, "poll_cq cq -> wr_id=10*1+0"),
+        (7, "post_send a wr_id=2 sge=m:2*8:8"),
+        (9, "poll_cq cq -> wr_id=10*2+0"),
+        (9, "poll_cq cq -> wr_id=10*2+1"),
+        (13, "poll_cq cq"),
+        (13, "poll_cq cq"),
+    ];
+    let want: Vec<(usize, String)> = want.iter().map(|(n, t)| (*n, (*t).to_owned())).collect();
+    assert_eq!(got, want);
+    // The iteration is named when a body line fails to parse.
+    assert_eq!(
+        err(&format!("{SETUP}repeat i in 0..2 {{\n  poll_cq cq -> wr_id=i\n  poll_cq cq -> stauts=SUCCESS\n}}\n")),
+        (8, "unknown field `stauts` in the expectation of poll_cq (expected one of: wr_id, status, opcode, byte_len, imm_data, invalidated_rkey, qp_num, src_qp, wc_flags, vendor_err, pkey_index, slid, sl, dlid_path_bits) (in `repeat` iteration i=0)".to_owned())
+    );
+    for (body, line, msg) in [
+        ("repeat 3\n", 6, "expected `{` at the end of the `repeat` line"),
+        ("repeat i 0..3 {\n}\n", 6, "expected `repeat N {` or `repeat i in A..B {`, got `repeat i 0..3 {`"),
+        ("repeat i in 3 {\n}\n", 6, "expected a range A..B after `repeat i in`, got `3`"),
+        ("repeat i in 3..1 {\n}\n", 6, "the repeat range 3..1 runs backwards"),
+        ("repeat 1x {\n}\n", 6, "expected a number, or arithmetic on numbers and enclosing repeat variables as a repeat bound, got `1x`"),
+        ("repeat 0..n {\n}\n", 6, "expected `repeat N {` or `repeat i in A..B {`"),
+        ("repeat pd in 0..3 {\n}\n", 6, "the repeat variable `pd` is already bound by a `let`"),
+        ("repeat i in 0..3 {\nrepeat i in 0..3 {\n}\n}\n", 7, "the repeat variable `i` is already the variable of an enclosing `repeat`"),
+        ("repeat i in 0..2 {\nlet i = alloc_pd d0\n}\n", 7, "`let i` inside `repeat i …`"),
+        ("repeat 2 {\npoll_cq cq\n", 6, "`repeat` block not closed"),
+        ("}\n", 6, "`}` without an open `repeat` block"),
+        ("repeat 2 {\n#! seed: 1\n}\n", 7, "header `#! seed` inside a `repeat` block"),
+        ("repeat 1000001 {\npoll_cq cq\n}\n", 6, "more than 1000000"),
+    ] {
+        let (n, m) = err(&format!("{SETUP}{body}"));
+        assert_eq!(n, line, "{body}: {m}");
+        assert!(m.starts_with(msg) || m.contains(msg), "{body}: {m}");
+    }
+}
+
+// Goal: `-> any wr_id=LIST` and either-or field values parse, print back,
+// and are refused where they do not apply.
+// Method: parse, compare the tree and `to_text`; table of error cases.
+#[test]
+fn any_order_and_either_or() {
+    let s = parse(
+        "t.verbs",
+        &format!("{SETUP}poll_cq cq -> any wr_id=1,2,5..8 status=REM_ACCESS_ERR|RETRY_EXC_ERR\npoll_cq cq -> status=SUCCESS|WR_FLUSH_ERR wc_flags=GRH|WITH_IMM byte_len=0|8\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        s.statements[5].expect,
+        Expectation::AnyOrder {
+            wr_ids: vec!["1".into(), "2".into(), "5..8".into()],
+            fields: vec![("status".into(), "REM_ACCESS_ERR|RETRY_EXC_ERR".into())],
+        }
+    );
+    assert_eq!(
+        s.statements[5].to_text(),
+        "poll_cq cq -> any wr_id=1,2,5..8 status=REM_ACCESS_ERR|RETRY_EXC_ERR"
+    );
+    assert_eq!(
+        parse("t.verbs", &s.to_text()).unwrap().statements[5].expect,
+        s.statements[5].expect
+    );
+    // Events take alternatives too.
+    parse(
+        "t.verbs",
+        &format!("{SETUP}let ch = rdma_create_event_channel\nrdma_get_cm_event ch -> event=REJECTED|UNREACHABLE status=-110|0\nget_async_event d0 -> event_type=QP_FATAL|QP_REQ_ERR qp=a\n"),
+    )
+    .unwrap();
+    for (line, msg) in [
+        (
+            "poll_cq cq -> any status=SUCCESS",
+            "expected the work requests after `-> any`",
+        ),
+        ("poll_cq cq -> any wr_id=1,,2", "empty item in `wr_id=1,,2`"),
+        (
+            "poll_cq cq -> any wr_id=1,x",
+            "expected a number for `wr_id`, got `x`",
+        ),
+        (
+            "poll_cq cq -> wr_id=1,2",
+            "write `-> any wr_id=1,2` to reap them in any order",
+        ),
+        (
+            "let w = poll_cq cq -> any wr_id=1,2",
+            "`let w =` cannot bind `-> any`",
+        ),
+        (
+            "get_cq_event cq -> any wr_id=1",
+            "is only for poll_cq, not get_cq_event",
+        ),
+        (
+            "poll_cq cq -> status=SUCCESS|BOGUS",
+            "`BOGUS` is not a completion status",
+        ),
+        (
+            "poll_cq cq -> status=SUCCESS|",
+            "empty alternative in `status=SUCCESS|`",
+        ),
+    ] {
+        let m = stmt_err(line);
+        assert!(m.contains(msg), "{line}: {m}");
+    }
+}

@@ -98,6 +98,15 @@ pub enum Expectation {
     Empty,
     /// `-> key=value…`: one completion / event whose fields match.
     Fields(Vec<(String, String)>),
+    /// `-> any wr_id=1,2,3 [key=value…]` (`poll_cq`): one completion for
+    /// each listed work request, in any order, each matching the other fields.
+    AnyOrder {
+        /// The `wr_id=` list as written, split at `,`: numbers, references,
+        /// arithmetic values or ranges `A..B` (B excluded).
+        wr_ids: Vec<String>,
+        /// The other fields every completion must match.
+        fields: Vec<(String, String)>,
+    },
 }
 
 impl Statement {
@@ -147,6 +156,12 @@ impl Statement {
             Expectation::Empty => out.push_str(" -> empty"),
             Expectation::Fields(fields) => {
                 out.push_str(" ->");
+                for (k, v) in fields {
+                    let _ = write!(out, " {k}={v}");
+                }
+            }
+            Expectation::AnyOrder { wr_ids, fields } => {
+                let _ = write!(out, " -> any wr_id={}", wr_ids.join(","));
                 for (k, v) in fields {
                     let _ = write!(out, " {k}={v}");
                 }
@@ -211,7 +226,8 @@ impl Script {
         out
     }
 
-    /// The statement on 1-based line `line`, if any.
+    /// The statement on 1-based line `line`, if any (for a line inside a
+    /// `repeat` block, the one of the first iteration).
     pub fn statement_at(&self, line: usize) -> Option<&Statement> {
         self.statements.iter().find(|s| s.line == line)
     }

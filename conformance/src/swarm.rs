@@ -391,7 +391,7 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             },
             _ => Op::PollCq { slot: s(r) },
         },
-        F_QP => match r.below(6) {
+        F_QP => match r.below(8) {
             0 | 1 => Op::CreateQp {
                 slot: s(r),
                 pd: s(r),
@@ -401,15 +401,15 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 wr: if bad { 1 << 20 } else { 1 + r.below(16) as u32 },
                 sge: 1 + r.below(2) as u32,
             },
-            2 => Op::Connect {
+            2..=4 => Op::Connect {
                 a: s(r),
                 b: s(r),
                 mtu: r.below(3) as u8,
                 retry: r.below(8) as u8,
-                rnr: r.below(7) as u8,
+                rnr: r.below(8) as u8,
             },
-            3 => Op::ToError { slot: s(r) },
-            4 => Op::ToReset { slot: s(r) },
+            5 => Op::ToError { slot: s(r) },
+            6 => Op::ToReset { slot: s(r) },
             _ => Op::DestroyQp { slot: s(r) },
         },
         F_DATA => match r.below(4) {
@@ -604,6 +604,12 @@ pub fn run_seed_traced<V: Verbs>(
 ) -> SwarmReport {
     let ops = generate(&cfg);
     let mut report = SwarmReport::default();
+    // Panics are caught and reported with their step; while the swarm runs
+    // (and replays them shrinking), the default hook's message and
+    // backtrace for each would drown the report. The first panic's message
+    // is kept in the failure.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
     let outcome = execute(cfg.seed, &ops, make, snapshot, Some((&mut report, trace)));
     if let Err((at, why)) = outcome {
         let shrunk = shrink(
@@ -613,10 +619,10 @@ pub fn run_seed_traced<V: Verbs>(
             snapshot,
         );
         let (why2, script) = match execute(cfg.seed, &shrunk, make, snapshot, None) {
-            Err((_, w)) => (w, render(&cfg, &shrunk, make)),
+            Err((_, w)) => (w, render(&cfg, &shrunk, make, "failure (shrunk)")),
             Ok(()) => (
                 why.clone(),
-                render(&cfg, &ops[..=at.min(ops.len() - 1)], make),
+                render(&cfg, &ops[..=at.min(ops.len() - 1)], make, "failure"),
             ),
         };
         report.failure = Some(SwarmFailure {
@@ -625,11 +631,21 @@ pub fn run_seed_traced<V: Verbs>(
             script,
         });
     }
+    std::panic::set_hook(hook);
     report
 }
 
-/// The seed's family weights (swarm testing: each family off in a quarter
-/// of the seeds, else weighted 1-5) and its generated ops.
+/// The whole run of `cfg` (without the teardown) as a `.verbs` script,
+/// each statement with the outcome `make`'s backend gave (for reproducing
+/// and reading a run; a script of a passing run passes on the same
+/// backend): `verbsim fuzz --seeds N --print-script` shows it.
+pub fn script_for<V: Verbs>(cfg: SwarmConfig, make: &dyn Fn(u64) -> V) -> String {
+    render(&cfg, &generate(&cfg), make, "run")
+}
+
+/// The calls of one seed: the families' weights (swarm testing: each
+/// family off in a quarter of the seeds, else weighted 1-5), an optional
+/// working set-up, then `cfg.calls` draws.
 fn generate(cfg: &SwarmConfig) -> Vec<Op> {
     let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
     let mut weights = [0u64; FAMILIES];
@@ -638,14 +654,77 @@ fn generate(cfg: &SwarmConfig) -> Vec<Op> {
     }
     weights[F_CONTROL] = weights[F_CONTROL].max(2);
     weights[F_QP] = weights[F_QP].max(1);
-    (0..cfg.calls).map(|_| gen_op(&mut r, &weights)).collect()
-}
-
-/// A seed's whole run (without the teardown) as a `.verbs` script whose
-/// expectations are what `make`'s backend answered: `verbsim fuzz --seeds
-/// N --print-script` shows it, and `verbsim run` replays it.
-pub fn script_for_seed<V: Verbs>(cfg: SwarmConfig, make: &dyn Fn(u64) -> V) -> String {
-    render(&cfg, &generate(&cfg), make)
+    let mut ops: Vec<Op> = Vec::with_capacity(cfg.calls + 16);
+    if r.chance(60) {
+        // Half the seeds start from a working set-up (two devices, an RC
+        // or UC pair connected, registered memory), so the data path and
+        // its faults get most of their calls from a live connection.
+        let qp_type = if r.chance(75) { 0 } else { 1 };
+        ops.extend([
+            Op::OpenDevice {
+                slot: 0,
+                dev: 0,
+                process: 0,
+            },
+            Op::OpenDevice {
+                slot: 1,
+                dev: 1,
+                process: 1,
+            },
+            Op::AllocPd { slot: 0, ctx: 0 },
+            Op::AllocPd { slot: 1, ctx: 1 },
+            Op::CreateCq {
+                slot: 0,
+                ctx: 0,
+                cqe: 64,
+            },
+            Op::CreateCq {
+                slot: 1,
+                ctx: 1,
+                cqe: 64,
+            },
+            Op::RegMr {
+                slot: 0,
+                pd: 0,
+                len: 8192,
+                access: 0xf,
+            },
+            Op::RegMr {
+                slot: 1,
+                pd: 1,
+                len: 8192,
+                access: 0xf,
+            },
+            Op::CreateQp {
+                slot: 0,
+                pd: 0,
+                cq: 0,
+                qp_type,
+                srq: None,
+                wr: 16,
+                sge: 1,
+            },
+            Op::CreateQp {
+                slot: 1,
+                pd: 1,
+                cq: 1,
+                qp_type,
+                srq: None,
+                wr: 16,
+                sge: 1,
+            },
+            Op::Connect {
+                a: 0,
+                b: 1,
+                mtu: r.below(3) as u8,
+                retry: 7,
+                rnr: 3,
+            },
+        ]);
+        weights[F_DATA] = weights[F_DATA].max(6);
+    }
+    ops.extend((0..cfg.calls).map(|_| gen_op(&mut r, &weights)));
+    ops
 }
 
 /// Drops ops while the failure stays (greedy, halving chunk sizes).
@@ -681,12 +760,12 @@ fn shrink<V: Verbs>(
 
 /// The ops as a `.verbs` script whose expectations are what the backend
 /// answered when they ran (replayed once more to learn them).
-fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V) -> String {
+fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V, what: &str) -> String {
     let seed = cfg.seed;
     let mut v = make(seed);
     let mut st = State::<V>::new();
     let mut s = format!(
-        "#! description: swarm failure, seed {seed} (shrunk); `verbsim fuzz --seeds {seed}..{} --calls {}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
+        "#! description: swarm {what}, seed {seed}; `verbsim fuzz --seeds {seed}..{} --calls {}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
         seed + 1,
         cfg.calls
     );
@@ -1771,19 +1850,30 @@ fn connect<V: Verbs>(
     retry: u8,
     rnr: u8,
 ) -> Step {
+    // The peer: slot `b`, or the next live QP of `a`'s type after it.
+    let Some((_, _, ta, _)) = &st.qp[a as usize] else {
+        return Step::Skipped;
+    };
+    let ta = *ta;
+    let Some(b) = (0..SLOTS)
+        .map(|k| (b + k) % SLOTS)
+        .find(|&k| k != a && st.qp[k as usize].as_ref().is_some_and(|q| q.2 == ta))
+    else {
+        return Step::Skipped;
+    };
     // The pair is reset first: what was posted on it will not complete.
     if let (Some(x), Some(y)) = (&st.qp[a as usize], &st.qp[b as usize]) {
-        if a != b && x.2 == y.2 && x.2 < 2 {
+        if x.2 < 2 {
             let (na, nb) = (x.3, y.3);
             st.forget_order(a, na);
             st.forget_order(b, nb);
         }
     }
-    let (Some((qa, pa, ta, na)), Some((qb, pb, tb, nb))) = (&st.qp[a as usize], &st.qp[b as usize])
+    let (Some((qa, pa, ta, na)), Some((qb, pb, _, nb))) = (&st.qp[a as usize], &st.qp[b as usize])
     else {
         return Step::Skipped;
     };
-    if a == b || ta != tb || *ta >= 2 {
+    if *ta >= 2 {
         return Step::Skipped;
     }
     let (Some((_, ca)), Some((_, cb))) = (&st.pd[*pa as usize], &st.pd[*pb as usize]) else {

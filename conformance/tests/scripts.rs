@@ -259,3 +259,97 @@ fn e2e_fixtures_give_their_declared_outcome() {
         }
     }
 }
+
+/// Two connected RC QPs `a` → `b` on one CQ each (`cq`, `rcq`) and an MR `m`
+/// open to remote writes, for the language tests below.
+const RC_PAIR: &str = "\
+#! requires: rc data_path
+let d0 = open_device index=0
+let pd = alloc_pd d0
+let cq = create_cq d0 cqe=64
+let rcq = create_cq d0 cqe=64
+let a = create_qp pd qp_type=RC send_cq=cq recv_cq=cq
+let b = create_qp pd qp_type=RC send_cq=rcq recv_cq=rcq
+connect a b
+let m = reg_mr pd length=4096 access=LOCAL_WRITE|REMOTE_WRITE
+";
+
+fn failure(text: &str) -> (usize, String) {
+    match run_text(text) {
+        Outcome::Fail { line, message } => (line, message),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+// Goal: `-> any` reaps listed completions in any order and names what is
+// missing, unexpected or repeated.
+// Method: post writes 2 and 1, then expect {1,2} (passes), {1,2,3} (3 is
+// missing), {1} (2 is unexpected).
+#[test]
+fn any_order_names_missing_and_unexpected() {
+    let post = "post_send a wr_id=2 send_flags=SIGNALED opcode=RDMA_WRITE sge=m:0:8 remote=m:64; wr_id=1 send_flags=SIGNALED opcode=RDMA_WRITE sge=m:0:8 remote=m:72\n";
+    let ok =
+        format!("{RC_PAIR}{post}poll_cq cq -> any wr_id=1,2 status=SUCCESS\npoll_cq cq -> empty\n");
+    assert_eq!(run_text(&ok), Outcome::Pass);
+    let (line, msg) = failure(&format!("{RC_PAIR}{post}poll_cq cq -> any wr_id=1..4\n"));
+    assert_eq!(line, 11, "{msg}");
+    assert!(
+        msg.contains("expected completions of wr_id 3, got none"),
+        "{msg}"
+    );
+    assert!(msg.contains("already reaped: 1,2"), "{msg}");
+    let (_, msg) = failure(&format!("{RC_PAIR}{post}poll_cq cq -> any wr_id=1\n"));
+    assert!(msg.contains("an unexpected completion wr_id=2"), "{msg}");
+    assert!(msg.contains("while waiting for wr_id 1"), "{msg}");
+    let (_, msg) = failure(&format!("{RC_PAIR}{post}poll_cq cq -> any wr_id=1,2,1\n"));
+    assert!(msg.contains("wr_id 1 is listed twice"), "{msg}");
+    let (_, msg) = failure(&format!(
+        "{RC_PAIR}{post}poll_cq cq -> any wr_id=1,2 status=LOC_LEN_ERR|LOC_PROT_ERR\n"
+    ));
+    assert!(
+        msg.contains("status=SUCCESS (expected one of LOC_LEN_ERR LOC_PROT_ERR)"),
+        "{msg}"
+    );
+}
+
+// Goal: arithmetic values are computed from bindings at run time; negative
+// values reach signed C fields and are refused, naming the field, for
+// unsigned ones.
+// Method: a field plus one in an assert; cqe=-1 (EINVAL from the verb);
+// max_send_wr=-1 (a run-time error naming max_send_wr).
+#[test]
+fn arithmetic_and_signedness() {
+    let text = format!("{SETUP}let a = create_qp pd send_cq=cq recv_cq=cq\nassert a.cap.max_send_wr+1-1 == a.cap.max_send_wr\nassert a.cap.max_send_wr*2 > a.cap.max_send_wr+0\ncreate_cq d0 cqe=-1 -> EINVAL\n");
+    assert_eq!(run_text(&text), Outcome::Pass);
+    let (line, msg) = failure(&format!(
+        "{SETUP}create_qp pd send_cq=cq recv_cq=cq max_send_wr=-1 -> EINVAL\n"
+    ));
+    assert_eq!(line, 4);
+    assert!(
+        msg.contains("`max_send_wr=-1` is negative (-1), but `max_send_wr` is unsigned in C"),
+        "{msg}"
+    );
+    let (_, msg) = failure(&format!("{SETUP}assert d0+1 == 2\n"));
+    assert!(
+        msg.contains("cannot compute `d0+1`: `d0` is a device context"),
+        "{msg}"
+    );
+    let (_, msg) = failure(&format!("{SETUP}let g = query_gid d0\nassert g+1 == 2\n"));
+    assert!(
+        msg.contains("cannot compute `g+1`: `g` in `g+1` is `"),
+        "{msg}"
+    );
+}
+
+// Goal: a failure inside a repeat block points at the block's real line and
+// shows the iteration's values.
+// Method: a loop whose third iteration expects the wrong wr_id.
+#[test]
+fn repeat_failure_points_at_the_real_line() {
+    let text = format!(
+        "{RC_PAIR}repeat i in 0..5 {{\n    post_send a wr_id=i send_flags=SIGNALED opcode=RDMA_WRITE sge=m:0:8 remote=m:8*i\n\n    poll_cq cq -> wr_id=i*i\n}}\n"
+    );
+    let (line, msg) = failure(&text);
+    assert_eq!(line, 13, "{msg}");
+    assert!(msg.starts_with("poll_cq cq -> wr_id=2*2"), "{msg}");
+}

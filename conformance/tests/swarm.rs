@@ -8,7 +8,7 @@
 use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
 use conformance::files::run_parsed;
 use conformance::runner::{Outcome, RunOptions};
-use conformance::swarm::{run_seed, run_seed_traced, script_for_seed, SwarmConfig, SwarmReport};
+use conformance::swarm::{run_seed, run_seed_traced, script_for, SwarmConfig, SwarmReport};
 
 /// Two ConnectX-6 devices (DC, XRC, atomics) for even seeds, cx7 + rxe for
 /// odd ones (RoCE, OOO-capable, the rxe rules).
@@ -138,7 +138,7 @@ fn a_seed_renders_to_a_script_the_runner_replays() {
     // the swarm saw (handles, errnos, completions). 60 seeds × 1 500
     // generated calls.
     for seed in 0u64..60 {
-        let text = script_for_seed(cfg(seed, 1_500), &world);
+        let text = script_for(cfg(seed, 1_500), &world);
         assert!(text.lines().count() > 20, "seed {seed}: {text}");
         let script = conformance::parse("swarm.verbs", &text)
             .unwrap_or_else(|e| panic!("seed {seed}: line {}: {}\n{text}", e.line, e.message));
@@ -153,10 +153,10 @@ fn a_seed_renders_to_a_script_the_runner_replays() {
 #[test]
 fn a_failure_is_shrunk_to_a_short_script_that_replays() {
     // A snapshot that lies (it changes at every call while anything is
-    // alive) makes the first
-    // refused call look like it changed the world: the swarm must report
-    // the seed, shrink the run to a few statements ending at a refused
-    // call, and render them as a script the runner replays.
+    // alive) makes the first refused call look like it changed the world:
+    // the swarm must report the seed, shrink the run to a few statements
+    // ending at a refused call, and render them as a script the runner
+    // replays.
     let ticks = std::cell::Cell::new(0u64);
     let lying = |v: &SimVerbs| {
         ticks.set(ticks.get() + 1);

@@ -112,6 +112,9 @@ impl RetryCounters {
                 return RetryVerdict::Exhausted(WcStatus::RnrRetryExcErr);
             }
             self.rnr_left -= 1;
+        } else {
+            // Retry for ever; the count only tells a stall (`rnr_stalled`).
+            self.rnr_left = self.rnr_left.saturating_sub(1);
         }
         RetryVerdict::Retry {
             delay_ns: rnr_timer_ns(code),
@@ -130,7 +133,16 @@ impl RetryCounters {
         self.retry_left
     }
 
-    /// RNR retries left (meaningless when `rnr_retry == 7`).
+    /// With `rnr_retry == 7` (retry for ever): seven RNR NAKs came in a row
+    /// without progress. Hardware goes on retrying; the simulator parks
+    /// the requester until a receive is posted or a QP changes, instead of
+    /// spinning through timer events (issue #20 item 3).
+    pub const fn rnr_stalled(&self) -> bool {
+        self.rnr_retry == RNR_RETRY_INFINITE && self.rnr_left == 0
+    }
+
+    /// RNR retries left (with `rnr_retry == 7`: RNR NAKs left before the
+    /// simulator calls it a stall).
     pub const fn rnr_retries_left(&self) -> u8 {
         self.rnr_left
     }
@@ -203,12 +215,15 @@ mod tests {
             RetryVerdict::Exhausted(WcStatus::RnrRetryExcErr)
         );
         let mut forever = RetryCounters::new(0, 7);
-        for _ in 0..1000 {
+        for i in 0..1000 {
             assert!(matches!(
                 forever.on_rnr_nak(1),
                 RetryVerdict::Retry { delay_ns: 10_000 }
             ));
+            assert_eq!(forever.rnr_stalled(), i >= 6, "after {} NAKs", i + 1);
         }
+        forever.on_progress();
+        assert!(!forever.rnr_stalled());
     }
 
     #[test]

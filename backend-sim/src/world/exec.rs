@@ -719,7 +719,12 @@ impl World {
             n += 1;
         }
         if core::mem::take(&mut q.tx.rnr_wait) {
-            n += 1;
+            // A parked RNR wait has no timer (`unpark_rnr`).
+            if let Some(i) = self.rnr_parked.iter().position(|&p| p == qp) {
+                self.rnr_parked.remove(i);
+            } else {
+                n += 1;
+            }
         }
         self.live_timers -= n;
     }
@@ -1153,6 +1158,45 @@ impl World {
         self.rearm(qp);
     }
 
+    /// Requesters parked in an endless RNR wait retry now: called when a
+    /// receive is posted or a QP changes, which could end the wait (a
+    /// parked QP that still finds no receive parks again after seven more
+    /// RNR NAKs).
+    pub(crate) fn unpark_rnr(&mut self) {
+        if self.rnr_parked.is_empty() {
+            return;
+        }
+        for qp in core::mem::take(&mut self.rnr_parked) {
+            let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                continue;
+            };
+            if !q.tx.rnr_wait {
+                continue;
+            }
+            q.tx.rnr_wait = false;
+            self.kick(qp);
+            self.rearm(qp);
+        }
+    }
+
+    /// The requesters parked in an endless RNR wait, described: what a
+    /// poll loop that never ends is waiting for.
+    pub fn rnr_stalls(&self) -> Vec<String> {
+        self.rnr_parked
+            .iter()
+            .filter_map(|qp| self.qps.get(qp.index, qp.generation))
+            .filter(|q| q.tx.rnr_wait)
+            .map(|q| {
+                format!(
+                    "QP {:#x} of device {} waits for ever for a receive on QP {:#x} of device {}: \
+                     RNR NAK seven times in a row with rnr_retry=7 (retry for ever); \
+                     post a receive there, or use a finite rnr_retry",
+                    q.qp_num, q.device, q.tx.dest.qpn, q.tx.dest.device.0
+                )
+            })
+            .collect()
+    }
+
     /// The oldest outstanding request fails with `status` (retries
     /// exhausted): it completes in error and the QP enters ERR.
     fn fail_outstanding(&mut self, qp: QpHandle, status: WcStatus) {
@@ -1292,10 +1336,23 @@ impl World {
                         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
                         q.tx.rnr_wait = true;
                         q.tx.rnr_gen = generation;
-                        self.live_timers += 1;
                         if q.tx.ack_deadline.take().is_some() {
                             self.live_timers -= 1;
                         }
+                        if q.tx.retry.rnr_stalled() {
+                            // rnr_retry=7 and no receive for seven tries:
+                            // park instead of spinning (rnr_stalls).
+                            let peer = q.tx.dest;
+                            self.rnr_parked.push(qp);
+                            self.record(TraceEvent::RnrStalled {
+                                device,
+                                qpn,
+                                peer_device: u32::from(peer.device.0),
+                                peer_qpn: peer.qpn,
+                            });
+                            return;
+                        }
+                        self.live_timers += 1;
                         self.schedule(until, TimerKind::RnrRetry, qp.index, generation);
                         return;
                     }

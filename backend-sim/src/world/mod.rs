@@ -269,6 +269,8 @@ pub struct World {
     pub(crate) drops: Vec<crate::fabric::Packet>,
     /// Armed ACK and RNR timers (stale timer events do not count).
     pub(crate) live_timers: u32,
+    /// Requesters parked in an endless RNR wait (`exec::unpark_rnr`).
+    pub(crate) rnr_parked: Vec<QpHandle>,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
     /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
@@ -337,6 +339,7 @@ impl World {
             fabric,
             drops: Vec::new(),
             live_timers: 0,
+            rnr_parked: Vec::new(),
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),

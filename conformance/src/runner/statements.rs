@@ -9,6 +9,7 @@ use crate::literal::{parse_addr, parse_gid, parse_hex, to_hex};
 use crate::mask;
 use crate::schema::parse_mtu;
 use crate::script::{Arg, Expectation, Statement};
+use std::collections::BTreeSet;
 use std::time::Instant;
 use verbs_api::transitions::QpClass;
 use verbs_api::*;
@@ -256,8 +257,9 @@ impl<V: Verbs> Runner<'_, V> {
             }
             "create_cq" => {
                 let c = self.ctx(&p0)?;
-                let cqe = self.num_arg(stmt, "cqe", 64)?;
-                let comp_vector = self.num_arg(stmt, "comp_vector", 0)?;
+                // `int cqe` and `int comp_vector` in C.
+                let cqe = self.signed_u32_arg(stmt, "cqe", 64)?;
+                let comp_vector = self.signed_u32_arg(stmt, "comp_vector", 0)?;
                 let cq_context = self.num_arg(stmt, "cq_context", 0)?;
                 let channel = self.opt(stmt, "channel", Self::channel)?;
                 let init = CqInit {
@@ -933,14 +935,58 @@ impl<V: Verbs> Runner<'_, V> {
                     return Err(format!("expected no completion, got {}", wc_text(&wc)));
                 }
             }
+            Expectation::AnyOrder { wr_ids, fields } => {
+                let mut waiting = self.wr_id_list(wr_ids)?;
+                let mut reaped = BTreeSet::new();
+                while !waiting.is_empty() {
+                    let r = self.wait_for(poll);
+                    let Some(got) = self.expect(stmt, r)? else {
+                        return Ok(());
+                    };
+                    let Some(wc) = got else {
+                        return Err(format!(
+                            "expected completions of wr_id {}, got none within {} (already reaped: {})",
+                            id_list(&waiting),
+                            self.wait_bound(),
+                            if reaped.is_empty() { "none".to_owned() } else { id_list(&reaped) }
+                        ));
+                    };
+                    if !waiting.remove(&wc.wr_id) {
+                        let why = if reaped.contains(&wc.wr_id) {
+                            "a second completion of".to_owned()
+                        } else {
+                            "an unexpected completion".to_owned()
+                        };
+                        return Err(format!(
+                            "{why} {} while waiting for wr_id {}",
+                            wc_text(&wc),
+                            id_list(&waiting)
+                        ));
+                    }
+                    reaped.insert(wc.wr_id);
+                    self.check_fields(
+                        &format!("completion {}", wc_text(&wc)),
+                        &wc_record(&wc),
+                        fields,
+                    )?;
+                }
+            }
             _ => {
                 let r = self.wait_for(poll);
                 let Some(got) = self.expect(stmt, r)? else {
                     return Ok(());
                 };
                 let Some(wc) = got else {
+                    // The simulator can say why nothing will come.
+                    let stalls = match self.v.sim_control(SimCommand::Raw {
+                        name: "rnr_stalls",
+                        args: &[],
+                    }) {
+                        Ok(SimReply::Text(t)) if !t.is_empty() => format!(" ({t})"),
+                        _ => String::new(),
+                    };
                     return Err(format!(
-                        "expected a completion, got none within {}",
+                        "expected a completion, got none within {}{stalls}",
                         self.wait_bound()
                     ));
                 };
@@ -952,6 +998,41 @@ impl<V: Verbs> Runner<'_, V> {
             }
         }
         Ok(())
+    }
+
+    /// The work request ids of `-> any wr_id=…`: numbers, references,
+    /// arithmetic and ranges `A..B` (B excluded), each listed once.
+    fn wr_id_list(&mut self, items: &[String]) -> Step<BTreeSet<u64>> {
+        const MAX: u64 = 1_000_000;
+        let mut ids = BTreeSet::new();
+        let add = |id: u64, ids: &mut BTreeSet<u64>| {
+            if ids.insert(id) {
+                Ok(())
+            } else {
+                Err(format!("wr_id {id} is listed twice after `-> any`"))
+            }
+        };
+        for item in items {
+            match item.split_once("..") {
+                Some((a, b)) => {
+                    let a: u64 = self.num("wr_id", a)?;
+                    let b: u64 = self.num("wr_id", b)?;
+                    if b < a || b - a > MAX {
+                        return Err(format!(
+                            "the range `wr_id={item}` is {a}..{b}: it must run forwards and hold at most {MAX} ids"
+                        ));
+                    }
+                    for id in a..b {
+                        add(id, &mut ids)?;
+                    }
+                }
+                None => {
+                    let id = self.num("wr_id", item)?;
+                    add(id, &mut ids)?;
+                }
+            }
+        }
+        Ok(ids)
     }
 
     fn get_cq_event(&mut self, stmt: &Statement, p0: &str) -> Step {
@@ -1483,7 +1564,7 @@ impl<V: Verbs> Runner<'_, V> {
             },
             timeout: self.num_arg(stmt, "timeout", 14)?,
             retry_cnt: self.num_arg(stmt, "retry_cnt", 7)?,
-            rnr_retry: self.num_arg(stmt, "rnr_retry", 7)?,
+            rnr_retry: self.num_arg(stmt, "rnr_retry", 6)?,
             min_rnr_timer: self.num_arg(stmt, "min_rnr_timer", 12)?,
             max_rd_atomic: self.num_arg(stmt, "max_rd_atomic", 1)?,
             max_dest_rd_atomic: self.num_arg(stmt, "max_dest_rd_atomic", 1)?,
@@ -1923,4 +2004,24 @@ impl<V: Verbs> Runner<'_, V> {
         );
         Ok(())
     }
+}
+
+/// `1,2,5..8` style text of a set of work request ids (runs of three or more
+/// shortened to `A..B`, B excluded).
+fn id_list(ids: &BTreeSet<u64>) -> String {
+    let mut parts = Vec::new();
+    let mut iter = ids.iter().copied().peekable();
+    while let Some(start) = iter.next() {
+        let mut end = start;
+        while iter.peek() == Some(&(end + 1)) {
+            end += 1;
+            iter.next();
+        }
+        match end - start {
+            0 => parts.push(start.to_string()),
+            1 => parts.push(format!("{start},{end}")),
+            _ => parts.push(format!("{start}..{}", end + 1)),
+        }
+    }
+    parts.join(",")
 }

@@ -1,0 +1,111 @@
+//! `verbsim fuzz` and `verbsim calibrate` end to end: closing lines and exit
+//! codes.
+
+use std::process::Command;
+
+fn verbsim(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_verbsim"))
+        .args(args)
+        .env_remove("VERBS_SIM_SEED")
+        .output()
+        .expect("run verbsim");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+// Goal: a seed range passes with the plain closing line and the counters.
+#[test]
+fn fuzz_runs_a_range_and_reports_coverage() {
+    let (code, stdout, stderr) =
+        verbsim(&["fuzz", "--seeds", "10..14", "--calls", "400", "--coverage"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.lines().any(|l| l == "4 passed, 0 failed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("calls/s), seeds 10..14"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("create_qp ")),
+        "{stdout}"
+    );
+}
+
+// Goal: bad arguments are one-line errors and exit 2.
+#[test]
+fn fuzz_and_calibrate_refuse_bad_arguments() {
+    for args in [
+        &["fuzz", "--seeds", "5..5"][..],
+        &["fuzz", "--seeds", "x"],
+        &["fuzz", "--calls", "0"],
+        &["fuzz", "--bogus"],
+        &["calibrate", "--bogus"],
+    ] {
+        let (code, _, stderr) = verbsim(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("verbsim "), "{args:?}: {stderr}");
+    }
+}
+
+// Goal: the calibration table passes its band and says so.
+#[test]
+fn calibrate_prints_every_anchor_in_band() {
+    let (code, stdout, _) = verbsim(&["calibrate"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("8 of 8 anchors within 0.75-1.33"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("MISS"), "{stdout}");
+}
+
+// Goal: RC latency tests print perftest's figure beside post-to-completion
+// (issue #19 item 2): half a ping-pong round trip for WRITE, below the
+// post-to-completion time (which waits for the ACK), within the calibrated
+// band of the 0.93 µs anchor.
+#[test]
+fn latency_tests_report_perftest_semantics() {
+    let (code, stdout, _) = verbsim(&["perf", "--json", "write_lat", "-n", "100"]);
+    assert_eq!(code, 0, "{stdout}");
+    let typical = |key: &str| -> f64 {
+        let at = stdout
+            .find(&format!("\"{key}\":{{"))
+            .unwrap_or_else(|| panic!("{key}: {stdout}"));
+        let rest = &stdout[at..];
+        let t = rest.find("\"t_typical_us\":").expect("t_typical_us") + "\"t_typical_us\":".len();
+        rest[t..].split([',', '}']).next().unwrap().parse().unwrap()
+    };
+    let (sim, perftest) = (typical("sim"), typical("perftest"));
+    assert!(
+        perftest < sim,
+        "perftest {perftest} vs post-to-completion {sim}"
+    );
+    assert!((0.70..=1.24).contains(&perftest), "{perftest} µs");
+    let (code, stdout, _) = verbsim(&["perf", "write_lat", "-c", "UC", "-n", "10"]);
+    assert_eq!(code, 0);
+    assert!(
+        !stdout.contains("perftest"),
+        "no perftest row over UC:\n{stdout}"
+    );
+}
+
+// Goal: issue #20 item 1: every data-path test ran into "bad offset table
+// shape" (exit 101, no output) above 1 MiB although --help allows 1 GiB.
+// Method: the largest size the help allows, one iteration each.
+#[test]
+fn perf_runs_messages_up_to_the_help_limit() {
+    for test in ["write_bw", "read_bw", "write_lat", "read_lat", "send_bw"] {
+        let (code, stdout, stderr) = verbsim(&["perf", test, "-s", "1G", "-n", "1"]);
+        assert_eq!(code, 0, "{test}: {stdout}{stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(" 1073741824 ") && l.ends_with("simulated")),
+            "{test}: {stdout}"
+        );
+    }
+    let (code, _, stderr) = verbsim(&["perf", "write_bw", "-s", "2G", "-n", "1"]);
+    assert_eq!(code, 2, "above the limit is a usage error: {stderr}");
+}
