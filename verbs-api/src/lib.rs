@@ -35,6 +35,7 @@
 mod macros;
 
 mod cm;
+mod connect;
 mod control;
 mod device;
 mod error;
@@ -46,6 +47,7 @@ mod verbs;
 mod wr;
 
 pub use cm::*;
+pub use connect::{connect_qp, ConnectOptions, Endpoint};
 pub use control::*;
 pub use device::*;
 pub use error::*;
