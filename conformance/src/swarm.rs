@@ -799,6 +799,10 @@ fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V, what
     s
 }
 
+/// Where a counted run records: its report and the backend's trace
+/// fingerprint.
+type Recording<'a, V> = (&'a mut SwarmReport, &'a dyn Fn(&V) -> u64);
+
 /// Runs `ops` on a fresh backend and the teardown; `Err((index, why))`
 /// at the first broken invariant.
 fn execute<V: Verbs>(
@@ -806,7 +810,7 @@ fn execute<V: Verbs>(
     ops: &[Op],
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
-    mut report: Option<(&mut SwarmReport, &dyn Fn(&V) -> u64)>,
+    mut report: Option<Recording<'_, V>>,
 ) -> Result<(), (usize, String)> {
     let mut v = make(seed);
     let mut st = State::<V>::new();
