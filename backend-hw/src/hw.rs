@@ -525,6 +525,29 @@ pub struct HwVerbs {
     /// The device contexts librdmacm opened, by address, as handles
     /// (`rdma_id_info`'s `verbs`).
     pub(crate) cm_contexts: RefCell<std::collections::BTreeMap<usize, HwContext>>,
+    /// The device `VERBS_TEST_DEVICE` (or [`HwVerbs::with_device`]) named:
+    /// it is index 0 of this backend, the others follow in
+    /// `ibv_get_device_list` order.
+    preferred: Option<String>,
+}
+
+/// The order a backend sees devices in: `preferred` first, the rest in
+/// list order; `Err` (naming the devices there are) when `preferred` is
+/// not among `names`.
+pub(crate) fn device_order(names: &[String], preferred: Option<&str>) -> Result<Vec<usize>> {
+    let Some(want) = preferred else {
+        return Ok((0..names.len()).collect());
+    };
+    let Some(first) = names.iter().position(|n| n == want) else {
+        return Err(Error::new(
+            Verb::GetDeviceList,
+            ErrorKind::NoDevice,
+            format!("VERBS_TEST_DEVICE={want} names no device here; the devices are {names:?}"),
+        ));
+    };
+    Ok(std::iter::once(first)
+        .chain((0..names.len()).filter(|&i| i != first))
+        .collect())
 }
 
 impl fmt::Debug for HwVerbs {
@@ -747,6 +770,53 @@ impl HwVerbs {
         Ok(hw)
     }
 
+    /// [`HwVerbs::new`] with the device `name` (as `ibv_devices` lists it)
+    /// at index 0: `open_device(0)` opens it, the other devices follow.
+    ///
+    /// # Errors
+    /// As [`HwVerbs::new`]; [`ErrorKind::NoDevice`] listing the devices
+    /// when none is called `name`.
+    pub fn with_device(name: &str) -> Result<Self> {
+        let mut hw = Self::new()?;
+        let names = with_device_list(|d| {
+            d.iter()
+                .map(|&dev| device_info(dev).name)
+                .collect::<Vec<_>>()
+        })?;
+        device_order(&names, Some(name))?;
+        hw.preferred = Some(name.to_owned());
+        Ok(hw)
+    }
+
+    /// The backend `VERBS_TEST_DEVICE` asks for: [`HwVerbs::with_device`]
+    /// of `NAME` when it is set (`NAME` or `NAME:1`; only port 1 is used by
+    /// the corpus and the workloads, so another port is refused), else
+    /// [`HwVerbs::new`].
+    ///
+    /// # Errors
+    /// As those; `EINVAL` for a port other than 1.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("VERBS_TEST_DEVICE") {
+            Ok(v) if !v.is_empty() => {
+                let (name, port) = match v.split_once(':') {
+                    Some((n, p)) => (n, Some(p)),
+                    None => (v.as_str(), None),
+                };
+                if let Some(p) = port {
+                    if p != "1" {
+                        return Err(Error::new(
+                            Verb::OpenDevice,
+                            ErrorKind::InvalidArgument,
+                            format!("VERBS_TEST_DEVICE={v}: port {p}; the corpus and the workloads use port 1 (give NAME or NAME:1)"),
+                        ));
+                    }
+                }
+                Self::with_device(name)
+            }
+            _ => Self::new(),
+        }
+    }
+
     /// A backend that has not looked for devices yet (every verb then
     /// reports the missing device itself).
     pub fn unprobed() -> Self {
@@ -754,7 +824,18 @@ impl HwVerbs {
             id: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             legacy_xrc: RefCell::default(),
             cm_contexts: RefCell::default(),
+            preferred: None,
         }
+    }
+
+    /// This backend's device order over the live list (`preferred` first).
+    fn order(&self, devices: &[*mut sys::ibv_device]) -> Result<Vec<usize>> {
+        let names: Vec<String> = if self.preferred.is_some() {
+            devices.iter().map(|&d| device_info(d).name).collect()
+        } else {
+            vec![String::new(); devices.len()]
+        };
+        device_order(&names, self.preferred.as_deref())
     }
 
     pub(crate) fn ctx<'a>(
@@ -1150,11 +1231,24 @@ impl Verbs for HwVerbs {
     }
 
     fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>> {
-        with_device_list(|d| d.iter().map(|&dev| device_info(dev)).collect())
+        with_device_list(|d| {
+            let order = self.order(d)?;
+            Ok(order.into_iter().map(|i| device_info(d[i])).collect())
+        })?
     }
 
     fn open_device(&mut self, index: usize, process: ProcessId) -> Result<HwContext> {
-        let opened = with_device_list(|d| match d.get(index) {
+        let order = match with_device_list(|d| self.order(d)) {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) | Err(e) => {
+                return Err(
+                    Error::new(Verb::OpenDevice, e.kind(), e.message().to_string())
+                        .with_errno(e.errno()),
+                )
+            }
+        };
+        let real = order.get(index).copied();
+        let opened = with_device_list(|d| match real.and_then(|r| d.get(r)) {
             None => Err(Error::new(
                 Verb::OpenDevice,
                 ErrorKind::NoDevice,
@@ -2542,6 +2636,23 @@ mod tests {
         let other = HwCmId::stale_for_tests(hw.id + 1_000_000);
         let e = hw.rdma_listen(&other, 1).unwrap_err();
         assert!(e.message().contains("another HwVerbs instance"), "{e}");
+    }
+
+    #[test]
+    fn verbs_test_device_puts_the_named_device_first() {
+        // Goal: issue #20 item 4: VERBS_TEST_DEVICE selects the device it
+        // names (index 0 of the backend), and a name that is not there is
+        // a clear error listing the devices.
+        let names: Vec<String> = ["mlx5_0", "mlx5_1", "rxe0"].map(String::from).to_vec();
+        assert_eq!(device_order(&names, None).unwrap(), vec![0, 1, 2]);
+        assert_eq!(device_order(&names, Some("mlx5_1")).unwrap(), vec![1, 0, 2]);
+        assert_eq!(device_order(&names, Some("rxe0")).unwrap(), vec![2, 0, 1]);
+        let e = device_order(&names, Some("mlx5_9")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NoDevice);
+        assert!(
+            e.message().contains("mlx5_9") && e.message().contains("rxe0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@
 mod calibrate;
 mod fuzz;
 mod perf;
+mod report;
 mod run;
 
 use std::process::ExitCode;

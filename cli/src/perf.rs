@@ -1019,7 +1019,8 @@ fn run_hw(args: &Args) -> ExitCode {
     if args.seed.is_some() {
         eprintln!("verbsim perf: note: --seed only affects the simulator");
     }
-    match backend_hw::HwVerbs::new() {
+    // VERBS_TEST_DEVICE=NAME selects the device (index 0 of the backend).
+    match backend_hw::HwVerbs::from_env() {
         Ok(mut hw) => run_on(&mut hw, args, |_| None),
         Err(e) => {
             eprintln!("verbsim perf: no RDMA device for --backend hw: {e}");

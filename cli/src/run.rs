@@ -37,9 +37,16 @@ Options:
                     `hw` feature: cargo run -p verbsim --features hw -- run --backend hw PATH...
                     Without a device every script is SKIPped, unless
                     VERBS_TEST_DEVICE is set, which makes that a failure.
+                    VERBS_TEST_DEVICE=NAME (as ibv_devices lists it) runs
+                    every script on that device: it is index 0, the other
+                    devices follow; a name that is not there fails.
   --seed N          the simulator's root seed for every script (overrides
                     `#! seed:`; the environment variable VERBS_SIM_SEED does too)
   --verbose, -v     print each statement before running it
+  --junit FILE      also write a JUnit XML report (one testcase per script;
+                    a failure's message is file:line: what, with the seed)
+  --json FILE       also write the run as JSON (`-` for standard output,
+                    which then carries only the JSON)
   -h, --help        print this help
 ";
 
@@ -57,6 +64,10 @@ struct Args {
     seed: Option<u64>,
     verbose: bool,
     paths: Vec<PathBuf>,
+    /// `--junit FILE`.
+    junit: Option<PathBuf>,
+    /// `--json FILE` (`-` for standard output).
+    json: Option<PathBuf>,
 }
 
 /// Parses `verbsim run`'s arguments; `Ok(None)` for `--help`.
@@ -66,6 +77,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         seed: None,
         verbose: false,
         paths: Vec::new(),
+        junit: None,
+        json: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -82,6 +95,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         match flag {
             "-h" | "--help" => return Ok(None),
             "-v" | "--verbose" => out.verbose = true,
+            "--junit" => out.junit = Some(PathBuf::from(value("--junit")?)),
+            "--json" => out.json = Some(PathBuf::from(value("--json")?)),
             "--backend" => {
                 out.backend = match value("--backend")?.as_str() {
                     "sim" => Backend::Sim,
@@ -149,10 +164,7 @@ fn run_sim(args: &Args) -> ExitCode {
         ..RunOptions::default()
     };
     let make = |script: &Script| sim_backend(script, effective_seed(script, override_seed));
-    finish(
-        run_path(&args.paths, make, &options, print_line),
-        &args.paths,
-    )
+    finish(run_path(&args.paths, make, &options, printer(args)), args)
 }
 
 #[cfg(feature = "hw")]
@@ -171,12 +183,23 @@ fn run_hw(args: &Args) -> ExitCode {
             return match conformance::collect_scripts(&args.paths) {
                 Ok(found) if found.is_empty() => no_scripts(&args.paths),
                 Ok(found) => {
-                    println!(
-                        "SKIP all {} scripts: no RDMA device: {e} (set VERBS_TEST_DEVICE to make this a failure)",
-                        found.len()
-                    );
-                    println!("0 passed, 0 failed, {} skipped", found.len());
-                    ExitCode::from(EXIT_NOTHING_RAN)
+                    let reason = format!("no RDMA device: {e}");
+                    if args.json.as_deref() != Some(std::path::Path::new("-")) {
+                        println!(
+                            "SKIP all {} scripts: {reason} (set VERBS_TEST_DEVICE to make this a failure)",
+                            found.len()
+                        );
+                    }
+                    let mut summary = conformance::Summary::default();
+                    for p in found {
+                        summary.add(
+                            p.display().to_string(),
+                            Outcome::Skip {
+                                reason: reason.clone(),
+                            },
+                        );
+                    }
+                    finish(Ok(summary), args)
                 }
                 Err(e) => {
                     eprintln!("verbsim run: {e}");
@@ -185,7 +208,8 @@ fn run_hw(args: &Args) -> ExitCode {
             };
         }
     }
-    let make = |_: &Script| match backend_hw::HwVerbs::new() {
+    // VERBS_TEST_DEVICE=NAME runs every script on that device (index 0).
+    let make = |_: &Script| match backend_hw::HwVerbs::from_env() {
         Ok(hw) => Ok(hw),
         Err(e) if strict => Err(Outcome::Fail {
             line: 0,
@@ -195,10 +219,7 @@ fn run_hw(args: &Args) -> ExitCode {
             reason: format!("no RDMA device: {e}"),
         }),
     };
-    finish(
-        run_path(&args.paths, make, &options, print_line),
-        &args.paths,
-    )
+    finish(run_path(&args.paths, make, &options, printer(args)), args)
 }
 
 #[cfg(not(feature = "hw"))]
@@ -211,8 +232,14 @@ fn run_hw(_: &Args) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn print_line(path: &str, outcome: &Outcome) {
-    println!("{}", outcome.report_line(path));
+/// Prints each script's line, unless standard output carries the JSON.
+fn printer(args: &Args) -> impl FnMut(&str, &Outcome) {
+    let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
+    move |path, outcome| {
+        if !quiet {
+            println!("{}", outcome.report_line(path));
+        }
+    }
 }
 
 /// Exit status when every script was skipped.
@@ -225,18 +252,53 @@ fn no_scripts(paths: &[PathBuf]) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn finish(summary: std::io::Result<conformance::Summary>, paths: &[PathBuf]) -> ExitCode {
+fn finish(summary: std::io::Result<conformance::Summary>, args: &Args) -> ExitCode {
+    let to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
     match summary {
-        Ok(s) if s.passed + s.failed + s.skipped == 0 => no_scripts(paths),
+        Ok(s) if s.passed + s.failed + s.skipped == 0 => no_scripts(&args.paths),
         Ok(s) => {
-            println!("{}", s.closing_line());
-            if s.failed > 0 {
+            let code = if s.failed > 0 {
                 ExitCode::FAILURE
             } else if s.passed == 0 {
-                println!("nothing ran: all {} scripts were skipped", s.skipped);
                 ExitCode::from(EXIT_NOTHING_RAN)
             } else {
                 ExitCode::SUCCESS
+            };
+            if !to_stdout {
+                println!("{}", s.closing_line());
+                if s.failed == 0 && s.passed == 0 {
+                    println!("nothing ran: all {} scripts were skipped", s.skipped);
+                }
+            }
+            let backend = match args.backend {
+                Backend::Sim => "sim",
+                Backend::Hw => "hw",
+            };
+            // A report that cannot be written is said, and turns a passing
+            // run's status into 2; a failing run keeps its 1.
+            let mut write_failed = false;
+            let mut write = |path: &std::path::Path, text: String| {
+                let r = if path == std::path::Path::new("-") {
+                    print!("{text}");
+                    Ok(())
+                } else {
+                    std::fs::write(path, text)
+                };
+                if let Err(e) = r {
+                    eprintln!("verbsim run: cannot write {}: {e}", path.display());
+                    write_failed = true;
+                }
+            };
+            if let Some(p) = &args.junit {
+                write(p, crate::report::junit(&s, backend));
+            }
+            if let Some(p) = &args.json {
+                write(p, crate::report::json_report(&s, backend));
+            }
+            if write_failed && s.failed == 0 {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                code
             }
         }
         Err(e) => {

@@ -130,3 +130,91 @@ fn empty_and_all_skipped_runs_have_their_own_exit_codes() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Goal: issue #17 item 2: the JUnit report is XML a CI reporter reads (one
+// testcase per script, the failure's message is file:line with the seed,
+// skips marked), the JSON has the same content, `--json -` makes standard
+// output pure JSON, and the run's own exit status stands.
+#[test]
+fn junit_and_json_reports_parse_and_match_the_run() {
+    let dir = std::env::temp_dir().join(format!("verbsim-reports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (junit, json) = (dir.join("r.xml"), dir.join("r.json"));
+    let fx = fixtures();
+    let (code, stdout, stderr) = verbsim(&[
+        "run",
+        "--junit",
+        junit.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        fx.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        code, 1,
+        "the fixtures hold a failing script: {stdout}{stderr}"
+    );
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let scripts = stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS ") || l.starts_with("FAIL ") || l.starts_with("SKIP "))
+        .count();
+    assert_eq!(cases.len(), scripts, "one testcase per script");
+    let failures: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .collect();
+    assert_eq!(failures.len(), 1);
+    let msg = failures[0].attribute("message").unwrap();
+    assert!(msg.contains("fail_expectation_line.verbs:10:"), "{msg}");
+    assert!(msg.contains("VERBS_SIM_SEED="), "{msg}");
+    assert_eq!(
+        doc.descendants()
+            .filter(|n| n.has_tag_name("skipped"))
+            .count(),
+        1
+    );
+    let suite = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap();
+    assert_eq!(suite.attribute("failures"), Some("1"));
+
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["failed"], 1);
+    assert_eq!(v["scripts"].as_array().unwrap().len(), scripts);
+    let fail = v["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["outcome"] == "fail")
+        .unwrap();
+    assert_eq!(fail["line"], 10);
+    assert!(fail["seed"].is_u64());
+
+    // `--json -`: standard output is the JSON alone.
+    let (code, stdout, _) = verbsim(&["run", "--json", "-", fx.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is pure JSON");
+    assert_eq!(v["backend"], "sim");
+
+    // A report that cannot be written does not hide the run's failure.
+    let (code, _, stderr) = verbsim(&[
+        "run",
+        "--junit",
+        "/nonexistent/dir/r.xml",
+        fx.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot write /nonexistent/dir/r.xml"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
