@@ -1,95 +1,148 @@
-//! `verbsim fuzz`: the swarm (`conformance::swarm`, issue #12) over a range
-//! of seeds on the simulator.
+//! `verbsim fuzz`: the swarm ([`conformance::swarm`]) on the simulator over
+//! any seed range, with the per-verb coverage counters and the rate
+//! (docs/swarm.md). CI runs a fixed range through `cargo test -p
+//! conformance --test swarm` and this command.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
-use conformance::swarm::{run_seed, SwarmConfig, SwarmReport};
+use conformance::swarm::{run_seed_traced, script_for, SwarmConfig, SwarmReport};
 
 use crate::parsed_or_exit;
 
 /// `verbsim fuzz --help`.
 pub(crate) const HELP: &str = "\
-verbsim fuzz: swarm testing of the simulator (random verb calls, valid and
-invalid, across every family, with invariants checked after each call)
+verbsim fuzz: swarm testing on the simulator (docs/swarm.md)
 
 Usage:
-  verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
+  verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
+               [--script-out FILE]
+  verbsim fuzz --print-script --seeds N [--calls N]
+
+Each seed picks which verb families are on and how heavily, makes N random
+calls (valid and invalid) on a fresh two-device world, checks the
+invariants after every call and tears everything down. Each failing seed
+is printed with what broke and the failing sequence shrunk to a .verbs
+script that replays it (`verbsim run FILE`).
 
 Options:
-  --seeds A..B   the seeds to run, B excluded (default 0..100)
-  --calls N      calls drawn per seed (default 1500; calls on an empty slot
-                 are skipped, so about 4 in 10 reach the backend)
-  --coverage     print the per-verb counters (ok / refused)
-  -h, --help     this text
+  --seeds A..B        the seeds, B excluded; `A` alone is one seed
+                      (default 0..100)
+  --calls N           calls drawn per seed (default 1500; a call on an
+                      empty or taken slot is skipped)
+  --coverage          print the per-verb counters (ok / refused)
+  --twice             run every seed twice and require the same digest of
+                      calls, answers and simulator trace (determinism)
+  --script-out FILE   write the first failure's shrunk script to FILE
+  --print-script      print the first seed's whole run as a .verbs script
+                      (what the simulator answered as expectations;
+                      `verbsim run` replays it) instead of fuzzing
+  -h, --help          this text
 
 Even seeds run two ConnectX-6 devices, odd seeds a ConnectX-7 and an rxe.
-Each failing seed is printed with what broke and the shrunk .verbs script
-that replays it (`verbsim run FILE`). The last line is `N passed, N failed`
-(seeds). Exit status: 0 when every seed passed, 1 when one failed, 2 on a
-usage error. `verbsim fuzz --seeds 0..2000` makes about 10^6 calls.
+The last line is `N passed, N failed` (seeds). Exit status: 0 when every
+seed passed, 1 when one failed, 2 on a usage error. `verbsim fuzz --seeds
+0..1100` makes about 10^6 calls (docs/swarm.md).
 ";
 
+/// The parsed arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Args {
-    seeds: std::ops::Range<u64>,
+    seeds: (u64, u64),
     calls: usize,
+    twice: bool,
     coverage: bool,
+    script_out: Option<String>,
+    print_script: bool,
 }
 
+/// `A..B` or `A`.
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let num = |x: &str| {
+        x.trim()
+            .replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| format!("`{x}` is not a seed (a decimal number)"))
+    };
+    match s.split_once("..") {
+        Some((a, b)) => {
+            let (a, b) = (num(a)?, num(b)?);
+            if b <= a {
+                return Err(format!("--seeds {s}: the range is empty"));
+            }
+            Ok((a, b))
+        }
+        None => {
+            let a = num(s)?;
+            Ok((a, a.saturating_add(1)))
+        }
+    }
+}
+
+/// `Ok(None)` for `--help`.
 fn parse(args: &[String]) -> Result<Option<Args>, String> {
     let mut a = Args {
-        seeds: 0..100,
+        seeds: (0, 100),
         calls: 1_500,
+        twice: false,
         coverage: false,
+        script_out: None,
+        print_script: false,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
+        let mut value = |flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
-            "--coverage" => a.coverage = true,
-            "--seeds" => {
-                let v = it.next().ok_or("--seeds needs A..B")?;
-                let (lo, hi) = v
-                    .split_once("..")
-                    .ok_or_else(|| format!("--seeds `{v}`: expected A..B"))?;
-                let lo: u64 = lo
-                    .parse()
-                    .map_err(|_| format!("--seeds `{v}`: bad start"))?;
-                let hi: u64 = hi.parse().map_err(|_| format!("--seeds `{v}`: bad end"))?;
-                if hi <= lo {
-                    return Err(format!("--seeds `{v}`: the range is empty"));
-                }
-                a.seeds = lo..hi;
-            }
+            "--seeds" => a.seeds = parse_range(&value("--seeds")?)?,
             "--calls" => {
-                let v = it.next().ok_or("--calls needs a number")?;
+                let v = value("--calls")?;
                 a.calls = v
                     .parse()
                     .ok()
                     .filter(|&n| n > 0 && n <= 1_000_000)
-                    .ok_or_else(|| format!("--calls `{v}`: expected 1..=1000000"))?;
+                    .ok_or_else(|| format!("--calls {v}: expected 1..=1000000"))?;
             }
+            "--twice" => a.twice = true,
+            "--coverage" => a.coverage = true,
+            "--script-out" => a.script_out = Some(value("--script-out")?),
+            "--print-script" => a.print_script = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
     Ok(Some(a))
 }
 
-/// The world of a seed (the same as conformance/tests/swarm.rs).
-fn world(seed: u64) -> SimVerbs {
+/// The world of a seed: two ConnectX-6 (DC, XRC, atomics) for even seeds,
+/// a ConnectX-7 and an rxe device (RoCE, the rxe rules) for odd ones; the
+/// same worlds as `conformance/tests/swarm.rs`.
+pub(crate) fn world(seed: u64) -> SimVerbs {
     let devices = if seed % 2 == 0 {
         vec![DeviceProfile::connectx6(), DeviceProfile::connectx6()]
     } else {
         vec![DeviceProfile::connectx7(), DeviceProfile::rxe()]
     };
-    SimVerbs::new(SimConfig {
-        seed,
-        ..SimConfig::with_devices(devices)
-    })
+    SimVerbs::new(SimConfig::for_profiles(seed, devices))
 }
 
-fn live(v: &SimVerbs) -> String {
+/// The seed's run configuration, with the `#! devices:` header of
+/// [`world`] for failure scripts.
+pub(crate) fn config(seed: u64, calls: usize) -> SwarmConfig {
+    SwarmConfig {
+        seed,
+        calls,
+        devices: if seed % 2 == 0 { "cx6 cx6" } else { "cx7 rxe" },
+    }
+}
+
+/// What is alive, or `nothing` (librdmacm's own contexts and default PDs
+/// live as long as the library and are not counted).
+pub(crate) fn live(v: &SimVerbs) -> String {
     let l = v.live_objects();
     if l.is_empty() {
         "nothing".to_owned()
@@ -98,52 +151,130 @@ fn live(v: &SimVerbs) -> String {
     }
 }
 
-/// Runs `verbsim fuzz`.
+/// The simulator's trace, virtual time and event count, hashed.
+pub(crate) fn trace(v: &SimVerbs) -> u64 {
+    let t = v.trace();
+    let text = format!("{}|{}|{}|{}", v.now_ns(), t.len(), t.dropped(), t.render());
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// One seed, once.
+pub(crate) fn run_one(seed: u64, calls: usize) -> SwarmReport {
+    run_seed_traced(config(seed, calls), &world, &live, &trace)
+}
+
+/// `verbsim fuzz ARGS`.
 pub(crate) fn main(args: &[String]) -> ExitCode {
     let a = match parsed_or_exit("fuzz", HELP, parse(args)) {
         Ok(a) => a,
         Err(code) => return code,
     };
-    let started = Instant::now();
+    if a.print_script {
+        print!("{}", script_for(config(a.seeds.0, a.calls), &world));
+        return ExitCode::SUCCESS;
+    }
+    let start = Instant::now();
     let mut total = SwarmReport::default();
     let (mut passed, mut failed) = (0u64, 0u64);
-    for seed in a.seeds.clone() {
-        let r = run_seed(
-            SwarmConfig {
-                seed,
-                calls: a.calls,
-            },
-            &world,
-            &live,
-        );
+    let mut first_script: Option<String> = None;
+    let (lo, hi) = a.seeds;
+    let mut seeds_run = 0u64;
+    for seed in lo..hi {
+        let r = run_one(seed, a.calls);
+        seeds_run += 1;
+        let mut why = r
+            .failure
+            .as_ref()
+            .map(|f| (f.why.clone(), f.script.clone()));
+        if a.twice && why.is_none() {
+            let again = run_one(seed, a.calls);
+            total.calls += again.calls;
+            if again.digest != r.digest || again.calls != r.calls {
+                why = Some((
+                    format!(
+                        "not deterministic: digest {:#018x} ({} calls) then {:#018x} ({} calls)",
+                        r.digest, r.calls, again.digest, again.calls
+                    ),
+                    String::new(),
+                ));
+            }
+        }
         total.absorb(&r);
-        match r.failure {
+        match why {
             None => passed += 1,
-            Some(f) => {
+            Some((why, script)) => {
                 failed += 1;
-                println!(
-                    "FAIL seed {}: {}\n--- shrunk script (VERBS_SIM_SEED={}) ---\n{}---",
-                    f.seed, f.why, f.seed, f.script
-                );
+                println!("FAIL seed {seed}: {why}");
+                if !script.is_empty() {
+                    println!("--- shrunk script (VERBS_SIM_SEED={seed}) ---\n{script}---");
+                    if first_script.is_none() {
+                        first_script = Some(script);
+                    }
+                }
             }
         }
     }
-    let secs = started.elapsed().as_secs_f64();
+    let secs = start.elapsed().as_secs_f64();
+    if let (Some(path), Some(script)) = (&a.script_out, &first_script) {
+        if let Err(e) = std::fs::write(path, script) {
+            eprintln!("verbsim fuzz: cannot write {path}: {e}");
+        }
+    }
     if a.coverage {
         print!("{}", total.coverage());
     }
     println!(
-        "{} calls in {:.2} s ({:.0} calls/s), seeds {}..{}",
+        "{} calls in {secs:.2} s ({:.0} calls/s), seeds {lo}..{}, {} calls drawn per seed{}, digest {:#018x}",
         total.calls,
-        secs,
         total.calls as f64 / secs.max(1e-9),
-        a.seeds.start,
-        a.seeds.end
+        lo + seeds_run,
+        a.calls,
+        if a.twice { ", every seed twice" } else { "" },
+        total.digest,
     );
     println!("{passed} passed, {failed} failed");
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_ranges_and_flags() {
+        let a = parse(&args("--seeds 10..20 --calls 50 --twice --coverage"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.seeds, (10, 20));
+        assert_eq!(a.calls, 50);
+        assert!(a.twice && a.coverage && !a.print_script);
+        assert_eq!(parse(&args("--seeds 7")).unwrap().unwrap().seeds, (7, 8));
+        assert!(parse(&args("--seeds 5..5")).is_err());
+        assert!(parse(&args("--seeds x..3")).is_err());
+        assert!(parse(&args("--calls 0")).is_err());
+        assert!(parse(&args("--bogus")).is_err());
+        assert!(parse(&args("--help")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_seed_runs_the_same_twice_and_differs_from_another() {
+        let a = run_one(3, 1_500);
+        let b = run_one(3, 1_500);
+        let c = run_one(4, 1_500);
+        assert!(a.failure.is_none() && c.failure.is_none());
+        assert!(a.calls > 300, "only {} calls", a.calls);
+        assert_eq!(a.digest, b.digest);
+        assert_eq!(a.calls, b.calls);
+        assert_ne!(a.digest, c.digest);
     }
 }

@@ -5,6 +5,7 @@
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
 //! verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
 //! verbsim calibrate
+//! verbsim fuzz [--seeds A..B] [--calls N] [--twice]
 //! ```
 //!
 //! Subcommands are dispatched by name in [`main`]; each lives in its own
@@ -59,6 +60,9 @@ Usage:
   verbsim calibrate
                  the simulator's timing against published perftest figures
                  (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
+  verbsim fuzz [--seeds A..B] [--calls N] [--twice] [--keep-going]
+                 swarm testing: random valid and invalid calls with invariants
+                 after each, failures shrunk to a .verbs script (docs/swarm.md)
   verbsim help [COMMAND]
                  this text, or a command's help
 

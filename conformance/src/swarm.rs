@@ -9,9 +9,11 @@
 //! * no panic (a panic is caught and reported with its step);
 //! * a refused call changes nothing observable: the caller's snapshot
 //!   (for the simulator, its live objects) and the state of every QP are
-//!   the same before and after;
+//!   the same before and after (except `connect`, several calls, and
+//!   `poll_cq`, which drives the simulator's virtual time);
 //! * every completion names a request that was posted on that QP and is
-//!   reported once;
+//!   reported once, and none overtakes a signalled send or a receive
+//!   posted earlier on the same queue;
 //! * at the end, a full teardown succeeds and leaves the snapshot empty.
 //!
 //! Delivery under faults (exactly once, in order, byte-exact, or the
@@ -40,6 +42,10 @@ pub struct SwarmConfig {
     pub seed: u64,
     /// Calls to make before the teardown.
     pub calls: usize,
+    /// The `#! devices:` header of a failure's script (the profiles the
+    /// `make` closure builds for this seed, e.g. `cx6 cx6`), so `verbsim
+    /// run` replays it on the same world; empty for none.
+    pub devices: &'static str,
 }
 
 /// A failed invariant.
@@ -62,12 +68,24 @@ pub struct SwarmReport {
     pub per_verb: BTreeMap<&'static str, (u64, u64)>,
     /// The first failure, shrunk.
     pub failure: Option<SwarmFailure>,
+    /// A digest of everything observable: each call's script line and
+    /// answer (handles, completions, errnos) and the backend's trace
+    /// fingerprint before the teardown. Two runs of one seed must agree.
+    pub digest: u64,
+}
+
+/// FNV-1a, folded into `h`.
+fn fnv(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 impl SwarmReport {
     /// Adds another run's counters (not its failure).
     pub fn absorb(&mut self, other: &Self) {
         self.calls += other.calls;
+        self.digest = fnv(self.digest, &other.digest.to_le_bytes());
         for (verb, (ok, err)) in &other.per_verb {
             let e = self.per_verb.entry(verb).or_default();
             e.0 += ok;
@@ -86,7 +104,7 @@ impl SwarmReport {
 }
 
 /// Operation families a seed turns on or off.
-const FAMILIES: usize = 8;
+const FAMILIES: usize = 9;
 const F_CONTROL: usize = 0;
 const F_QP: usize = 1;
 const F_DATA: usize = 2;
@@ -95,6 +113,7 @@ const F_FAULTS: usize = 4;
 const F_XRC: usize = 5;
 const F_CM: usize = 6;
 const F_INVALID: usize = 7;
+const F_DC: usize = 8;
 
 /// splitmix64: small, seedable, the same everywhere.
 #[derive(Clone, Debug)]
@@ -258,6 +277,29 @@ enum Op {
     CmDestroyId {
         slot: u8,
     },
+    /// `mlx5dv_create_qp`: a DCI, or a DCT on an SRQ.
+    CreateDc {
+        slot: u8,
+        pd: u8,
+        cq: u8,
+        srq: u8,
+        dct: bool,
+    },
+    /// `ibv_create_srq_ex` of type XRC.
+    CreateXrcSrq {
+        slot: u8,
+        pd: u8,
+        xrcd: u8,
+        cq: u8,
+    },
+    /// `ibv_create_qp_ex`: XRC_INI (on a PD) or XRC_TGT (on a domain).
+    CreateXrcQp {
+        slot: u8,
+        pd: u8,
+        xrcd: u8,
+        cq: u8,
+        tgt: bool,
+    },
 }
 
 impl Op {
@@ -292,6 +334,9 @@ impl Op {
             Self::CmCreateId { .. } => "rdma_create_id",
             Self::CmBind { .. } => "rdma_bind_addr",
             Self::CmDestroyId { .. } => "rdma_destroy_id",
+            Self::CreateDc { .. } => "mlx5dv_create_qp",
+            Self::CreateXrcSrq { .. } => "create_srq_ex",
+            Self::CreateXrcQp { .. } => "create_qp_ex",
         }
     }
 }
@@ -411,7 +456,20 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 ns: [100, 10_000, 1_000_000][r.below(3) as usize],
             },
         },
-        F_XRC => match r.below(5) {
+        F_XRC => match r.below(7) {
+            5 => Op::CreateXrcSrq {
+                slot: s(r),
+                pd: s(r),
+                xrcd: s(r),
+                cq: s(r),
+            },
+            6 => Op::CreateXrcQp {
+                slot: s(r),
+                pd: s(r),
+                xrcd: s(r),
+                cq: s(r),
+                tgt: r.chance(50),
+            },
             0 => Op::OpenXrcDomain {
                 slot: s(r),
                 ctx: s(r),
@@ -432,10 +490,20 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             0 => Op::CmCreateId { slot: s(r) },
             1 => Op::CmBind {
                 slot: s(r),
-                dev: r.below(2) as u8,
+                dev: r.below(3) as u8,
                 port: 7000 + r.below(3) as u16,
             },
             _ => Op::CmDestroyId { slot: s(r) },
+        },
+        F_DC => match r.below(3) {
+            0 | 1 => Op::CreateDc {
+                slot: s(r),
+                pd: s(r),
+                cq: s(r),
+                srq: s(r),
+                dct: r.chance(50),
+            },
+            _ => Op::DestroyQp { slot: s(r) },
         },
         _ => Op::PollCq { slot: s(r) },
     }
@@ -443,7 +511,8 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
 
 /// An MR slot: handle, PD slot, address, lkey, rkey, length.
 type MrSlot<V> = (<V as Verbs>::Mr, u8, u64, u32, u32, u32);
-/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD), QP number.
+/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD, 3 DCI/DCT, 4
+/// XRC_INI/XRC_TGT: only 0 and 1 are connected and posted to), QP number.
 type QpSlot<V> = (<V as Verbs>::Qp, u8, u8, u32);
 
 /// The objects of a run, by slot, with their script names.
@@ -456,12 +525,29 @@ struct State<V: Verbs> {
     qp: Vec<Option<QpSlot<V>>>,
     xrcd: Vec<Option<(V::Xrcd, u8)>>,
     rcv_qpns: Vec<u32>,
+    /// QP slots the last `connect` brought to RTS (until a transition,
+    /// destroy or new QP in the slot): posts prefer them.
+    rts: Vec<bool>,
     cm_ch: Option<V::CmChannel>,
     cm_id: Vec<Option<V::CmId>>,
     /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
     /// completed.
     outstanding: BTreeMap<u64, (u8, u32, bool)>,
+    /// The outstanding requests whose completions must come in posting
+    /// order on their queue (signalled sends and receives of RC/UC QPs);
+    /// a QP that goes to RESET or is destroyed drops its own.
+    ordered: std::collections::BTreeSet<u64>,
     next_wr_id: u64,
+}
+
+impl<V: Verbs> State<V> {
+    /// The QP `qpn` went to RESET or away: its requests will not complete
+    /// in order any more (those already in a CQ still may complete).
+    fn forget_order(&mut self, slot: u8, qpn: u32) {
+        let out = &self.outstanding;
+        self.ordered
+            .retain(|id| out.get(id).is_none_or(|(s, n, _)| *s != slot || *n != qpn));
+    }
 }
 
 impl<V: Verbs> State<V> {
@@ -476,9 +562,11 @@ impl<V: Verbs> State<V> {
             qp: (0..n).map(|_| None).collect(),
             xrcd: (0..n).map(|_| None).collect(),
             rcv_qpns: Vec::new(),
+            rts: vec![false; n],
             cm_ch: None,
             cm_id: (0..n).map(|_| None).collect(),
             outstanding: BTreeMap::new(),
+            ordered: std::collections::BTreeSet::new(),
             next_wr_id: 1,
         }
     }
@@ -502,7 +590,19 @@ pub fn run_seed<V: Verbs>(
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
 ) -> SwarmReport {
-    let ops = generate(cfg);
+    run_seed_traced(cfg, make, snapshot, &|_| 0)
+}
+
+/// [`run_seed`], with `trace` fingerprinting the backend's own record
+/// (for the simulator, its trace) into [`SwarmReport::digest`] before the
+/// teardown, so running a seed twice checks determinism below the trait.
+pub fn run_seed_traced<V: Verbs>(
+    cfg: SwarmConfig,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    trace: &dyn Fn(&V) -> u64,
+) -> SwarmReport {
+    let ops = generate(&cfg);
     let mut report = SwarmReport::default();
     // Panics are caught and reported with their step; while the swarm runs
     // (and replays them shrinking), the default hook's message and
@@ -510,7 +610,7 @@ pub fn run_seed<V: Verbs>(
     // is kept in the failure.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let outcome = execute(cfg.seed, &ops, make, snapshot, Some(&mut report));
+    let outcome = execute(cfg.seed, &ops, make, snapshot, Some((&mut report, trace)));
     if let Err((at, why)) = outcome {
         let shrunk = shrink(
             cfg.seed,
@@ -519,10 +619,10 @@ pub fn run_seed<V: Verbs>(
             snapshot,
         );
         let (why2, script) = match execute(cfg.seed, &shrunk, make, snapshot, None) {
-            Err((_, w)) => (w, render(cfg.seed, &shrunk, make, "failure (shrunk)")),
+            Err((_, w)) => (w, render(&cfg, &shrunk, make, "failure (shrunk)")),
             Ok(()) => (
                 why.clone(),
-                render(cfg.seed, &ops[..=at.min(ops.len() - 1)], make, "failure"),
+                render(&cfg, &ops[..=at.min(ops.len() - 1)], make, "failure"),
             ),
         };
         report.failure = Some(SwarmFailure {
@@ -535,16 +635,18 @@ pub fn run_seed<V: Verbs>(
     report
 }
 
-/// The whole run of `cfg` as a `.verbs` script, each statement with the
-/// outcome `make`'s backend gave (for reproducing and reading a run; a
-/// script of a passing run passes on the same backend).
+/// The whole run of `cfg` (without the teardown) as a `.verbs` script,
+/// each statement with the outcome `make`'s backend gave (for reproducing
+/// and reading a run; a script of a passing run passes on the same
+/// backend): `verbsim fuzz --seeds N --print-script` shows it.
 pub fn script_for<V: Verbs>(cfg: SwarmConfig, make: &dyn Fn(u64) -> V) -> String {
-    render(cfg.seed, &generate(cfg), make, "run")
+    render(&cfg, &generate(&cfg), make, "run")
 }
 
-/// The calls of one seed: the families' weights, an optional working
-/// set-up, then `cfg.calls` draws.
-fn generate(cfg: SwarmConfig) -> Vec<Op> {
+/// The calls of one seed: the families' weights (swarm testing: each
+/// family off in a quarter of the seeds, else weighted 1-5), an optional
+/// working set-up, then `cfg.calls` draws.
+fn generate(cfg: &SwarmConfig) -> Vec<Op> {
     let mut r = Rng(cfg.seed ^ 0x5157_4152_4d00_0000);
     let mut weights = [0u64; FAMILIES];
     for w in &mut weights {
@@ -658,14 +760,20 @@ fn shrink<V: Verbs>(
 
 /// The ops as a `.verbs` script whose expectations are what the backend
 /// answered when they ran (replayed once more to learn them).
-fn render<V: Verbs>(seed: u64, ops: &[Op], make: &dyn Fn(u64) -> V, what: &str) -> String {
+fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V, what: &str) -> String {
+    let seed = cfg.seed;
     let mut v = make(seed);
     let mut st = State::<V>::new();
     let mut s = format!(
-        "#! description: swarm {what}, seed {seed}; `verbsim fuzz --seeds {seed}..{}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
-        seed + 1
+        "#! description: swarm {what}, seed {seed}; `verbsim fuzz --seeds {seed}..{} --calls {}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
+        seed + 1,
+        cfg.calls
     );
+    if !cfg.devices.is_empty() {
+        let _ = writeln!(s, "#! devices: {}", cfg.devices);
+    }
     for op in ops {
+        let op = &resolve(op, &st);
         let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
         match step {
             Ok(Step::Ran(res, line)) => {
@@ -691,6 +799,10 @@ fn render<V: Verbs>(seed: u64, ops: &[Op], make: &dyn Fn(u64) -> V, what: &str) 
     s
 }
 
+/// Where a counted run records: its report and the backend's trace
+/// fingerprint.
+type Recording<'a, V> = (&'a mut SwarmReport, &'a dyn Fn(&V) -> u64);
+
 /// Runs `ops` on a fresh backend and the teardown; `Err((index, why))`
 /// at the first broken invariant.
 fn execute<V: Verbs>(
@@ -698,11 +810,12 @@ fn execute<V: Verbs>(
     ops: &[Op],
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
-    mut report: Option<&mut SwarmReport>,
+    mut report: Option<Recording<'_, V>>,
 ) -> Result<(), (usize, String)> {
     let mut v = make(seed);
     let mut st = State::<V>::new();
     for (i, op) in ops.iter().enumerate() {
+        let op = &resolve(op, &st);
         let before = observe(&mut v, &st, snapshot);
         let step = catch_unwind(AssertUnwindSafe(|| exec_op(&mut v, &mut st, op)));
         let step = match step {
@@ -719,10 +832,20 @@ fn execute<V: Verbs>(
         match step {
             Step::Skipped => {}
             Step::Broken(why) => return Err((i, format!("call {i} ({op:?}): {why}"))),
-            Step::Ran(res, _) => {
-                if let Some(rep) = report.as_deref_mut() {
+            Step::Ran(res, line) => {
+                if let Some((rep, _)) = report.as_mut() {
+                    rep.digest = fnv(rep.digest, line.as_bytes());
+                    let answer = res.as_ref().err().map_or(0, verbs_api::Error::errno);
+                    rep.digest = fnv(rep.digest, &answer.to_le_bytes());
                     rep.calls += 1;
-                    let e = rep.per_verb.entry(op.verb()).or_default();
+                    // Polls that returned a completion, apart: they show
+                    // the data path really ran.
+                    let verb = if matches!(op, Op::PollCq { .. }) && line.contains("wr_id=") {
+                        "poll_cq (completion)"
+                    } else {
+                        op.verb()
+                    };
+                    let e = rep.per_verb.entry(verb).or_default();
                     if res.is_ok() {
                         e.0 += 1;
                     } else {
@@ -732,7 +855,13 @@ fn execute<V: Verbs>(
                 if let Err(e) = res {
                     // `connect` is up to six modify_qp calls: the ones
                     // before the refused one legitimately changed states.
-                    if e.is_not_implemented() || matches!(op, Op::Connect { .. }) {
+                    // `poll_cq` drives virtual time on the simulator
+                    // (script-format.md): packets land during it, so a CQ
+                    // that overruns moves its QPs to ERR while the poll
+                    // reports EIO; that change is progress, not the poll's.
+                    if e.is_not_implemented()
+                        || matches!(op, Op::Connect { .. } | Op::PollCq { .. })
+                    {
                         continue;
                     }
                     let after = observe(&mut v, &st, snapshot);
@@ -748,6 +877,9 @@ fn execute<V: Verbs>(
             }
         }
     }
+    if let Some((rep, trace)) = report.as_mut() {
+        rep.digest = fnv(rep.digest, &trace(&v).to_le_bytes());
+    }
     teardown(&mut v, &mut st).map_err(|why| (ops.len().saturating_sub(1), why))?;
     let left = snapshot(&v);
     if left != "nothing" {
@@ -757,6 +889,154 @@ fn execute<V: Verbs>(
         ));
     }
     Ok(())
+}
+
+/// The slot at or after `slot` (cyclically) that `want` accepts.
+fn find<T>(v: &[Option<T>], slot: u8, want: impl Fn(Option<&T>) -> bool) -> u8 {
+    let n = v.len();
+    (0..n)
+        .map(|k| (slot as usize + k) % n)
+        .find(|&i| want(v[i].as_ref()))
+        .map_or(slot, |i| i as u8)
+}
+
+/// A live object's slot: `slot` if taken, else the next taken one.
+fn used<T>(v: &[Option<T>], slot: u8) -> u8 {
+    find(v, slot, |x| x.is_some())
+}
+
+/// A free slot for a new object: `slot` if free, else the next free one.
+fn free<T>(v: &[Option<T>], slot: u8) -> u8 {
+    find(v, slot, |x| x.is_none())
+}
+
+/// A QP a `connect` brought to RTS, else any live QP (posts on QPs in
+/// other states are refused calls the swarm wants too, but fewer).
+fn connected<V: Verbs>(st: &State<V>, slot: u8) -> u8 {
+    let n = st.qp.len();
+    (0..n)
+        .map(|k| (slot as usize + k) % n)
+        .find(|&i| st.rts[i] && st.qp[i].is_some())
+        .map_or_else(|| used(&st.qp, slot), |i| i as u8)
+}
+
+/// Points the op's slots at objects that exist (a reference to an empty
+/// slot moves to the next live object, a new object to the next free
+/// slot), so most generated calls reach the backend instead of being
+/// skipped, and a QP pair to connect has one type. The op stays a pure
+/// function of the generated op and the state, so a subsequence replays.
+fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
+    let mut op = *op;
+    match &mut op {
+        Op::OpenDevice { slot, .. } => *slot = free(&st.ctx, *slot),
+        Op::CloseDevice { slot } => *slot = used(&st.ctx, *slot),
+        Op::AllocPd { slot, ctx } => {
+            *slot = free(&st.pd, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::DeallocPd { slot } => *slot = used(&st.pd, *slot),
+        Op::CreateCq { slot, ctx, .. } => {
+            *slot = free(&st.cq, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::DestroyCq { slot } | Op::PollCq { slot } => *slot = used(&st.cq, *slot),
+        Op::RegMr { slot, pd, .. } => {
+            *slot = free(&st.mr, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::DeregMr { slot } | Op::FillMr { slot, .. } => *slot = used(&st.mr, *slot),
+        Op::CreateSrq { slot, pd, .. } => {
+            *slot = free(&st.srq, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::DestroySrq { slot } => *slot = used(&st.srq, *slot),
+        Op::PostSrqRecv { srq, mr, .. } => {
+            *srq = used(&st.srq, *srq);
+            let pd = st.srq[*srq as usize].as_ref().map(|s| s.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+        }
+        Op::CreateQp {
+            slot, pd, cq, srq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+            if let Some(s) = srq {
+                *s = used(&st.srq, *s);
+            }
+        }
+        Op::Connect { a, b, .. } => {
+            *a = find(&st.qp, *a, |q| q.is_some_and(|q| q.2 < 2));
+            let ta = st.qp[*a as usize].as_ref().map(|q| q.2);
+            let a0 = *a;
+            *b = find(&st.qp, a0.wrapping_add(1 + *b % SLOTS) % SLOTS, |q| {
+                q.is_some_and(|q| Some(q.2) == ta)
+            });
+            if *b == a0 {
+                *b = (a0 + 1) % SLOTS;
+            }
+        }
+        Op::ToError { slot } | Op::ToReset { slot } | Op::DestroyQp { slot } => {
+            *slot = used(&st.qp, *slot);
+        }
+        Op::PostSend { qp, mr, remote, .. } => {
+            *qp = connected(st, *qp);
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+            *remote = used(&st.mr, *remote);
+        }
+        Op::PostRecv { qp, mr, .. } => {
+            *qp = connected(st, *qp);
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+        }
+        Op::OpenXrcDomain { slot, ctx, .. } => {
+            *slot = free(&st.xrcd, *slot);
+            *ctx = used(&st.ctx, *ctx);
+        }
+        Op::CloseXrcDomain { slot } => *slot = used(&st.xrcd, *slot),
+        Op::CreateXrcRcvQp { xrcd }
+        | Op::RegXrcRcvQp { xrcd, .. }
+        | Op::UnregXrcRcvQp { xrcd, .. } => *xrcd = used(&st.xrcd, *xrcd),
+        Op::CmCreateId { slot } => *slot = free(&st.cm_id, *slot),
+        Op::CmBind { slot, .. } | Op::CmDestroyId { slot } => *slot = used(&st.cm_id, *slot),
+        Op::CreateDc {
+            slot, pd, cq, srq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+            *srq = used(&st.srq, *srq);
+        }
+        Op::CreateXrcSrq { slot, pd, xrcd, cq } => {
+            *slot = free(&st.srq, *slot);
+            *xrcd = used(&st.xrcd, *xrcd);
+            let ctx = st.xrcd[*xrcd as usize].as_ref().map(|x| x.1);
+            *pd = find(&st.pd, *pd, |p| p.is_some_and(|p| Some(p.1) == ctx));
+            *pd = used(&st.pd, *pd);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+        }
+        Op::CreateXrcQp {
+            slot, pd, xrcd, cq, ..
+        } => {
+            *slot = free(&st.qp, *slot);
+            *xrcd = used(&st.xrcd, *xrcd);
+            *pd = used(&st.pd, *pd);
+            let ctx = st.pd[*pd as usize].as_ref().map(|p| p.1);
+            *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
+            *cq = used(&st.cq, *cq);
+        }
+        Op::Fault { .. } | Op::ClearFaults | Op::Advance { .. } => {}
+    }
+    op
 }
 
 /// The snapshot plus every live QP's state.
@@ -1017,6 +1297,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 Ok(q) => {
                     let qpn = v.qp_num(&q).unwrap_or(0);
                     st.qp[slot as usize] = Some((q, pd, qp_type % 3, qpn));
+                    st.rts[slot as usize] = false;
                     ran(Ok(()), line)
                 }
                 Err(e) => ran(Err(e), line),
@@ -1043,6 +1324,13 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 ..QpAttr::default()
             };
             let r = v.modify_qp(q, &attr, QpAttrMask::STATE);
+            if r.is_ok() {
+                st.rts[slot as usize] = false;
+                if to == QpState::Reset {
+                    let qpn = st.qp[slot as usize].as_ref().map_or(0, |x| x.3);
+                    st.forget_order(slot, qpn);
+                }
+            }
             ran(r, format!("modify_qp q{slot} qp_state={to}"))
         }
         Op::DestroyQp { slot } => {
@@ -1051,7 +1339,10 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             };
             let r = v.destroy_qp(q);
             if r.is_ok() {
+                let qpn = st.qp[slot as usize].as_ref().map_or(0, |x| x.3);
+                st.forget_order(slot, qpn);
                 st.qp[slot as usize] = None;
+                st.rts[slot as usize] = false;
             }
             ran(r, format!("destroy_qp q{slot}"))
         }
@@ -1070,7 +1361,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             else {
                 return Step::Skipped;
             };
-            if *qt == 2 {
+            if *qt >= 2 {
                 // UD needs an address handle; the data-path families cover
                 // RC and UC here.
                 return Step::Skipped;
@@ -1127,6 +1418,9 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let r = unsafe { v.post_send(q, &[wr]) };
             if r.is_ok() {
                 st.outstanding.insert(wr_id, (qp, *qpn, false));
+                if send_flags.contains(SendFlags::SIGNALED) {
+                    st.ordered.insert(wr_id);
+                }
             }
             let sge = if len == 0 {
                 String::new()
@@ -1174,6 +1468,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             };
             if r.is_ok() {
                 st.outstanding.insert(wr_id, (qp, *qpn, true));
+                st.ordered.insert(wr_id);
             }
             ran(
                 r,
@@ -1189,7 +1484,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 Ok(0) => ran(Ok(()), format!("poll_cq cq{slot} -> empty")),
                 Ok(_) => {
                     let w = wc[0];
-                    let Some((_, qpn, recv)) = st.outstanding.remove(&w.wr_id) else {
+                    let Some((qslot, qpn, recv)) = st.outstanding.remove(&w.wr_id) else {
                         return Step::Broken(format!(
                             "a completion names wr_id {} that is not outstanding (never posted, or reported twice): {w:?}",
                             w.wr_id
@@ -1208,6 +1503,21 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                             w.qp_num
                         ));
                     }
+                    // A work queue completes in posting order (IB spec
+                    // 10.8.3 / 11.4.2.1), with errors and flushes too. QP
+                    // numbers are per device: the slot tells QPs apart.
+                    let earlier = st.ordered.range(..w.wr_id).find(|id| {
+                        st.outstanding.get(id).is_some_and(|(sl, n, r)| {
+                            qpn != 0 && *sl == qslot && *n == qpn && *r == recv
+                        })
+                    });
+                    if let Some(e) = earlier {
+                        return Step::Broken(format!(
+                            "completion {w:?} overtook wr_id {e}, posted earlier on the same {} queue of QP {qpn:#x}",
+                            if recv { "receive" } else { "send" }
+                        ));
+                    }
+                    st.ordered.remove(&w.wr_id);
                     ran(
                         Ok(()),
                         format!("poll_cq cq{slot} -> wr_id={} status={}", w.wr_id, w.status),
@@ -1340,7 +1650,9 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let Some(id) = &st.cm_id[slot as usize] else {
                 return Step::Skipped;
             };
-            let addr = std::net::SocketAddr::from(([10, 0, 0, 1 + dev], port));
+            // 10.0.N.1 is device N (docs/rdma-cm.md, address plan); device 2
+            // does not exist: an EADDRNOTAVAIL.
+            let addr = std::net::SocketAddr::from(([10, 0, dev, 1], port));
             let r = v.rdma_bind_addr(id, addr);
             ran(r, format!("rdma_bind_addr id{slot} addr={addr}"))
         }
@@ -1354,6 +1666,180 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             }
             ran(r, format!("rdma_destroy_id id{slot}"))
         }
+        Op::CreateDc { .. } | Op::CreateXrcSrq { .. } | Op::CreateXrcQp { .. } => {
+            exec_create_ex(v, st, op)
+        }
+    }
+}
+
+/// The DC and modern XRC creations (`mlx5dv_create_qp`,
+/// `ibv_create_srq_ex`, `ibv_create_qp_ex`); the objects land in the QP
+/// and SRQ slots and are destroyed, refused and torn down like the others.
+fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    match *op {
+        Op::CreateDc {
+            slot,
+            pd,
+            cq,
+            srq,
+            dct,
+        } => {
+            if st.qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, ctx)), Some((c, _))) = (&st.pd[pd as usize], &st.cq[cq as usize]) else {
+                return Step::Skipped;
+            };
+            let Some((cx, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let s = if dct {
+                match &st.srq[srq as usize] {
+                    Some((s, _)) => Some(s),
+                    None => return Step::Skipped,
+                }
+            } else {
+                None
+            };
+            let mut init = QpInitAttrEx::<V> {
+                qp_type: QpType::Driver,
+                comp_mask: verbs_api::QpInitAttrMask::PD,
+                pd: Some(p),
+                send_cq: Some(c),
+                recv_cq: Some(c),
+                srq: s,
+                cap: QpCap {
+                    max_send_wr: if dct { 0 } else { 8 },
+                    max_send_sge: if dct { 0 } else { 1 },
+                    ..QpCap::default()
+                },
+                ..QpInitAttrEx::default()
+            };
+            let mut dv = verbs_api::Mlx5QpInitAttr {
+                comp_mask: verbs_api::Mlx5QpInitAttrMask::DC,
+                ..verbs_api::Mlx5QpInitAttr::default()
+            };
+            dv.dc_init_attr.dc_type = if dct {
+                verbs_api::DcType::Dct
+            } else {
+                verbs_api::DcType::Dci
+            };
+            dv.dc_init_attr.dct_access_key = 0x5157;
+            let line = if dct {
+                format!("let q{slot} = mlx5dv_create_qp c{ctx} pd=pd{pd} qp_type=DRIVER send_cq=cq{cq} recv_cq=cq{cq} srq=s{srq} dv.dc_type=DCT dv.dct_access_key=0x5157")
+            } else {
+                format!("let q{slot} = mlx5dv_create_qp c{ctx} pd=pd{pd} qp_type=DRIVER send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1 max_recv_wr=0 max_recv_sge=0 dv.dc_type=DCI")
+            };
+            match v.mlx5dv_create_qp(cx, &mut init, &dv) {
+                Ok(q) => {
+                    let qpn = v.qp_num(&q).unwrap_or(0);
+                    st.qp[slot as usize] = Some((q, pd, 3, qpn));
+                    st.rts[slot as usize] = false;
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CreateXrcSrq { slot, pd, xrcd, cq } => {
+            if st.srq[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, _)), Some((x, ctx)), Some((c, _))) = (
+                &st.pd[pd as usize],
+                &st.xrcd[xrcd as usize],
+                &st.cq[cq as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let Some((cx, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let mut init = verbs_api::SrqInitAttrEx::<V> {
+                attr: SrqAttr {
+                    max_wr: 8,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+                comp_mask: verbs_api::SrqInitAttrMask::TYPE
+                    | verbs_api::SrqInitAttrMask::PD
+                    | verbs_api::SrqInitAttrMask::XRCD
+                    | verbs_api::SrqInitAttrMask::CQ,
+                srq_type: verbs_api::SrqType::Xrc,
+                pd: Some(p),
+                xrcd: Some(x),
+                cq: Some(c),
+                ..verbs_api::SrqInitAttrEx::default()
+            };
+            let line = format!(
+                "let s{slot} = create_srq_ex c{ctx} srq_type=XRC pd=pd{pd} xrcd=x{xrcd} cq=cq{cq} max_wr=8 max_sge=1"
+            );
+            match v.create_srq_ex(cx, &mut init) {
+                Ok(s) => {
+                    st.srq[slot as usize] = Some((s, pd));
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CreateXrcQp {
+            slot,
+            pd,
+            xrcd,
+            cq,
+            tgt,
+        } => {
+            if st.qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (Some((p, pctx)), Some((x, xctx)), Some((c, _))) = (
+                &st.pd[pd as usize],
+                &st.xrcd[xrcd as usize],
+                &st.cq[cq as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let ctx = if tgt { *xctx } else { *pctx };
+            let Some((cx, _)) = &st.ctx[ctx as usize] else {
+                return Step::Skipped;
+            };
+            let mut init = if tgt {
+                QpInitAttrEx::<V> {
+                    qp_type: QpType::XrcRecv,
+                    comp_mask: verbs_api::QpInitAttrMask::XRCD,
+                    xrcd: Some(x),
+                    ..QpInitAttrEx::default()
+                }
+            } else {
+                QpInitAttrEx::<V> {
+                    qp_type: QpType::XrcSend,
+                    comp_mask: verbs_api::QpInitAttrMask::PD,
+                    pd: Some(p),
+                    send_cq: Some(c),
+                    recv_cq: Some(c),
+                    cap: QpCap {
+                        max_send_wr: 8,
+                        max_send_sge: 1,
+                        ..QpCap::default()
+                    },
+                    ..QpInitAttrEx::default()
+                }
+            };
+            let line = if tgt {
+                format!("let q{slot} = create_qp_ex c{ctx} qp_type=XRC_TGT xrcd=x{xrcd}")
+            } else {
+                format!("let q{slot} = create_qp_ex c{ctx} qp_type=XRC_INI pd=pd{pd} send_cq=cq{cq} recv_cq=cq{cq} max_send_wr=8 max_send_sge=1")
+            };
+            match v.create_qp_ex(cx, &mut init) {
+                Ok(q) => {
+                    let qpn = v.qp_num(&q).unwrap_or(0);
+                    st.qp[slot as usize] = Some((q, pd, 4, qpn));
+                    st.rts[slot as usize] = false;
+                    ran(Ok(()), line)
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        _ => Step::Skipped,
     }
 }
 
@@ -1379,11 +1865,19 @@ fn connect<V: Verbs>(
     else {
         return Step::Skipped;
     };
+    // The pair is reset first: what was posted on it will not complete.
+    if let (Some(x), Some(y)) = (&st.qp[a as usize], &st.qp[b as usize]) {
+        if x.2 < 2 {
+            let (na, nb) = (x.3, y.3);
+            st.forget_order(a, na);
+            st.forget_order(b, nb);
+        }
+    }
     let (Some((qa, pa, ta, na)), Some((qb, pb, _, nb))) = (&st.qp[a as usize], &st.qp[b as usize])
     else {
         return Step::Skipped;
     };
-    if *ta == 2 {
+    if *ta >= 2 {
         return Step::Skipped;
     }
     let (Some((_, ca)), Some((_, cb))) = (&st.pd[*pa as usize], &st.pd[*pb as usize]) else {
@@ -1491,6 +1985,9 @@ fn connect<V: Verbs>(
             }
         }
     }
+    let up = result.is_ok();
+    st.rts[a as usize] = up;
+    st.rts[b as usize] = up;
     ran(
         result,
         format!(

@@ -6,7 +6,9 @@
 #![allow(missing_docs)]
 
 use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
-use conformance::swarm::{run_seed, SwarmConfig, SwarmReport};
+use conformance::files::run_parsed;
+use conformance::runner::{Outcome, RunOptions};
+use conformance::swarm::{run_seed, run_seed_traced, script_for, SwarmConfig, SwarmReport};
 
 /// Two ConnectX-6 devices (DC, XRC, atomics) for even seeds, cx7 + rxe for
 /// odd ones (RoCE, OOO-capable, the rxe rules).
@@ -16,10 +18,24 @@ fn world(seed: u64) -> SimVerbs {
     } else {
         vec![DeviceProfile::connectx7(), DeviceProfile::rxe()]
     };
-    SimVerbs::new(SimConfig {
+    SimVerbs::new(SimConfig::for_profiles(seed, devices))
+}
+
+/// The `#! devices:` header of `world(seed)`.
+fn devices(seed: u64) -> &'static str {
+    if seed % 2 == 0 {
+        "cx6 cx6"
+    } else {
+        "cx7 rxe"
+    }
+}
+
+fn cfg(seed: u64, calls: usize) -> SwarmConfig {
+    SwarmConfig {
         seed,
-        ..SimConfig::with_devices(devices)
-    })
+        calls,
+        devices: devices(seed),
+    }
 }
 
 /// What is alive; `nothing` when only librdmacm's own contexts and PDs
@@ -35,11 +51,11 @@ fn live(v: &SimVerbs) -> String {
 
 #[test]
 fn swarm_fixed_seed_range() {
-    // 400 seeds × 1 500 generated calls: about 140 000 made (a call whose
+    // 400 seeds × 1 500 generated calls: about 375 000 made (a call whose
     // slot is empty or taken is skipped), plus the teardowns.
     let mut total = SwarmReport::default();
     for seed in 0..400u64 {
-        let r = run_seed(SwarmConfig { seed, calls: 1_500 }, &world, &live);
+        let r = run_seed(cfg(seed, 1_500), &world, &live);
         total.absorb(&r);
         if let Some(f) = r.failure {
             panic!(
@@ -63,6 +79,10 @@ fn swarm_fixed_seed_range() {
         "create_xrc_rcv_qp",
         "rdma_create_id",
         "rdma_bind_addr",
+        "mlx5dv_create_qp",
+        "create_srq_ex",
+        "create_qp_ex",
+        "poll_cq (completion)",
     ] {
         let (ok, _) = total.per_verb.get(verb).copied().unwrap_or_default();
         assert!(ok > 0, "{verb} never succeeded:\n{}", total.coverage());
@@ -70,27 +90,106 @@ fn swarm_fixed_seed_range() {
     println!("swarm: {} calls\n{}", total.calls, total.coverage());
 }
 
+/// The simulator's trace and clock, hashed (as `verbsim fuzz --twice`).
+fn trace(v: &SimVerbs) -> u64 {
+    let text = format!("{}|{}|{}", v.now_ns(), v.trace().dropped(), v.trace());
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 #[test]
-fn a_run_printed_as_a_script_replays_through_the_runner() {
-    // Goal: the script a failure prints reproduces the calls: every
-    // statement parses and gives the outcome the swarm saw. Method: render
-    // whole passing runs (cx6 pairs, the data path mixed in) and run them.
-    for seed in [0u64, 2, 4, 6, 8, 10] {
-        let cfg = SwarmConfig { seed, calls: 300 };
-        let text = conformance::swarm::script_for(cfg, &world);
+fn swarm_seeds_are_deterministic() {
+    // Same seed, same calls, answers and simulator trace; another seed
+    // differs (the digest sees something).
+    let mut digests = Vec::new();
+    for seed in [0u64, 1, 17, 400, 401] {
+        let a = run_seed_traced(cfg(seed, 1_500), &world, &live, &trace);
+        let b = run_seed_traced(cfg(seed, 1_500), &world, &live, &trace);
+        assert!(a.failure.is_none(), "seed {seed}: {:?}", a.failure);
+        assert_eq!(a.calls, b.calls, "seed {seed}");
+        assert_eq!(a.digest, b.digest, "seed {seed}: two runs differ");
+        assert_eq!(a.per_verb, b.per_verb, "seed {seed}");
+        digests.push(a.digest);
+    }
+    digests.sort_unstable();
+    digests.dedup();
+    assert_eq!(digests.len(), 5, "distinct seeds gave one digest");
+}
+
+/// Builds the simulator a script names, as `verbsim run` does.
+fn from_script(s: &conformance::script::Script) -> Result<SimVerbs, Outcome> {
+    let profiles = s
+        .headers
+        .devices
+        .iter()
+        .map(|n| DeviceProfile::by_name(n).expect("known profile"))
+        .collect();
+    Ok(SimVerbs::new(SimConfig::for_profiles(
+        s.headers.seed.expect("the script names its seed"),
+        profiles,
+    )))
+}
+
+#[test]
+fn a_seed_renders_to_a_script_the_runner_replays() {
+    // The scripts failures shrink to are written by the same renderer:
+    // every statement it writes must parse and replay with the answers
+    // the swarm saw (handles, errnos, completions). 60 seeds × 1 500
+    // generated calls.
+    for seed in 0u64..60 {
+        let text = script_for(cfg(seed, 1_500), &world);
+        assert!(text.lines().count() > 20, "seed {seed}: {text}");
         let script = conformance::parse("swarm.verbs", &text)
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
-        let mut make = |_: &conformance::Script| Ok::<_, conformance::Outcome>(world(seed));
-        let outcome =
-            conformance::run_parsed(&script, &mut make, &conformance::RunOptions::default());
+            .unwrap_or_else(|e| panic!("seed {seed}: line {}: {}\n{text}", e.line, e.message));
+        let outcome = run_parsed(&script, &mut from_script, &RunOptions::default());
         assert!(
-            matches!(outcome, conformance::Outcome::Pass),
-            "seed {seed}: {}\n{text}",
-            outcome.report_line("swarm.verbs")
-        );
-        assert!(
-            text.lines().count() > 20,
-            "seed {seed}: a short run:\n{text}"
+            matches!(outcome, Outcome::Pass),
+            "seed {seed}: {outcome:?}\n{text}"
         );
     }
+}
+
+#[test]
+fn a_failure_is_shrunk_to_a_short_script_that_replays() {
+    // A snapshot that lies (it changes at every call while anything is
+    // alive) makes the first refused call look like it changed the world:
+    // the swarm must report the seed, shrink the run to a few statements
+    // ending at a refused call, and render them as a script the runner
+    // replays.
+    let ticks = std::cell::Cell::new(0u64);
+    let lying = |v: &SimVerbs| {
+        ticks.set(ticks.get() + 1);
+        if v.live_objects().is_empty() {
+            "nothing".to_owned()
+        } else {
+            ticks.get().to_string()
+        }
+    };
+    let r = run_seed(cfg(6, 1_500), &world, &lying);
+    let f = r.failure.expect("the lying snapshot must fail the run");
+    assert_eq!(f.seed, 6);
+    assert!(f.why.contains("was refused"), "{}", f.why);
+    let statements: Vec<&str> = f
+        .script
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert!(
+        (1..=6).contains(&statements.len()),
+        "not shrunk: {}",
+        f.script
+    );
+    assert!(
+        statements.last().is_some_and(|l| l.contains(" -> E")),
+        "the last statement is the refused call: {}",
+        f.script
+    );
+    let script = conformance::parse("shrunk.verbs", &f.script).expect("parses");
+    let outcome = run_parsed(&script, &mut from_script, &RunOptions::default());
+    assert!(
+        matches!(outcome, Outcome::Pass),
+        "{outcome:?}\n{}",
+        f.script
+    );
 }

@@ -31,3 +31,8 @@ pub mod xrc {}
 /// events in virtual time, `rdma_create_qp`, divergences.
 #[doc = include_str!("../rdma-cm.md")]
 pub mod rdma_cm {}
+
+/// Swarm testing: random valid and invalid calls with invariants after
+/// each, shrinking to scripts, `verbsim fuzz` and its coverage counters.
+#[doc = include_str!("../swarm.md")]
+pub mod swarm {}
