@@ -764,10 +764,17 @@ fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V, what
     let seed = cfg.seed;
     let mut v = make(seed);
     let mut st = State::<V>::new();
+    let replay = if what.starts_with("property") {
+        "`verbsim run` on this file replays it".to_owned()
+    } else {
+        format!(
+            "`verbsim fuzz --seeds {seed}..{} --calls {}` replays the run",
+            seed + 1,
+            cfg.calls
+        )
+    };
     let mut s = format!(
-        "#! description: swarm {what}, seed {seed}; `verbsim fuzz --seeds {seed}..{} --calls {}` replays the run\n#! backends: sim\n#! seed: {seed}\n",
-        seed + 1,
-        cfg.calls
+        "#! description: swarm {what}, seed {seed}; {replay}\n#! backends: sim\n#! seed: {seed}\n"
     );
     if !cfg.devices.is_empty() {
         let _ = writeln!(s, "#! devices: {}", cfg.devices);
@@ -812,6 +819,18 @@ fn execute<V: Verbs>(
     snapshot: &dyn Fn(&V) -> String,
     mut report: Option<Recording<'_, V>>,
 ) -> Result<(), (usize, String)> {
+    execute_checked(seed, ops, make, snapshot, report.take(), &mut |_| Ok(()))
+}
+
+/// [`execute`] with the caller's own invariant, asked after every call.
+fn execute_checked<V: Verbs>(
+    seed: u64,
+    ops: &[Op],
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    mut report: Option<Recording<'_, V>>,
+    check: &mut dyn FnMut(&mut V) -> Result<(), String>,
+) -> Result<(), (usize, String)> {
     let mut v = make(seed);
     let mut st = State::<V>::new();
     for (i, op) in ops.iter().enumerate() {
@@ -829,6 +848,11 @@ fn execute<V: Verbs>(
                 return Err((i, format!("call {i} ({op:?}) panicked: {msg}")));
             }
         };
+        if !matches!(step, Step::Skipped) {
+            if let Err(why) = check(&mut v) {
+                return Err((i, format!("call {i} ({op:?}): the invariant failed: {why}")));
+            }
+        }
         match step {
             Step::Skipped => {}
             Step::Broken(why) => return Err((i, format!("call {i} ({op:?}): {why}"))),
@@ -2067,4 +2091,78 @@ fn teardown<V: Verbs>(v: &mut V, st: &mut State<V>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A random sequence of verb calls for a property test (a `proptest`
+/// value): valid and invalid calls across the families the swarm knows,
+/// with the families' weights drawn per case. Compose it with your own
+/// invariant through [`check_calls`]; `proptest` shrinks a failing case by
+/// dropping calls.
+#[derive(Clone)]
+pub struct Calls {
+    seed: u64,
+    ops: Vec<Op>,
+}
+
+impl core::fmt::Debug for Calls {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} calls (seed {})", self.ops.len(), self.seed)
+    }
+}
+
+/// The strategy of [`Calls`]: `len` calls (a range of lengths), the
+/// simulator seed drawn too.
+pub fn calls(len: core::ops::Range<usize>) -> impl proptest::strategy::Strategy<Value = Calls> {
+    use proptest::prelude::*;
+    (any::<u64>(), proptest::collection::vec(any::<u64>(), len)).prop_map(|(seed, draws)| {
+        let mut r = Rng(seed ^ 0x5157_4152_4d00_0000);
+        let mut weights = [0u64; FAMILIES];
+        for w in &mut weights {
+            *w = if r.chance(75) { 1 + r.below(5) } else { 0 };
+        }
+        weights[F_CONTROL] = weights[F_CONTROL].max(2);
+        weights[F_QP] = weights[F_QP].max(1);
+        let ops = draws
+            .into_iter()
+            .map(|d| gen_op(&mut Rng(d), &weights))
+            .collect();
+        Calls {
+            seed: seed % 1_000_000,
+            ops,
+        }
+    })
+}
+
+/// Runs `calls` on a backend from `make(seed)`, checking the swarm's
+/// invariants (no panic, a refused call changes nothing `snapshot` shows,
+/// completions match posted requests in order, the teardown leaves
+/// `snapshot` saying `nothing`) and `invariant` after every call.
+///
+/// # Errors
+/// What broke, followed by the calls as a `.verbs` script with the seed
+/// in its headers (`verbsim run` replays it): pass it to
+/// `proptest::test_runner::TestCaseError::fail`.
+pub fn check_calls<V: Verbs>(
+    calls: &Calls,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    invariant: &mut dyn FnMut(&mut V) -> Result<(), String>,
+) -> Result<(), String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = execute_checked(calls.seed, &calls.ops, make, snapshot, None, invariant);
+    std::panic::set_hook(hook);
+    r.map_err(|(at, why)| {
+        let cfg = SwarmConfig {
+            seed: calls.seed,
+            calls: calls.ops.len(),
+            devices: "",
+        };
+        let ops = &calls.ops[..=at.min(calls.ops.len().saturating_sub(1))];
+        format!(
+            "{why}\n--- the calls as a script (VERBS_SIM_SEED={}) ---\n{}",
+            calls.seed,
+            render(&cfg, ops, make, "property-test failure")
+        )
+    })
 }

@@ -193,3 +193,71 @@ fn a_failure_is_shrunk_to_a_short_script_that_replays() {
         f.script
     );
 }
+
+#[test]
+fn a_property_test_composes_calls_with_its_own_invariant() {
+    // Goal: issue #20 item 7: the generator, the invariants and the
+    // script printer are a public API a user's proptest composes with its
+    // own invariant. Method: an invariant that holds (virtual time never
+    // goes backwards) passes; one that a sequence breaks (at most one PD)
+    // fails with a parseable .verbs script naming the seed.
+    use conformance::swarm::{calls, check_calls};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+
+    let mut runner = TestRunner::new(Config {
+        cases: 32,
+        ..Config::default()
+    });
+    runner
+        .run(&calls(1..120), |c| {
+            let mut last = 0;
+            check_calls(&c, &world, &live, &mut |v: &mut SimVerbs| {
+                let now = v.now_ns();
+                if now < last {
+                    return Err(format!("time went back from {last} to {now}"));
+                }
+                last = now;
+                Ok(())
+            })
+            .map_err(TestCaseError::fail)
+        })
+        .expect("virtual time is monotonic");
+
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        ..Config::default()
+    });
+    let at_most_one_pd = |v: &mut SimVerbs| {
+        let pds = v.live_objects().pds;
+        if pds > 1 {
+            Err(format!("{pds} PDs"))
+        } else {
+            Ok(())
+        }
+    };
+    let failure = runner
+        .run(&calls(50..200), |c| {
+            check_calls(&c, &world, &live, &mut |v: &mut SimVerbs| at_most_one_pd(v))
+                .map_err(TestCaseError::fail)
+        })
+        .expect_err("some sequence allocates two PDs");
+    let proptest::test_runner::TestError::Fail(_, minimal) = failure else {
+        panic!("{failure}");
+    };
+    // The shrunk case, run again: what a user's test prints.
+    let text = check_calls(&minimal, &world, &live, &mut |v: &mut SimVerbs| {
+        at_most_one_pd(v)
+    })
+    .expect_err("the minimal case still fails");
+    assert!(text.contains("the invariant failed: 2 PDs"), "{text}");
+    let script = text
+        .split("---\n")
+        .nth(1)
+        .expect("a script after the marker");
+    let parsed =
+        conformance::parse("failure.verbs", script).unwrap_or_else(|e| panic!("{e}\n{script}"));
+    assert!(parsed.headers.seed.is_some(), "{script}");
+    assert!(script.matches("alloc_pd").count() >= 2, "{script}");
+    assert!(script.lines().count() < 40, "shrunk: {script}");
+}
