@@ -81,6 +81,22 @@ Options:
                      and atomic_rate, 1 for *_lat)
   --atomic OP        fetch_add (default) or cmp_swap, for atomic_rate
   -h, --help         print this help
+
+perftest's flags, with perftest's meaning (docs/perftest-flags.md lists
+every perftest flag and its state here):
+  -a, --all          every size from 2 to 2^23 bytes (*_bw and *_lat), one
+                     header, a row block per size
+  -d, --ib-dev NAME  the device (hw: as ibv_devices lists it; sim: the
+                     workloads' device 0, named sim_cx6_0)
+  -i, --ib-port 1    the port (only 1)
+  -x, --gid-index 0  the GID index (only 0)
+  -t N, -l N         --tx-depth, --post-list
+  -I 0               max inline (only 0 for the bandwidth workloads)
+  -F, --report_gbits accepted; bandwidth is always in Gb/sec
+  --out_json         same as --json
+  --out_json_file F  also append the JSON object to F
+  -D, -R             not supported (duration mode, rdma_cm set-up): refused
+                     by name
 ";
 
 /// Largest message `-s` accepts (the workloads register MRs of this size).
@@ -226,6 +242,15 @@ struct Args {
     seed: Option<u64>,
     json: bool,
     test: PerfTest,
+    /// perftest's `-a`: every size from 2 to 2^23 bytes.
+    all_sizes: bool,
+    /// perftest's `-d`: the device by name.
+    device: Option<String>,
+    /// perftest's `--out_json_file`: the JSON also goes to this file.
+    json_file: Option<std::path::PathBuf>,
+    /// Internal: print the table's rows only (the sizes after the first
+    /// of `-a`).
+    rows_only: bool,
 }
 
 /// Parses a count: decimal or 0x hex, with an optional K/M/G (binary) suffix.
@@ -253,6 +278,9 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     let mut post_list = None;
     let mut atomic = None;
     let mut connection = None;
+    let mut all_sizes = false;
+    let mut device = None;
+    let mut json_file = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -291,6 +319,40 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
                         .ok_or_else(|| format!("unknown transport `{t}` (RC, UC or UD)"))?,
                 );
             }
+            // perftest's flags (docs/perftest-flags.md has each one's state).
+            "-a" | "--all" => all_sizes = true,
+            "-d" | "--ib-dev" => device = Some(value()?),
+            "-i" | "--ib-port" => {
+                let p = number(value()?, "-i")?;
+                if p != 1 {
+                    return Err(format!("-i {p}: the workloads use port 1"));
+                }
+            }
+            "-x" | "--gid-index" => {
+                let g = number(value()?, "-x")?;
+                if g != 0 {
+                    return Err(format!("-x {g}: the workloads address GID index 0"));
+                }
+            }
+            "-I" | "--inline_size" => {
+                let i = number(value()?, "-I")?;
+                if i != 0 {
+                    return Err(format!(
+                        "-I {i}: the bandwidth workloads post without IBV_SEND_INLINE (only -I 0); latency tests report perftest's inline figure in their perftest row"
+                    ));
+                }
+            }
+            "-F" | "--CPU-freq" | "--report_gbits" => {}
+            "--out_json" => json = true,
+            "--out_json_file" => json_file = Some(std::path::PathBuf::from(value()?)),
+            "-D" | "--duration" => {
+                return Err(format!("{flag} (run for a duration) is not supported: give -n ITERS"))
+            }
+            "-R" | "--rdma_cm" => {
+                return Err(format!(
+                    "{flag} (connect with rdma_cm) is not supported: the workloads connect with ibv_modify_qp"
+                ))
+            }
             "--atomic" => {
                 atomic = Some(match value()?.as_str() {
                     "fetch_add" | "fadd" => RateOp::FetchAdd,
@@ -314,6 +376,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     }
     let kind = test.ok_or("no test given")?;
     let (d_size, d_iters, d_depth, d_list) = kind.defaults();
+    let size_given = size.is_some();
 
     let size = match (kind, size) {
         (_, None) => d_size,
@@ -396,11 +459,21 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             "--post-list {post_list} is more than --tx-depth {tx_depth}"
         ));
     }
+    if all_sizes && (size_given || !kind.is_data_path() || kind == TestKind::AtomicRate) {
+        return Err(format!(
+            "-a runs every size of a *_bw or *_lat test; not with -s, nor for {}",
+            kind.name()
+        ));
+    }
     let plan_seed = seed.unwrap_or(0);
     Ok(Some(Args {
         backend,
         seed,
         json,
+        all_sizes,
+        device,
+        json_file,
+        rows_only: false,
         test: PerfTest {
             kind,
             size,
@@ -838,6 +911,10 @@ fn table(args: &Args, report: &PerfReport) -> String {
             " modify calls: {ok} succeeded, {refused} refused with the predicted error"
         );
     }
+    if args.rows_only {
+        // `-a` after the first size: the rows under the same header.
+        return out.lines().skip(5).map(|l| format!("{l}\n")).collect();
+    }
     let _ = write!(out, "{RULE}");
     out
 }
@@ -936,8 +1013,24 @@ fn run_on<V: Verbs>(
             report.perftest = perftest(&args.test);
             if args.json {
                 println!("{}", json(args, &report));
+            } else if args.all_sizes {
+                // The closing rule comes after the last size.
+                let t = table(args, &report);
+                print!("{}", t.strip_suffix(RULE).unwrap_or(&t));
             } else {
                 println!("{}", table(args, &report));
+            }
+            if let Some(path) = &args.json_file {
+                use std::io::Write as _;
+                let written = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .and_then(|mut f| writeln!(f, "{}", json(args, &report)));
+                if let Err(e) = written {
+                    eprintln!("verbsim perf: --out_json_file {}: {e}", path.display());
+                    return ExitCode::from(EXIT_USAGE);
+                }
             }
             ExitCode::SUCCESS
         }
@@ -985,6 +1078,27 @@ fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
     Some(Figures::Lat { samples_ns })
 }
 
+/// Runs `run` once, or with `-a` once per size from 2 to 2^23 bytes (the
+/// header printed once, the rule after the last); the first failure ends it.
+fn for_each_size(args: &Args, mut run: impl FnMut(&Args) -> ExitCode) -> ExitCode {
+    if !args.all_sizes {
+        return run(args);
+    }
+    for (i, shift) in (1..=23u32).enumerate() {
+        let mut one = args.clone();
+        one.test.size = 1 << shift;
+        one.rows_only = i > 0;
+        let code = run(&one);
+        if code != ExitCode::SUCCESS {
+            return code;
+        }
+    }
+    if !args.json {
+        println!("{RULE}");
+    }
+    ExitCode::SUCCESS
+}
+
 /// Entry point of `verbsim perf`.
 pub(crate) fn main(args: &[String]) -> ExitCode {
     let args = match crate::parsed_or_exit("perf", HELP, parse_args(args)) {
@@ -1002,13 +1116,31 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 },
                 ..args
             };
-            let mut sim = SimVerbs::new(SimConfig {
+            let config = SimConfig {
                 seed,
                 // A benchmark measures the verbs, not the trace recorder.
                 trace_enabled: false,
                 ..SimConfig::default()
-            });
-            run_on(&mut sim, &args, |t| perftest_latency(t, seed))
+            };
+            if let Some(name) = &args.device {
+                // The workloads run on device 0 (and its peer, device 1).
+                let mut probe = SimVerbs::new(config.clone());
+                let names: Vec<String> = probe
+                    .get_device_list()
+                    .map(|l| l.into_iter().map(|d| d.name).collect())
+                    .unwrap_or_default();
+                if names.first() != Some(name) {
+                    eprintln!(
+                        "verbsim perf: -d {name}: the simulator's workloads run on {} (its devices: {names:?})",
+                        names.first().map_or("device 0", String::as_str)
+                    );
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            }
+            for_each_size(&args, |args| {
+                let mut sim = SimVerbs::new(config.clone());
+                run_on(&mut sim, args, |t| perftest_latency(t, seed))
+            })
         }
         Backend::Hw => run_hw(&args),
     }
@@ -1019,9 +1151,14 @@ fn run_hw(args: &Args) -> ExitCode {
     if args.seed.is_some() {
         eprintln!("verbsim perf: note: --seed only affects the simulator");
     }
-    // VERBS_TEST_DEVICE=NAME selects the device (index 0 of the backend).
-    match backend_hw::HwVerbs::from_env() {
-        Ok(mut hw) => run_on(&mut hw, args, |_| None),
+    // -d NAME, else VERBS_TEST_DEVICE=NAME, selects the device (index 0 of
+    // the backend).
+    let hw = match &args.device {
+        Some(name) => backend_hw::HwVerbs::with_device(name),
+        None => backend_hw::HwVerbs::from_env(),
+    };
+    match hw {
+        Ok(mut hw) => for_each_size(args, |a| run_on(&mut hw, a, |_| None)),
         Err(e) => {
             eprintln!("verbsim perf: no RDMA device for --backend hw: {e}");
             ExitCode::from(EXIT_USAGE)

@@ -109,3 +109,69 @@ fn perf_runs_messages_up_to_the_help_limit() {
     let (code, _, stderr) = verbsim(&["perf", "write_bw", "-s", "2G", "-n", "1"]);
     assert_eq!(code, 2, "above the limit is a usage error: {stderr}");
 }
+
+// Goal: issue #17 item 3: perftest's common flags with perftest's meaning,
+// refusals that name the flag. Method: -a prints one header and a row
+// block per size 2..2^23; the accepted no-op flags run; -D, -R, a port or
+// GID index other than the workloads' and an unknown flag are errors.
+#[test]
+fn perftest_flags_are_accepted_or_refused_by_name() {
+    let (code, stdout, stderr) =
+        verbsim(&["perf", "write_bw", "-a", "-n", "8", "-t", "16", "-l", "4"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.matches("#bytes").count(), 1, "one header:\n{stdout}");
+    for shift in 1..=23 {
+        let size = format!(" {} ", 1u64 << shift);
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&size) && l.ends_with("simulated")),
+            "size {size}:\n{stdout}"
+        );
+    }
+    let (code, stdout, stderr) = verbsim(&[
+        "perf",
+        "write_lat",
+        "-d",
+        "sim_cx6_0",
+        "-i",
+        "1",
+        "-x",
+        "0",
+        "-F",
+        "--report_gbits",
+        "-I",
+        "0",
+        "-n",
+        "10",
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let file = std::env::temp_dir().join(format!("verbsim-out-{}.json", std::process::id()));
+    let (code, _, stderr) = verbsim(&[
+        "perf",
+        "read_lat",
+        "-n",
+        "5",
+        "--out_json_file",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(std::fs::read_to_string(&file)
+        .unwrap()
+        .contains("\"test\":\"read_lat\""));
+    let _ = std::fs::remove_file(&file);
+    for (args, names) in [
+        (&["perf", "write_bw", "-D", "5"][..], "-D"),
+        (&["perf", "write_bw", "-R"], "-R"),
+        (&["perf", "write_bw", "-i", "2"], "-i 2"),
+        (&["perf", "write_bw", "-x", "3"], "-x 3"),
+        (&["perf", "write_bw", "-I", "64"], "-I 64"),
+        (&["perf", "write_bw", "-d", "mlx5_9"], "-d mlx5_9"),
+        (&["perf", "write_bw", "-a", "-s", "64"], "-a"),
+        (&["perf", "write_bw", "--bogus"], "--bogus"),
+    ] {
+        let (code, _, stderr) = verbsim(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(names), "{args:?}: {stderr}");
+    }
+}
