@@ -15,6 +15,7 @@
 mod calibrate;
 mod fuzz;
 mod perf;
+mod plot;
 mod report;
 mod run;
 

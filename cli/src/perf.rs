@@ -97,6 +97,10 @@ every perftest flag and its state here):
   --out_json_file F  also append the JSON object to F
   -D, -R             not supported (duration mode, rdma_cm set-up): refused
                      by name
+  --plot FILE        with -a on a *_bw test: bandwidth and message rate
+                     against message size, simulated and wall lines, as
+                     FILE.svg or FILE.png (needs a TrueType font:
+                     fonts-dejavu-core, or VERBSIM_PLOT_FONT=path)
 ";
 
 /// Largest message `-s` accepts (the workloads register MRs of this size).
@@ -248,6 +252,8 @@ struct Args {
     device: Option<String>,
     /// perftest's `--out_json_file`: the JSON also goes to this file.
     json_file: Option<std::path::PathBuf>,
+    /// `--plot FILE` (with `-a`): the chart of the sizes, SVG or PNG.
+    plot: Option<std::path::PathBuf>,
     /// Internal: print the table's rows only (the sizes after the first
     /// of `-a`).
     rows_only: bool,
@@ -281,6 +287,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     let mut all_sizes = false;
     let mut device = None;
     let mut json_file = None;
+    let mut plot = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -345,6 +352,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             "-F" | "--CPU-freq" | "--report_gbits" => {}
             "--out_json" => json = true,
             "--out_json_file" => json_file = Some(std::path::PathBuf::from(value()?)),
+            "--plot" => plot = Some(std::path::PathBuf::from(value()?)),
             "-D" | "--duration" => {
                 return Err(format!("{flag} (run for a duration) is not supported: give -n ITERS"))
             }
@@ -465,6 +473,9 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             kind.name()
         ));
     }
+    if plot.is_some() && !(all_sizes && kind.is_data_path() && !kind.is_latency()) {
+        return Err("--plot draws the sizes of -a for a *_bw test (give -a)".to_owned());
+    }
     let plan_seed = seed.unwrap_or(0);
     Ok(Some(Args {
         backend,
@@ -473,6 +484,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         all_sizes,
         device,
         json_file,
+        plot,
         rows_only: false,
         test: PerfTest {
             kind,
@@ -1002,15 +1014,27 @@ fn json(args: &Args, report: &PerfReport) -> String {
 }
 
 /// Measures on `v` and prints the result; the exit status.
-fn run_on<V: Verbs>(
+/// Hands each report's bandwidth figures to `collect` (the chart of
+/// `--plot`).
+fn run_collect<V: Verbs>(
     v: &mut V,
     args: &Args,
     perftest: impl FnOnce(&PerfTest) -> Option<Figures>,
+    collect: &mut dyn FnMut(crate::plot::Point),
 ) -> ExitCode {
     let name = args.test.kind.name();
     match measure(v, &args.test) {
         Ok(mut report) => {
             report.perftest = perftest(&args.test);
+            let t = &args.test;
+            let clocks = std::iter::once(("wall", &report.wall))
+                .chain(report.sim.iter().map(|f| ("simulated", f)))
+                .filter_map(|(clock, f)| match derive(f, t) {
+                    Derived::Bw { gbps, mpps, .. } => Some((clock, gbps, mpps)),
+                    _ => None,
+                })
+                .collect();
+            collect((t.size, clocks));
             if args.json {
                 println!("{}", json(args, &report));
             } else if args.all_sizes {
@@ -1080,21 +1104,36 @@ fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
 
 /// Runs `run` once, or with `-a` once per size from 2 to 2^23 bytes (the
 /// header printed once, the rule after the last); the first failure ends it.
-fn for_each_size(args: &Args, mut run: impl FnMut(&Args) -> ExitCode) -> ExitCode {
+fn for_each_size(
+    args: &Args,
+    mut run: impl FnMut(&Args, &mut dyn FnMut(crate::plot::Point)) -> ExitCode,
+) -> ExitCode {
+    let mut points = Vec::new();
     if !args.all_sizes {
-        return run(args);
+        return run(args, &mut |_| {});
     }
     for (i, shift) in (1..=23u32).enumerate() {
         let mut one = args.clone();
         one.test.size = 1 << shift;
         one.rows_only = i > 0;
-        let code = run(&one);
+        let code = run(&one, &mut |p| points.push(p));
         if code != ExitCode::SUCCESS {
             return code;
         }
     }
     if !args.json {
         println!("{RULE}");
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "verbsim perf {} ({})",
+            args.test.kind.name(),
+            args.backend.name()
+        );
+        if let Err(e) = crate::plot::plot(path, &title, &points) {
+            eprintln!("verbsim perf: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
     }
     ExitCode::SUCCESS
 }
@@ -1137,9 +1176,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                     return ExitCode::from(EXIT_USAGE);
                 }
             }
-            for_each_size(&args, |args| {
+            for_each_size(&args, |args, collect| {
                 let mut sim = SimVerbs::new(config.clone());
-                run_on(&mut sim, args, |t| perftest_latency(t, seed))
+                run_collect(&mut sim, args, |t| perftest_latency(t, seed), collect)
             })
         }
         Backend::Hw => run_hw(&args),
@@ -1158,7 +1197,9 @@ fn run_hw(args: &Args) -> ExitCode {
         None => backend_hw::HwVerbs::from_env(),
     };
     match hw {
-        Ok(mut hw) => for_each_size(args, |a| run_on(&mut hw, a, |_| None)),
+        Ok(mut hw) => for_each_size(args, |a, collect| {
+            run_collect(&mut hw, a, |_| None, collect)
+        }),
         Err(e) => {
             eprintln!("verbsim perf: no RDMA device for --backend hw: {e}");
             ExitCode::from(EXIT_USAGE)

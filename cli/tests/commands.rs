@@ -175,3 +175,70 @@ fn perftest_flags_are_accepted_or_refused_by_name() {
         assert!(stderr.contains(names), "{args:?}: {stderr}");
     }
 }
+
+// Goal: issue #17 item 4: `-a --plot` draws bandwidth and message rate
+// against size, simulated and wall lines, as SVG (read here with an XML
+// parser) or PNG; misuse is refused.
+#[test]
+fn perf_all_sizes_plots_svg_and_png() {
+    let dir = std::env::temp_dir().join(format!("verbsim-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("bw.svg");
+    let (code, _, stderr) = verbsim(&[
+        "perf",
+        "write_bw",
+        "-a",
+        "-n",
+        "8",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert!(doc.root_element().has_tag_name("svg"));
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+    for want in [
+        "bandwidth [Gb/s]",
+        "message rate [Mpps]",
+        "simulated",
+        "wall",
+        "message size [bytes]",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.contains(want)),
+            "{want} in {texts:?}"
+        );
+    }
+    let lines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .count();
+    assert!(lines >= 4, "two clocks on two charts: {lines} polylines");
+    let png = dir.join("bw.png");
+    let (code, _, stderr) = verbsim(&[
+        "perf",
+        "write_bw",
+        "-a",
+        "-n",
+        "8",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(std::fs::read(&png)
+        .unwrap()
+        .starts_with(b"\x89PNG\r\n\x1a\n"));
+    for args in [
+        &["perf", "write_bw", "--plot", "x.svg"][..],
+        &["perf", "write_lat", "-a", "--plot", "x.svg"],
+    ] {
+        let (code, _, stderr) = verbsim(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains("--plot"), "{stderr}");
+    }
+    let (code, _, stderr) = verbsim(&["perf", "write_bw", "-a", "-n", "2", "--plot", "x.gif"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains(".svg or .png"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
