@@ -59,7 +59,7 @@ instance atomics on a device without them); 1 when a workload fails.
 
 Options:
   --backend sim|hw   the backend (default sim); hw needs a build with the `hw`
-                     feature: cargo run -p verbsim --features hw -- perf --backend hw TEST
+                     feature: cargo run -p verbsim-cli --features hw -- perf --backend hw TEST
   --seed N           the simulator's root seed (default VERBS_SIM_SEED, else 0)
   --json             print one JSON object instead of the table
   -s, --size SIZE    bytes per message (K, M, G suffixes allowed; default
@@ -1212,7 +1212,7 @@ fn run_hw(_: &Args) -> ExitCode {
     eprintln!(
         "verbsim perf: this build has no hardware backend.\n\
          Build with the `hw` feature (needs libibverbs-dev, librdmacm-dev, libclang-dev):\n\
-         \n    cargo run -p verbsim --features hw -- perf --backend hw TEST ..."
+         \n    cargo run -p verbsim-cli --features hw -- perf --backend hw TEST ..."
     );
     ExitCode::from(EXIT_USAGE)
 }

@@ -34,7 +34,7 @@ Exit status:
 
 Options:
   --backend sim|hw  the backend (default sim). hw needs a build with the
-                    `hw` feature: cargo run -p verbsim --features hw -- run --backend hw PATH...
+                    `hw` feature: cargo run -p verbsim-cli --features hw -- run --backend hw PATH...
                     Without a device every script is SKIPped, unless
                     VERBS_TEST_DEVICE is set, which makes that a failure.
                     VERBS_TEST_DEVICE=NAME (as ibv_devices lists it) runs
@@ -250,7 +250,7 @@ fn run_hw(_: &Args) -> ExitCode {
     eprintln!(
         "verbsim run: this build has no hardware backend.\n\
          Build with the `hw` feature (needs libibverbs-dev, librdmacm-dev, libclang-dev):\n\
-         \n    cargo run -p verbsim --features hw -- run --backend hw PATH..."
+         \n    cargo run -p verbsim-cli --features hw -- run --backend hw PATH..."
     );
     ExitCode::from(EXIT_USAGE)
 }

@@ -98,7 +98,7 @@ fn run_usage_errors() {
             "{stderr}"
         );
         assert!(
-            stderr.contains("cargo run -p verbsim --features hw -- run --backend hw"),
+            stderr.contains("cargo run -p verbsim-cli --features hw -- run --backend hw"),
             "{stderr}"
         );
     }
