@@ -70,6 +70,18 @@ pub(crate) fn create_cq(
             ));
         }
     }
+    // SAFETY: `context` is a live context of ours (ctx_of checked it).
+    let vectors = unsafe { (*context).num_comp_vectors }.max(1) as u32;
+    if a.comp_vector >= vectors {
+        return Err(Fail::new(
+            v,
+            libc::EINVAL,
+            format!(
+                "comp_vector {} is not below num_comp_vectors {vectors}",
+                a.comp_vector
+            ),
+        ));
+    }
     let channel = if a.channel.is_null() {
         None
     } else {

@@ -174,6 +174,15 @@ fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_c
         e.extra.fd = cmd_fd;
     }
     shim.ctx_ptrs.insert(h, ctx as usize);
+    shim.fds.contexts.insert(
+        ctx as usize,
+        crate::channel::Watched {
+            handle: h,
+            fd: async_fd,
+            signaled: false,
+        },
+    );
+    crate::channel::sync(shim);
     Ok(ctx)
 }
 
@@ -184,6 +193,8 @@ export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_i
         shim.sim.close_device(&h).at(v)?;
         let e = shim.objects.remove(&(context as usize));
         shim.ctx_ptrs.remove(&h);
+        shim.fds.contexts.remove(&(context as usize));
+        shim.async_unacked.clear();
         if let Some(e) = e {
             crate::channel::close_fd(e.extra.fd);
             crate::channel::close_fd(e.extra.async_fd);

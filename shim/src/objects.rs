@@ -23,6 +23,7 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     v.get_srq_num = Some(op_get_srq_num);
     v.open_xrcd = Some(op_open_xrcd);
     v.close_xrcd = Some(op_close_xrcd);
+    v.open_qp = Some(crate::qp::op_open_qp);
 }
 
 /// The handle behind a C pointer, if it is a live object of kind `$kind`.

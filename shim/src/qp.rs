@@ -337,3 +337,89 @@ export! { "IBVERBS_1.1" fn ibv_detach_mcast(qp: *mut c::ibv_qp, gid: *const c::i
 }}
 
 const _: () = assert!(size_of::<QpAlloc>() >= size_of::<c::ibv_qp_ex>());
+
+export! { "IBVERBS_1.14" fn ibv_query_qp_data_in_order(qp: *mut c::ibv_qp, op: u32, flags: u32) -> c_int {
+    with(|shim| {
+        let v = "ibv_query_qp_data_in_order";
+        let Ok(h) = handle_of!(shim, v, qp, Qp, "QP") else { return 0 };
+        let _ = op;
+        // A QP created with MLX5DV_QP_CREATE_OOO_DP places data out of order;
+        // every other simulated QP writes a message's data in order.
+        let ooo = shim.sim.world().qp_out_of_order(h).unwrap_or(false);
+        if ooo {
+            0
+        } else {
+            // Without flags: 1 (in order). With IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS
+            // (1 << 0, rdma-core 45+): the caps, IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG (1 << 0).
+            let _ = flags;
+            1
+        }
+    })
+}}
+
+/// The `open_qp` op (the inline `ibv_open_qp`): another handle on an
+/// XRC target QP of an XRC domain.
+pub(crate) unsafe extern "C" fn op_open_qp(
+    context: *mut c::ibv_context,
+    attr: *mut c::ibv_qp_open_attr,
+) -> *mut c::ibv_qp {
+    crate::guard::catch("ibv_open_qp", || {
+        ret_ptr(with(|shim| {
+            let v = "ibv_open_qp";
+            let ctx = crate::device::ctx_of(shim, v, context)?;
+            if attr.is_null() {
+                return Err(Fail::new(v, libc::EINVAL, "qp_open_attr is NULL"));
+            }
+            // SAFETY: non-NULL; the caller's struct.
+            let a = unsafe { &*attr };
+            let all = c::IBV_QP_OPEN_ATTR_NUM
+                | c::IBV_QP_OPEN_ATTR_XRCD
+                | c::IBV_QP_OPEN_ATTR_CONTEXT
+                | c::IBV_QP_OPEN_ATTR_TYPE;
+            if a.comp_mask & !all != 0
+                || a.comp_mask
+                    & (c::IBV_QP_OPEN_ATTR_NUM
+                        | c::IBV_QP_OPEN_ATTR_XRCD
+                        | c::IBV_QP_OPEN_ATTR_TYPE)
+                    != (c::IBV_QP_OPEN_ATTR_NUM
+                        | c::IBV_QP_OPEN_ATTR_XRCD
+                        | c::IBV_QP_OPEN_ATTR_TYPE)
+            {
+                return Err(Fail::new(
+                    v,
+                    libc::EINVAL,
+                    format!(
+                        "comp_mask {:#x} must name NUM, XRCD and TYPE and nothing unknown",
+                        a.comp_mask
+                    ),
+                ));
+            }
+            let x = handle_of!(shim, v, a.xrcd, Xrcd, "XRCD")?;
+            let open = QpOpenAttr {
+                qp_num: a.qp_num,
+                qp_type: QpType::from_raw(a.qp_type),
+                qp_context: a.qp_context as u64,
+            };
+            let h = shim.sim.open_qp(&ctx, &x, &open).at(v)?;
+            let q = Box::into_raw(Box::<QpAlloc>::default());
+            // SAFETY: just allocated, not shared yet.
+            let r = unsafe { &mut *q };
+            let b = &mut r.ex.qp_base;
+            b.context = context;
+            b.qp_context = a.qp_context;
+            b.handle = h.index();
+            b.qp_num = a.qp_num;
+            b.qp_type = a.qp_type;
+            b.state = shim
+                .sim
+                .query_qp(&h, QpAttrMask::STATE)
+                .map(|(s, _)| s.qp_state.to_raw())
+                .unwrap_or(c::IBV_QPS_RESET);
+            crate::qpex::fill(r);
+            let ptr = q.cast::<c::ibv_qp>();
+            shim.add(ptr.cast(), Obj::Qp(h));
+            shim.qp_ptrs.insert(h, ptr as usize);
+            Ok(ptr)
+        }))
+    })
+}

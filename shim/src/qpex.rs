@@ -294,6 +294,17 @@ unsafe extern "C" fn wr_complete(qp: *mut c::ibv_qp_ex) -> c_int {
         if !batch.open {
             return libc::EINVAL;
         }
+        // SAFETY: see `alloc`; `qp_base.state` is kept current by ibv_modify_qp.
+        let state = unsafe { (*qp).qp_base.state };
+        if matches!(state, c::IBV_QPS_RESET | c::IBV_QPS_INIT | c::IBV_QPS_RTR) {
+            // data-path §1.1: ibv_wr_complete is EINVAL unless the QP reached RTS.
+            crate::guard::log_err(
+                "ibv_wr_complete",
+                libc::EINVAL,
+                &"the QP has not reached RTS",
+            );
+            return libc::EINVAL;
+        }
         if batch.error != 0 {
             crate::guard::log_err(
                 "ibv_wr_complete",

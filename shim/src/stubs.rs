@@ -16,7 +16,6 @@ export! { "IBVERBS_1.10" fn ibv_unimport_pd() { set_errno(libc::EOPNOTSUPP); } }
 export! { "IBVERBS_1.12" fn ibv_reg_dmabuf_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_import_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_unimport_dm() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.14" fn ibv_query_qp_data_in_order() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.0" fn mlx5dv_query_device() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.1" fn mlx5dv_create_cq() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.2" fn mlx5dv_init_obj() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
