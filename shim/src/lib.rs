@@ -41,6 +41,8 @@ mod qpex;
 mod state;
 mod stubs;
 
+pub mod driver;
+
 /// rdma-core 44's C layouts (bindgen output; see the module's header).
 #[allow(
     missing_docs,
