@@ -119,6 +119,13 @@ pub(crate) fn create_cq(
     e.read_slid = Some(read_slid);
     e.read_sl = Some(read_sl);
     e.read_dlid_path_bits = Some(read_dlid_path_bits);
+    // Not requestable here (create refuses their wc_flags), but set so a
+    // program that calls them anyway reads 0 instead of jumping to NULL.
+    e.read_completion_ts = Some(read_zero_u64);
+    e.read_completion_wallclock_ns = Some(read_zero_u64);
+    e.read_cvlan = Some(read_zero_u16);
+    e.read_flow_tag = Some(read_zero_u32);
+    e.read_tm_info = Some(read_no_tm_info);
     let p = q.cast::<c::ibv_cq_ex>();
     shim.add(p.cast(), Obj::Cq(h));
     shim.cq_ptrs.insert(h, p as usize);
@@ -235,4 +242,20 @@ unsafe extern "C" fn read_sl(cq: *mut c::ibv_cq_ex) -> u8 {
 unsafe extern "C" fn read_dlid_path_bits(cq: *mut c::ibv_cq_ex) -> u8 {
     // SAFETY: reached through this CQ's own table.
     unsafe { cur(cq) }.dlid_path_bits
+}
+
+unsafe extern "C" fn read_zero_u64(_cq: *mut c::ibv_cq_ex) -> u64 {
+    0
+}
+unsafe extern "C" fn read_zero_u32(_cq: *mut c::ibv_cq_ex) -> u32 {
+    0
+}
+unsafe extern "C" fn read_zero_u16(_cq: *mut c::ibv_cq_ex) -> u16 {
+    0
+}
+unsafe extern "C" fn read_no_tm_info(_cq: *mut c::ibv_cq_ex, info: *mut c::ibv_wc_tm_info) {
+    if !info.is_null() {
+        // SAFETY: the caller's struct.
+        unsafe { info.write(c::ibv_wc_tm_info::default()) };
+    }
 }

@@ -138,7 +138,7 @@ export! { "IBVERBS_1.1" fn ibv_open_device(device: *mut c::ibv_device) -> *mut c
     state::ret_ptr(with(|shim| open_device(shim, device)))
 }}
 
-fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_context> {
+pub(crate) fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_context> {
     let v = "ibv_open_device";
     let index =
         device_index(shim, device).ok_or_else(|| Fail::bad_ptr(v, "device", device.cast()))?;

@@ -53,6 +53,17 @@ pub(crate) fn create_qp(
     context: *mut c::ibv_context,
     a: &mut c::ibv_qp_init_attr_ex,
 ) -> Res<*mut c::ibv_qp> {
+    create_qp_dv(shim, v, context, a, None)
+}
+
+/// [`create_qp`], or `mlx5dv_create_qp` when `dv` is given.
+pub(crate) fn create_qp_dv(
+    shim: &mut Shim,
+    v: &str,
+    context: *mut c::ibv_context,
+    a: &mut c::ibv_qp_init_attr_ex,
+    dv: Option<&Mlx5QpInitAttr>,
+) -> Res<*mut c::ibv_qp> {
     let pd = if a.comp_mask & c::IBV_QP_INIT_ATTR_PD != 0 {
         Some(handle_of!(shim, v, a.pd, Pd, "PD")?)
     } else {
@@ -94,7 +105,10 @@ pub(crate) fn create_qp(
         source_qpn: a.source_qpn,
         send_ops_flags: SendOpsFlags(a.send_ops_flags),
     };
-    let h = shim.sim.create_qp_ex(&ctx, &mut attr).at(v)?;
+    let h = match dv {
+        None => shim.sim.create_qp_ex(&ctx, &mut attr).at(v)?,
+        Some(d) => shim.sim.mlx5dv_create_qp(&ctx, &mut attr, d).at(v)?,
+    };
     a.cap = c_cap(&attr.cap);
     let qpn = shim.sim.qp_num(&h).at(v)?;
     let q = Box::into_raw(Box::<QpAlloc>::default());
@@ -112,6 +126,7 @@ pub(crate) fn create_qp(
     b.state = c::IBV_QPS_RESET;
     b.qp_type = a.qp_type;
     r.has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    crate::mlx5::fill_dv(r);
     crate::qpex::fill(r);
     let ptr = q.cast::<c::ibv_qp>();
     shim.add(ptr.cast(), Obj::Qp(h));
@@ -245,6 +260,12 @@ export! { "IBVERBS_1.1" fn ibv_modify_qp(qp: *mut c::ibv_qp, attr: *mut c::ibv_q
             // As libibverbs does: C reads qp->state without a call.
             // SAFETY: a live QP of ours.
             unsafe { (*qp).state = a.qp_state.to_raw() };
+        }
+        // An mlx5 DCT gets its number when it reaches RTR (the provider
+        // writes qp->qp_num then); keep the field C reads current.
+        if let Ok(n) = shim.sim.qp_num(&h) {
+            // SAFETY: a live QP of ours.
+            unsafe { (*qp).qp_num = n };
         }
         if crate::state::any_channel(shim) {
             crate::events::settle(shim);

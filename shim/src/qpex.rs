@@ -29,6 +29,8 @@ pub(crate) struct Pending {
     inline: Vec<u8>,
     ud: Option<(usize, u32, u32)>,
     srqn: u32,
+    /// `mlx5dv_wr_set_dc_addr(_stream)`: AH, DCT number, DC key, stream id.
+    pub(crate) dc: Option<(usize, u32, u64, u16)>,
 }
 
 /// The batch of a QP between `wr_start` and `wr_complete`/`wr_abort`.
@@ -63,6 +65,7 @@ pub(crate) fn fill(q: &mut QpAlloc) {
     e.wr_set_inline_data_list = Some(wr_set_inline_data_list);
     e.wr_set_ud_addr = Some(wr_set_ud_addr);
     e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
+    e.wr_atomic_write = Some(wr_atomic_write);
 }
 
 /// The allocation behind a `struct ibv_qp_ex` reached through its own table.
@@ -107,7 +110,7 @@ fn begin(qp: *mut c::ibv_qp_ex, opcode: WrOpcode) -> Option<&'static mut Pending
     q.batch.wrs.last_mut()
 }
 
-fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
+pub(crate) fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
     // SAFETY: see `alloc`.
     let q = unsafe { alloc(qp) };
     if q.batch.wrs.is_empty() && q.batch.open && q.batch.error == 0 {
@@ -116,7 +119,7 @@ fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
     q.batch.wrs.last_mut()
 }
 
-fn fail(qp: *mut c::ibv_qp_ex, errno: c_int) {
+pub(crate) fn fail(qp: *mut c::ibv_qp_ex, errno: c_int) {
     // SAFETY: see `alloc`.
     let q = unsafe { alloc(qp) };
     if q.batch.error == 0 {
@@ -200,6 +203,15 @@ unsafe extern "C" fn wr_bind_mw(
     _rkey: u32,
     _info: *const c::ibv_mw_bind_info,
 ) {
+    fail(qp, libc::EOPNOTSUPP);
+}
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut c::ibv_qp_ex,
+    _rkey: u32,
+    _remote_addr: u64,
+    _data: *const c_void,
+) {
+    // IBV_WR_ATOMIC_WRITE through the wr API is not modelled on these profiles.
     fail(qp, libc::EOPNOTSUPP);
 }
 unsafe extern "C" fn wr_send_tso(
@@ -347,10 +359,8 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
     let ahs: Vec<Option<AhHandle>> = wrs
         .iter()
         .map(|w| {
-            match w
-                .ud
-                .and_then(|(a, _, _)| shim.get(a as *const c_void).map(|e| e.obj))
-            {
+            let a = w.ud.map(|u| u.0).or(w.dc.map(|d| d.0));
+            match a.and_then(|a| shim.get(a as *const c_void).map(|e| e.obj)) {
                 Some(Obj::Ah(h)) => Some(h),
                 _ => None,
             }
@@ -383,6 +393,26 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
                         v,
                         libc::EINVAL,
                         "ibv_wr_set_ud_addr named an AH that is not live",
+                    )
+                    .errno
+                }
+            }
+        }
+        if let Some((_, dctn, key, stream)) = w.dc {
+            match ah {
+                Some(a) => {
+                    s.dc = Some(DcInfo {
+                        ah: a,
+                        remote_dctn: dctn,
+                        remote_dc_key: key,
+                        stream_id: stream,
+                    })
+                }
+                None => {
+                    return Fail::new(
+                        v,
+                        libc::EINVAL,
+                        "mlx5dv_wr_set_dc_addr named an AH that is not live",
                     )
                     .errno
                 }

@@ -16,10 +16,7 @@ export! { "IBVERBS_1.10" fn ibv_unimport_pd() { set_errno(libc::EOPNOTSUPP); } }
 export! { "IBVERBS_1.12" fn ibv_reg_dmabuf_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_import_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_unimport_dm() { set_errno(libc::EOPNOTSUPP); } }
-export! { "MLX5_1.0" fn mlx5dv_query_device() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.1" fn mlx5dv_create_cq() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.2" fn mlx5dv_init_obj() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.3" fn mlx5dv_create_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.4" fn mlx5dv_get_clock_info() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow_matcher() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
@@ -35,8 +32,6 @@ export! { "MLX5_1.7" fn mlx5dv_devx_obj_query() -> i32 { set_errno(libc::EOPNOTS
 export! { "MLX5_1.7" fn mlx5dv_devx_query_eqn() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.7" fn mlx5dv_devx_umem_dereg() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.7" fn mlx5dv_devx_umem_reg() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "MLX5_1.7" fn mlx5dv_open_device() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "MLX5_1.8" fn mlx5dv_is_supported() -> i32 { 0 } }
 export! { "MLX5_1.10" fn mlx5dv_create_mkey() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.10" fn mlx5dv_destroy_mkey() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.10" fn mlx5dv_dr_action_create_dest_ibv_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
@@ -57,7 +52,6 @@ export! { "MLX5_1.10" fn mlx5dv_dr_rule_create() -> *mut core::ffi::c_void { set
 export! { "MLX5_1.10" fn mlx5dv_dr_rule_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.10" fn mlx5dv_dr_table_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.10" fn mlx5dv_dr_table_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.10" fn mlx5dv_qp_ex_from_ibv_qp_ex() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.12" fn mlx5dv_alloc_var() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.12" fn mlx5dv_dump_dr_domain() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.12" fn mlx5dv_free_var() { set_errno(libc::EOPNOTSUPP); } }
@@ -91,7 +85,6 @@ export! { "MLX5_1.20" fn mlx5dv_qp_cancel_posted_send_wrs() -> i32 { set_errno(l
 export! { "MLX5_1.21" fn mlx5dv_crypto_login() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_crypto_login_query_state() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_crypto_logout() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_dek_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.21" fn mlx5dv_dek_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_dek_query() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
