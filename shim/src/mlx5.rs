@@ -176,23 +176,30 @@ pub(crate) fn fill_dv(q: &mut QpAlloc) {
     let d = &mut q.dv;
     d.wr_set_dc_addr = Some(wr_set_dc_addr);
     d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
-    let f = dv_unsupported as unsafe extern "C" fn(*mut c::mlx5dv_qp_ex);
-    // SAFETY (all below): each slot gets a function whose first argument is
-    // the same `struct mlx5dv_qp_ex *` and which reads no other argument and
-    // returns nothing; on the x86-64 SysV ABI the caller's further
-    // arguments sit in registers the callee ignores, so the call is sound.
-    unsafe {
-        d.wr_mr_interleaved = Some(core::mem::transmute::<_, _>(f));
-        d.wr_mr_list = Some(core::mem::transmute::<_, _>(f));
-        d.wr_mkey_configure = Some(core::mem::transmute::<_, _>(f));
-        d.wr_set_mkey_access_flags = Some(core::mem::transmute::<_, _>(f));
-        d.wr_set_mkey_layout_list = Some(core::mem::transmute::<_, _>(f));
-        d.wr_set_mkey_layout_interleaved = Some(core::mem::transmute::<_, _>(f));
-        d.wr_set_mkey_sig_block = Some(core::mem::transmute::<_, _>(f));
-        d.wr_raw_wqe = Some(core::mem::transmute::<_, _>(f));
-        d.wr_memcpy = Some(core::mem::transmute::<_, _>(f));
-        d.wr_set_mkey_crypto = Some(core::mem::transmute::<_, _>(f));
+    type Unsupported = Option<unsafe extern "C" fn(*mut c::mlx5dv_qp_ex)>;
+    let f: Unsupported = Some(dv_unsupported);
+    macro_rules! set {
+        ($($slot:ident),*) => {$(
+            // SAFETY: the slot is an `Option<unsafe extern "C" fn(*mut
+            // mlx5dv_qp_ex, ...)>`, the same size and layout as `f`'s type;
+            // the function reads only its first argument (the same `struct
+            // mlx5dv_qp_ex *`) and returns nothing, so on the x86-64 SysV
+            // ABI a caller passing more arguments calls it soundly.
+            unsafe { (&raw mut d.$slot).cast::<Unsupported>().write(f) };
+        )*};
     }
+    set!(
+        wr_mr_interleaved,
+        wr_mr_list,
+        wr_mkey_configure,
+        wr_set_mkey_access_flags,
+        wr_set_mkey_layout_list,
+        wr_set_mkey_layout_interleaved,
+        wr_set_mkey_sig_block,
+        wr_raw_wqe,
+        wr_memcpy,
+        wr_set_mkey_crypto
+    );
 }
 
 /// An mlx5 work-request builder the simulator does not model: the batch
