@@ -113,7 +113,7 @@ mod trace;
 mod world;
 
 pub use adapter::AdapterModel;
-pub use config::{DcKeyViolation, ErrnoFlavor, SimConfig};
+pub use config::{DcKeyViolation, ErrnoFlavor, MwConfig, SimConfig};
 pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,
     MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,

@@ -384,9 +384,9 @@ impl Verbs for SimVerbs {
         // this MR" (ibv_alloc_mw(3)); the errno is the simulator's choice.
         let bound = self.world.mws_bound_to(*mr);
         if bound > 0 {
-            return Err(Error::new(
+            return Err(Error::from_errno(
                 Verb::DeregMr,
-                ErrorKind::Busy,
+                self.world.config.mw.dereg_bound_errno,
                 format!("{bound} memory windows are still bound to the MR"),
             ));
         }

@@ -952,3 +952,56 @@ fn post_send_refuses_bind_mw_without_bind_info() {
         QpState::ReadyToSend
     );
 }
+
+#[test]
+fn dereg_errno_with_a_bound_window_is_configurable() {
+    let mut config = SimConfig::for_profiles(3, vec![DeviceProfile::connectx6()]);
+    config.mw.dereg_bound_errno = errno::EINVAL;
+    let mut sim = SimVerbs::new(config);
+    let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+    let pd = sim.alloc_pd(&ctx).unwrap();
+    let cq = sim
+        .create_cq(
+            &ctx,
+            &CqInit {
+                cqe: 8,
+                ..CqInit::default()
+            },
+        )
+        .unwrap();
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        send_cq: Some(&cq),
+        recv_cq: Some(&cq),
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        ..QpInitAttrEx::default()
+    };
+    let qp = sim.create_qp(&pd, &mut attr).unwrap();
+    let ep = Endpoint::query(&mut sim, &ctx, &qp, 1).unwrap();
+    connect_qp(&mut sim, &qp, &ep, &ep, &ConnectOptions::default()).unwrap();
+    let mr = sim.reg_mr(&pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let addr = sim.mr_info(&mr).unwrap().addr;
+    let mw = sim.alloc_mw(&pd, MwType::Type1).unwrap();
+    let bind = MwBind::<SimVerbs> {
+        wr_id: 1,
+        send_flags: SendFlags::empty(),
+        bind_info: MwBindInfo {
+            mr: Some(&mr),
+            addr,
+            length: 16,
+            mw_access_flags: AccessFlags::REMOTE_READ,
+        },
+    };
+    sim.bind_mw(&qp, &mw, &bind).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    assert_eq!(sim.dereg_mr(&mr).unwrap_err().errno(), errno::EINVAL);
+    // Deallocating the window unbinds it; then the MR goes.
+    sim.dealloc_mw(&mw).unwrap();
+    sim.dereg_mr(&mr).unwrap();
+}

@@ -1045,7 +1045,7 @@ impl World {
         if m.rkey != rkey || m.device != device {
             return Some(None);
         }
-        if let (Some(bq), Some(rq)) = (b.qp, rq) {
+        if let (Some(bq), Some(rq), true) = (b.qp, rq, self.config.mw.type2_qp_bound) {
             if bq != rq {
                 return Some(None);
             }
@@ -1122,10 +1122,11 @@ impl World {
 
     /// LOCAL_INV (rxe `rxe_do_local_ops`): a bound type 2 window of the
     /// QP's PD is unbound, an MR of the QP's PD invalidated; anything else
-    /// completes with `LOC_QP_OP_ERR`.
+    /// completes with `SimConfig::mw.local_inv_error` (`LOC_QP_OP_ERR`).
     fn exec_local_inv(&mut self, qp: QpHandle, key: u32) -> WcStatus {
+        let fail = self.config.mw.local_inv_error;
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return WcStatus::LocQpOpErr;
+            return fail;
         };
         let (device, pd) = (q.device, q.pd.map_or(u32::MAX, |p| p.index));
         if self.is_mw_key(key) {
@@ -1141,7 +1142,7 @@ impl World {
                     m.bound = None;
                     WcStatus::Success
                 }
-                _ => WcStatus::LocQpOpErr,
+                _ => fail,
             };
         }
         match self.mrs.get_by_index_mut(key >> 8) {
@@ -1154,7 +1155,7 @@ impl World {
                 m.invalidated = true;
                 WcStatus::Success
             }
-            _ => WcStatus::LocQpOpErr,
+            _ => fail,
         }
     }
 
