@@ -82,6 +82,36 @@ pub struct SimConfig {
     pub xrc_unknown_srqn: crate::XrcUnknownSrqn,
     /// The connection manager's timing and limits (docs/rdma-cm.md).
     pub cm: crate::CmConfig,
+    /// Memory-window behaviour the sources leave open (docs/divergence.md).
+    pub mw: MwConfig,
+}
+
+/// The memory-window choices no source settles (docs/divergence.md,
+/// "Memory windows"); the defaults are the simulator's reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MwConfig {
+    /// The errno of `ibv_dereg_mr` on an MR with windows bound to it (the
+    /// man page only says it fails; rxe's kernel code returns `EINVAL`).
+    /// Default `EBUSY`.
+    pub dereg_bound_errno: i32,
+    /// Whether a type 2 window is usable only through the QP that bound it
+    /// (type 2B, what mlx5 reports) or through any QP of its PD (2A).
+    /// Default `true` (2B).
+    pub type2_qp_bound: bool,
+    /// The completion status of a LOCAL_INV naming no window or MR it may
+    /// invalidate (rxe: `LOC_QP_OP_ERR`; mlx5 unconfirmed). Default
+    /// `LOC_QP_OP_ERR`.
+    pub local_inv_error: verbs_api::WcStatus,
+}
+
+impl Default for MwConfig {
+    fn default() -> Self {
+        Self {
+            dereg_bound_errno: verbs_api::errno::EBUSY,
+            type2_qp_bound: true,
+            local_inv_error: verbs_api::WcStatus::LocQpOpErr,
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -102,6 +132,7 @@ impl Default for SimConfig {
             ooo_window: 8,
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
             cm: crate::CmConfig::default(),
+            mw: MwConfig::default(),
         }
     }
 }
