@@ -288,13 +288,8 @@ unsafe extern "C" fn op_query_device_ex(
                     format!("attr is NULL or attr_size {attr_size} is too small"),
                 ));
             }
-            let a = shim.sim.query_device(&h).at(v)?;
-            let mut ex = c::ibv_device_attr_ex {
-                orig_attr: device_attr(&a),
-                ..Default::default()
-            };
-            ex.device_cap_flags_ex = a.device_cap_flags.bits();
-            ex.phys_port_cnt_ex = u32::from(a.phys_port_cnt);
+            let a = shim.sim.query_device_ex(&h).at(v)?;
+            let ex = device_attr_ex(&a);
             let n = attr_size.min(size_of::<c::ibv_device_attr_ex>());
             // SAFETY: `attr` is non-NULL and the caller says it holds
             // attr_size bytes; we copy at most that many, zeroing the rest.
@@ -309,6 +304,48 @@ unsafe extern "C" fn op_query_device_ex(
             Ok(())
         }))
     })
+}
+
+/// `struct ibv_device_attr_ex` from the simulator's extended attributes.
+fn device_attr_ex(a: &DeviceAttrEx) -> c::ibv_device_attr_ex {
+    let mut o = c::ibv_device_attr_ex {
+        orig_attr: device_attr(&a.orig_attr),
+        comp_mask: a.comp_mask,
+        completion_timestamp_mask: a.completion_timestamp_mask,
+        hca_core_clock: a.hca_core_clock,
+        device_cap_flags_ex: a.device_cap_flags_ex,
+        max_wq_type_rq: a.max_wq_type_rq,
+        raw_packet_caps: a.raw_packet_caps,
+        max_dm_size: a.max_dm_size,
+        xrc_odp_caps: a.xrc_odp_caps,
+        phys_port_cnt_ex: a.phys_port_cnt_ex,
+        ..Default::default()
+    };
+    o.odp_caps.general_caps = a.odp_caps.general_caps;
+    o.odp_caps.per_transport_caps.rc_odp_caps = a.odp_caps.rc_odp_caps;
+    o.odp_caps.per_transport_caps.uc_odp_caps = a.odp_caps.uc_odp_caps;
+    o.odp_caps.per_transport_caps.ud_odp_caps = a.odp_caps.ud_odp_caps;
+    o.tso_caps.max_tso = a.tso_caps.max_tso;
+    o.tso_caps.supported_qpts = a.tso_caps.supported_qpts;
+    o.rss_caps.supported_qpts = a.rss_caps.supported_qpts;
+    o.rss_caps.max_rwq_indirection_tables = a.rss_caps.max_rwq_indirection_tables;
+    o.rss_caps.max_rwq_indirection_table_size = a.rss_caps.max_rwq_indirection_table_size;
+    o.rss_caps.rx_hash_fields_mask = a.rss_caps.rx_hash_fields_mask;
+    o.rss_caps.rx_hash_function = a.rss_caps.rx_hash_function;
+    o.packet_pacing_caps.qp_rate_limit_min = a.packet_pacing_caps.qp_rate_limit_min;
+    o.packet_pacing_caps.qp_rate_limit_max = a.packet_pacing_caps.qp_rate_limit_max;
+    o.packet_pacing_caps.supported_qpts = a.packet_pacing_caps.supported_qpts;
+    o.tm_caps.max_rndv_hdr_size = a.tm_caps.max_rndv_hdr_size;
+    o.tm_caps.max_num_tags = a.tm_caps.max_num_tags;
+    o.tm_caps.flags = a.tm_caps.flags;
+    o.tm_caps.max_ops = a.tm_caps.max_ops;
+    o.tm_caps.max_sge = a.tm_caps.max_sge;
+    o.cq_mod_caps.max_cq_count = a.cq_mod_caps.max_cq_count;
+    o.cq_mod_caps.max_cq_period = a.cq_mod_caps.max_cq_period;
+    o.pci_atomic_caps.fetch_add = a.pci_atomic_caps.fetch_add;
+    o.pci_atomic_caps.compare_swap = a.pci_atomic_caps.compare_swap;
+    o.pci_atomic_caps.swap = a.pci_atomic_caps.swap;
+    o
 }
 
 /// `struct ibv_port_attr` from the simulator's port.

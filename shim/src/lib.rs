@@ -34,6 +34,7 @@ mod datapath;
 mod device;
 mod events;
 mod export;
+mod ext;
 mod guard;
 mod mlx5;
 mod objects;

@@ -17,6 +17,9 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     ops.post_srq_recv = Some(crate::datapath::op_post_srq_recv);
     ops.poll_cq = Some(crate::datapath::op_poll_cq);
     ops.req_notify_cq = Some(crate::datapath::op_req_notify_cq);
+    ops.alloc_mw = Some(crate::ext::op_alloc_mw);
+    ops.dealloc_mw = Some(crate::ext::op_dealloc_mw);
+    ops.bind_mw = Some(crate::ext::op_bind_mw);
     v.create_qp_ex = Some(crate::qp::op_create_qp_ex);
     v.create_cq_ex = Some(crate::cqex::op_create_cq_ex);
     v.create_srq_ex = Some(op_create_srq_ex);
@@ -251,15 +254,6 @@ export! { "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut c::ibv_cq) -> c_int {
         // SAFETY: a live CQ of ours (an ibv_cq_ex allocation), unregistered, freed once.
         unsafe { state::free(cq.cast::<crate::cqex::CqAlloc>()) };
         Ok(())
-    }))
-}}
-
-export! { "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut c::ibv_cq, cqe: c_int) -> c_int {
-    ret_int(with(|shim| {
-        let v = "ibv_resize_cq";
-        handle_of!(shim, v, cq, Cq, "CQ")?;
-        let _ = cqe;
-        Err(Fail::new(v, libc::EOPNOTSUPP, "resizing a CQ is not modelled yet"))
     }))
 }}
 

@@ -363,17 +363,12 @@ export! { "IBVERBS_1.14" fn ibv_query_qp_data_in_order(qp: *mut c::ibv_qp, op: u
     with(|shim| {
         let v = "ibv_query_qp_data_in_order";
         let Ok(h) = handle_of!(shim, v, qp, Qp, "QP") else { return 0 };
-        let _ = op;
-        // A QP created with MLX5DV_QP_CREATE_OOO_DP places data out of order;
-        // every other simulated QP writes a message's data in order.
-        let ooo = shim.sim.world().qp_out_of_order(h).unwrap_or(false);
-        if ooo {
-            0
-        } else {
-            // Without flags: 1 (in order). With IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS
-            // (1 << 0, rdma-core 45+): the caps, IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG (1 << 0).
-            let _ = flags;
-            1
+        match shim.sim.query_qp_data_in_order(&h, WrOpcode::from_raw(op), DataInOrderFlags(flags)) {
+            Ok(caps) => caps.bits() as c_int,
+            Err(e) => {
+                crate::guard::log_err(v, e.errno(), &e);
+                0
+            }
         }
     })
 }}

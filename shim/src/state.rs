@@ -37,6 +37,8 @@ pub(crate) enum Obj {
     Ah(AhHandle),
     /// `struct ibv_xrcd`.
     Xrcd(XrcdHandle),
+    /// `struct ibv_mw`.
+    Mw(MwHandle),
 }
 
 /// Per-object data the shim keeps beside the C struct.
