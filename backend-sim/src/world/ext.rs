@@ -708,7 +708,7 @@ impl World {
     /// `(index in wrs, window, new rkey, bind info)`. The drop-in library
     /// posts legacy chains with binds through this; the checks are those
     /// of `ibv_wr_bind_mw` (a type 2 window, the MR in the window's PD),
-    /// then the chain is posted as by [`World::post_send`], `bad_wr` at the
+    /// then the chain is posted as by `World::post_send`, `bad_wr` at the
     /// first failing request.
     pub fn post_send_with_binds(
         &mut self,
