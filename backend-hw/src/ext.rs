@@ -268,7 +268,8 @@ impl HwVerbs {
         let v = Verb::ReregMr;
         self.check_owner(&mr.0.obj.ctx, v, "MR")?;
         let p = mr.0.obj.get(v)?;
-        if args.flags.contains(ReregMrFlags::CHANGE_TRANSLATION) {
+        // A zero length is libibverbs' EINVAL, passed through below.
+        if args.flags.contains(ReregMrFlags::CHANGE_TRANSLATION) && args.length != 0 {
             return Err(Error::from_errno(
                 v,
                 EOPNOTSUPP,

@@ -112,6 +112,12 @@ fn mtu_ok(s: &str) -> bool {
 fn mig_ok(s: &str) -> bool {
     PathMigState::from_name(s).is_some()
 }
+fn rereg_flags_ok(s: &str) -> bool {
+    verbs_api::ReregMrFlags::from_names(s).is_some()
+}
+fn data_in_order_flags_ok(s: &str) -> bool {
+    verbs_api::DataInOrderFlags::from_names(s).is_some()
+}
 fn access_ok(s: &str) -> bool {
     AccessFlags::from_names(s).is_some()
 }
@@ -542,6 +548,76 @@ pub(crate) const SPECS: &[Spec] = &[
     spec!("poll", ["CQ"], NO_KEYS, Expects::Fields(WC_FIELDS)),
     spec!("reg_mr", ["PD"], &[&[("length", Int), ("access", ACCESS)]]),
     spec!("dereg_mr", ["MR"], NO_KEYS),
+    // Extended verbs (runner/ext.rs), and `value` to keep a value for later.
+    spec!("value", ["VALUE"], NO_KEYS),
+    spec!("resize_cq", ["CQ"], &[&[("cqe", Int)]]),
+    spec!(
+        "rereg_mr",
+        ["MR"],
+        &[&[
+            (
+                "flags",
+                Flags(
+                    "rereg flags (CHANGE_TRANSLATION|CHANGE_PD|CHANGE_ACCESS)",
+                    rereg_flags_ok
+                )
+            ),
+            ("pd", Name),
+            ("length", Int),
+            ("access", ACCESS)
+        ]]
+    ),
+    spec!("query_device_ex", ["CTX"], NO_KEYS),
+    spec!(
+        "query_gid_ex",
+        ["CTX"],
+        &[&[("port_num", Int), ("gid_index", Int), ("flags", Int)]]
+    ),
+    spec!(
+        "query_gid_table",
+        ["CTX"],
+        &[&[("max_entries", Int), ("flags", Int)]]
+    ),
+    spec!("query_ece", ["QP"], NO_KEYS),
+    spec!(
+        "set_ece",
+        ["QP"],
+        &[&[("vendor_id", Int), ("options", Int), ("comp_mask", Int)]]
+    ),
+    spec!("alloc_mw", ["PD"], &[&[("type", Int)]]),
+    spec!("dealloc_mw", ["MW"], NO_KEYS),
+    spec!(
+        "bind_mw",
+        ["QP", "MW"],
+        &[&[
+            ("mr", Name),
+            ("addr", Int),
+            ("length", Int),
+            ("mw_access_flags", ACCESS),
+            ("wr_id", Int),
+            (
+                "send_flags",
+                Flags("send flags (SIGNALED|FENCE)", send_flags_ok)
+            )
+        ]]
+    ),
+    spec!(
+        "query_qp_data_in_order",
+        ["QP"],
+        &[&[
+            (
+                "opcode",
+                Enum(
+                    "a work request opcode (SEND RDMA_WRITE RDMA_READ …)",
+                    wr_opcode_ok
+                )
+            ),
+            (
+                "flags",
+                Flags("data-in-order flags (RETURN_CAPS)", data_in_order_flags_ok)
+            )
+        ]]
+    ),
     // SRQ
     spec!(
         "create_srq",

@@ -140,7 +140,7 @@ impl<V: Verbs> Runner<'_, V> {
     getter!(cm_id, V::CmId, "an rdma_cm id", Value::CmId(c) => c);
 
     /// An optional handle argument (`key=NAME` or `key=none`).
-    fn opt<T>(
+    pub(crate) fn opt<T>(
         &mut self,
         stmt: &Statement,
         key: &str,
@@ -585,6 +585,7 @@ impl<V: Verbs> Runner<'_, V> {
             "assert" => self.assert(stmt)?,
             "sim" => self.sim(stmt)?,
             verb if verb.starts_with("rdma_") => self.rdma(stmt, &p0)?,
+            verb if Self::is_ext(verb) => self.ext(stmt, &p0)?,
             other => {
                 return Err(format!(
                     "statement `{other}` is not supported by this runner"
