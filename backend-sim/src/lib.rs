@@ -105,6 +105,7 @@ mod config;
 pub mod datapath;
 pub mod fabric;
 mod handles;
+mod memory;
 mod perfetto;
 mod profile;
 pub mod rng;
@@ -118,6 +119,7 @@ pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,
     MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
+pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};

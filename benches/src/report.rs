@@ -288,6 +288,12 @@ pub const TARGETS: &[Target] = &[
         1.15,
         "≤ 1.15× fault-free",
     ),
+    cost(
+        "shim_post_poll/shim",
+        "shim_post_poll/direct",
+        1.3,
+        "≤ 1.3× SimVerbs directly",
+    ),
     ratio(
         "sim_scale/events",
         "phys_heap_poppush/100k",

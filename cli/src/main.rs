@@ -5,6 +5,7 @@
 //! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
 //! verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
 //! verbsim calibrate
+//! verbsim exec [OPTIONS] -- PROGRAM ARGS...
 //! verbsim fuzz [--seeds A..B] [--calls N] [--twice]
 //! ```
 //!
@@ -13,6 +14,7 @@
 //! argument-parsing dependency).
 
 mod calibrate;
+mod exec;
 mod fuzz;
 mod perf;
 mod plot;
@@ -64,6 +66,9 @@ Usage:
   verbsim fuzz [--seeds A..B] [--calls N] [--twice] [--keep-going]
                  swarm testing: random valid and invalid calls with invariants
                  after each, failures shrunk to a .verbs script (docs/swarm.md)
+  verbsim exec [--seed N] [--devices cx6,cx6] [--trace FILE] -- PROGRAM ARGS...
+                 run an unmodified RDMA program (C, Python, Rust) on the
+                 simulator through the drop-in libibverbs.so.1 (docs/drop-in.md)
   verbsim help [COMMAND]
                  this text, or a command's help
 
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
         "perf" => perf::main(rest),
         "calibrate" => calibrate::main(rest),
         "fuzz" => fuzz::main(rest),
+        "exec" => exec::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);
@@ -97,6 +103,10 @@ fn main() -> ExitCode {
             }
             Some("fuzz") => {
                 print!("{}", fuzz::HELP);
+                ExitCode::SUCCESS
+            }
+            Some("exec") => {
+                print!("{}", exec::HELP);
                 ExitCode::SUCCESS
             }
             Some(other) => {

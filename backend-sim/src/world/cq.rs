@@ -59,6 +59,13 @@ impl World {
         Ok(CompChannelHandle::from_parts(self.channels.insert(ch)))
     }
 
+    /// How many completion events wait on `ch` for `ibv_get_cq_event`
+    /// (what makes a channel's file descriptor readable in the drop-in
+    /// library).
+    pub fn comp_channel_pending(&self, ch: CompChannelHandle) -> Result<usize> {
+        Ok(self.channel(ch, Verb::GetCqEvent)?.events.len())
+    }
+
     /// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it.
     pub fn destroy_comp_channel(&mut self, ch: CompChannelHandle) -> Result<()> {
         let c = self.channel(ch, Verb::DestroyCompChannel)?;

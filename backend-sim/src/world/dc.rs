@@ -843,6 +843,12 @@ impl World {
     /// `MLX5DV_QP_CREATE_OOO_DP` on one side only (§5.1 "must be set on both
     /// sides"): the responder refuses the request with an Invalid Request
     /// NAK before touching memory or receive WQEs; the requester completes
+    /// Whether the QP was created with `MLX5DV_QP_CREATE_OOO_DP` (its data
+    /// may be placed out of order; `ibv_query_qp_data_in_order` says 0).
+    pub fn qp_out_of_order(&self, qp: QpHandle) -> Result<bool> {
+        Ok(self.qp(qp, Verb::QueryQp)?.dv.ooo)
+    }
+
     /// it with `IBV_WC_REM_INV_REQ_ERR`. True when refused.
     pub(crate) fn ooo_mismatch(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) -> bool {
         let (Some(r), Some(s)) = (

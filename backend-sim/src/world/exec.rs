@@ -275,8 +275,16 @@ fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
                 m.bytes.copy_within(s.off + so..s.off + so + n, d.off + d_o);
             }
         } else if let Some((sm, dm)) = mrs.pair_by_index_mut(s.mr, d.mr) {
-            dm.bytes[d.off + d_o..d.off + d_o + n]
-                .copy_from_slice(&sm.bytes[s.off + so..s.off + so + n]);
+            let src = s.off + so..s.off + so + n;
+            let dst = d.off + d_o..d.off + d_o + n;
+            if sm.bytes.is_external() || dm.bytes.is_external() {
+                // Two MRs over the caller's memory may overlap: never hold
+                // both views at once.
+                let bounce = sm.bytes[src].to_vec();
+                dm.bytes[dst].copy_from_slice(&bounce);
+            } else {
+                dm.bytes[dst].copy_from_slice(&sm.bytes[src]);
+            }
         }
         so += n;
         d_o += n;

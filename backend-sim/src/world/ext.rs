@@ -333,11 +333,23 @@ impl World {
     // -------------------------------------------------------- extended CQ
 
     /// The `wc_flags` the device can report: the standard fields, plus
-    /// the completion timestamp where the device has a clock (mlx5).
+    /// the completion timestamp where the device has a clock (mlx5), plus
+    /// the stripped C-VLAN where the device strips VLANs (it claims
+    /// `IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`; simulated packets carry no
+    /// VLAN tag, so the value read is 0).
     fn supported_wc_flags(&self, device: u32) -> WcExFlags {
-        match self.device(device).profile.driver {
-            DriverModel::Mlx5 => WcExFlags::STANDARD | WcExFlags::COMPLETION_TIMESTAMP,
-            DriverModel::Rxe => WcExFlags::STANDARD,
+        let p = &self.device(device).profile;
+        let cvlan = if p
+            .create_flags
+            .contains(verbs_api::QpCreateFlags::CVLAN_STRIPPING)
+        {
+            WcExFlags::CVLAN
+        } else {
+            WcExFlags::empty()
+        };
+        match p.driver {
+            DriverModel::Mlx5 => WcExFlags::STANDARD | WcExFlags::COMPLETION_TIMESTAMP | cvlan,
+            DriverModel::Rxe => WcExFlags::STANDARD | cvlan,
         }
     }
 
@@ -357,14 +369,23 @@ impl World {
                 format!("comp_mask {} is not supported (FLAGS only)", attr.comp_mask),
             ));
         }
+        if attr.comp_mask.contains(CqInitAttrMask::FLAGS) && attr.flags.unknown_bits() != 0 {
+            return Err(invalid(
+                v,
+                format!("unknown create flags {:#x}", attr.flags.unknown_bits()),
+            ));
+        }
         if attr.comp_mask.contains(CqInitAttrMask::FLAGS)
             && attr.flags.difference(CreateCqAttrFlags::SINGLE_THREADED)
                 != CreateCqAttrFlags::empty()
         {
-            return Err(invalid(
+            // IGNORE_OVERRUN is a known flag the model lacks (a CQ overrun
+            // is always reported): unsupported, not invalid.
+            return Err(err(
                 v,
+                EOPNOTSUPP,
                 format!(
-                    "create flags {} are not supported (SINGLE_THREADED only)",
+                    "create flags {} are not modelled (SINGLE_THREADED only)",
                     attr.flags
                 ),
             ));

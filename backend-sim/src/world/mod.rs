@@ -790,6 +790,11 @@ impl World {
         }
     }
 
+    /// How many async events wait on `ctx` for `ibv_get_async_event`.
+    pub fn async_pending(&self, ctx: ContextHandle) -> Result<usize> {
+        Ok(self.ctx(ctx, Verb::GetAsyncEvent)?.async_events.len())
+    }
+
     /// `ibv_get_async_event`, non-blocking: the event and its token (for
     /// [`World::ack_async_event`]).
     pub fn get_async_event(

@@ -4,6 +4,8 @@ use verbs_api::{AccessFlags, MrInfo, Result, Verb};
 
 use super::{invalid, misuse, no_mem, unsupported, World};
 use crate::handles::{MrHandle, PdHandle};
+use crate::memory::MrMemory;
+use crate::ExternalMemory;
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`: flags libibverbs silently drops when the
 /// kernel does not know them (verbs.h comment on `ibv_reg_mr_iova2`).
@@ -17,7 +19,7 @@ pub(crate) struct Mr {
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
     pub(crate) access: AccessFlags,
-    pub(crate) bytes: Vec<u8>,
+    pub(crate) bytes: MrMemory,
     /// Posted work requests whose SGEs name this MR and are not yet reaped.
     pub(crate) pins: u32,
     /// Invalidated by a SEND_WITH_INV naming its rkey (data-path §3.2): its
@@ -45,6 +47,58 @@ impl World {
     /// are modelled. Registrations past `SimConfig::mr_bytes_max` fail with
     /// `ENOMEM`.
     pub fn reg_mr(&mut self, pd: PdHandle, length: usize, access: AccessFlags) -> Result<MrHandle> {
+        let (device, process, access) = self.check_reg_mr(pd, length, access)?;
+        let total = self.mr_bytes_total.saturating_add(length as u64);
+        if total > self.config.mr_bytes_max {
+            return Err(no_mem(
+                Verb::RegMr,
+                format!(
+                    "the simulator's MR memory budget (SimConfig::mr_bytes_max = {}) is exhausted",
+                    self.config.mr_bytes_max
+                ),
+            ));
+        }
+        let addr = self.alloc_va(process, length as u64);
+        let h = self.insert_mr(pd, device, addr, access, MrMemory::Owned(vec![0u8; length]))?;
+        self.mr_bytes_total = total;
+        Ok(h)
+    }
+
+    /// `ibv_reg_mr` over memory the caller owns, at the caller's address:
+    /// the hardware meaning, for the drop-in `libibverbs.so.1`. `addr` is
+    /// the address the MR's requests name (`mr->addr`, the iova); the
+    /// simulator reads and writes `memory` itself, never a copy, and drops
+    /// it when the MR is deregistered (then, unlike [`World::reg_mr`],
+    /// requests already on the wire see zeroes: the caller may free its
+    /// buffer as soon as `ibv_dereg_mr` returns). The same checks as
+    /// [`World::reg_mr`] apply; the memory does not count against
+    /// `SimConfig::mr_bytes_max`. An empty `memory` is `EINVAL`.
+    pub fn reg_mr_external(
+        &mut self,
+        pd: PdHandle,
+        addr: u64,
+        memory: Box<dyn ExternalMemory>,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        let length = memory.as_slice().len();
+        let (device, _, access) = self.check_reg_mr(pd, length, access)?;
+        if addr.checked_add(length as u64).is_none() {
+            return Err(invalid(
+                Verb::RegMr,
+                format!("addr {addr:#x} + length {length} wraps around"),
+            ));
+        }
+        self.insert_mr(pd, device, addr, access, MrMemory::External(memory))
+    }
+
+    /// The checks `ibv_reg_mr` makes; gives the device, the process and
+    /// the access flags with the optional range dropped.
+    fn check_reg_mr(
+        &self,
+        pd: PdHandle,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<(u32, verbs_api::ProcessId, AccessFlags)> {
         let v = Verb::RegMr;
         let p = self.pd(pd, v)?;
         let (device, ctx) = (p.device, p.ctx);
@@ -103,17 +157,18 @@ impl World {
                 format!("length {length} is above the device's max_mr_size {max:#x}"),
             ));
         }
-        let total = self.mr_bytes_total.saturating_add(length as u64);
-        if total > self.config.mr_bytes_max {
-            return Err(no_mem(
-                v,
-                format!(
-                    "the simulator's MR memory budget (SimConfig::mr_bytes_max = {}) is exhausted",
-                    self.config.mr_bytes_max
-                ),
-            ));
-        }
-        let addr = self.alloc_va(process, length as u64);
+        Ok((device, process, access))
+    }
+
+    /// Allocates the keys and the slot of a checked registration.
+    fn insert_mr(
+        &mut self,
+        pd: PdHandle,
+        device: u32,
+        addr: u64,
+        access: AccessFlags,
+        bytes: MrMemory,
+    ) -> Result<MrHandle> {
         // lkey = rkey = (arena index << 8) | variant byte from the seeded
         // `rkey_alloc` stream, the mlx5 mkey layout: O(1) lookup, and a
         // stale key does not match a reused index.
@@ -127,15 +182,14 @@ impl World {
             lkey: key,
             rkey: key,
             access,
-            bytes: vec![0u8; length],
+            bytes,
             pins: 0,
             invalidated: false,
             deregistered: false,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
-        self.mr_bytes_total = total;
-        self.pd_mut(pd, v)?.users += 1;
+        self.pd_mut(pd, Verb::RegMr)?.users += 1;
         Ok(h)
     }
 
@@ -222,15 +276,23 @@ impl World {
                 ),
             ));
         }
-        let (pd, len, pinned) = (m.pd, m.bytes.len() as u64, m.pins > 0);
+        let (pd, len, pinned) = (m.pd, m.bytes.len(), m.pins > 0);
+        let owned = !m.bytes.is_external();
         if pinned {
             let m = self.mr_mut(mr, Verb::DeregMr)?;
             m.deregistered = true;
             m.invalidated = true;
+            if !owned {
+                // The caller may free its buffer once ibv_dereg_mr returns:
+                // requests still in flight read zeroes instead.
+                m.bytes = MrMemory::Owned(vec![0u8; len]);
+            }
         } else {
             self.mrs.remove(mr.index, mr.generation);
         }
-        self.mr_bytes_total -= len;
+        if owned {
+            self.mr_bytes_total -= len as u64;
+        }
         if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
             p.users -= 1;
         }

@@ -1,0 +1,117 @@
+//! The world's configuration, read from the environment once per process.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `VERBSIM_SEED` (or `VERBS_SIM_SEED`) | the root seed | 0 |
+//! | `VERBSIM_DEVICES` | device profiles, comma separated: `cx6`, `cx7`, `rxe` | `cx6,cx6` |
+//! | `VERBSIM_FAULTS` | fabric faults, comma separated: `drop=PPM`, `dup=PPM`, `reorder=PPM`, `delay=PPM:NS` (PPM: per million packets) | none |
+//! | `VERBSIM_TRACE` | write the simulator's trace to this file when the process exits | none |
+//! | `VERBSIM_CHROME_TRACE` | write a Chrome/Perfetto JSON trace to this file | none |
+//! | `VERBSIM_SHIM_LOG` | log every failing verb to stderr: name, errno, why | off |
+//!
+//! A malformed value is reported once on stderr and ignored (the program
+//! runs with the default), because a C program has no way to receive a
+//! configuration error.
+
+use backend_sim::{DeviceProfile, SimConfig};
+use verbs_api::FaultAction;
+
+/// What the environment asked for.
+#[derive(Clone, Debug)]
+pub(crate) struct ShimConfig {
+    /// The simulator's configuration.
+    pub(crate) sim: SimConfig,
+    /// Faults to install at start: (action, rate in ppm).
+    pub(crate) faults: Vec<(FaultAction, u32)>,
+    /// Where to write the text trace at exit.
+    pub(crate) trace_file: Option<std::path::PathBuf>,
+}
+
+impl ShimConfig {
+    /// Reads the variables of the module documentation.
+    pub(crate) fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let seed = var("VERBSIM_SEED")
+            .or_else(|| var("VERBS_SIM_SEED"))
+            .and_then(|s| match s.trim().parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    warn(format_args!("VERBSIM_SEED={s:?} is not a number; using 0"));
+                    None
+                }
+            })
+            .unwrap_or(0);
+        let mut devices = Vec::new();
+        if let Some(list) = var("VERBSIM_DEVICES") {
+            for name in list.split(',') {
+                match DeviceProfile::by_name(name) {
+                    Some(p) => devices.push(p),
+                    None => warn(format_args!(
+                        "VERBSIM_DEVICES: unknown profile {name:?} (cx6, cx7, rxe); ignored"
+                    )),
+                }
+            }
+        }
+        if devices.is_empty() {
+            devices = vec![DeviceProfile::connectx6(), DeviceProfile::connectx6()];
+        }
+        let mut sim = SimConfig::for_profiles(seed, devices);
+        sim.chrome_trace = var("VERBSIM_CHROME_TRACE").map(Into::into);
+        let trace_file: Option<std::path::PathBuf> = var("VERBSIM_TRACE").map(Into::into);
+        sim.trace_enabled = trace_file.is_some() || sim.chrome_trace.is_some();
+        let faults = var("VERBSIM_FAULTS")
+            .map(|s| parse_faults(&s))
+            .unwrap_or_default();
+        Self {
+            sim,
+            faults,
+            trace_file,
+        }
+    }
+}
+
+/// `drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS`.
+fn parse_faults(s: &str) -> Vec<(FaultAction, u32)> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let parsed = item.split_once('=').and_then(|(k, v)| {
+            let (ppm, arg) = match v.split_once(':') {
+                Some((p, a)) => (p.parse::<u32>().ok()?, Some(a.parse::<u64>().ok()?)),
+                None => (v.parse::<u32>().ok()?, None),
+            };
+            let action = match (k.trim(), arg) {
+                ("drop", None) => FaultAction::Drop,
+                ("dup", None) => FaultAction::Duplicate,
+                ("reorder", None) => FaultAction::Reorder(1),
+                ("delay", Some(ns)) => FaultAction::DelayNs(ns),
+                _ => return None,
+            };
+            (ppm <= 1_000_000).then_some((action, ppm))
+        });
+        match parsed {
+            Some(f) => out.push(f),
+            None => warn(format_args!(
+                "VERBSIM_FAULTS: cannot read {item:?} (drop=PPM, dup=PPM, reorder=PPM, delay=PPM:NS); ignored"
+            )),
+        }
+    }
+    out
+}
+
+fn warn(msg: core::fmt::Arguments<'_>) {
+    eprintln!("verbsim shim: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse_and_reject() {
+        let f = parse_faults("drop=1000, delay=50:2000,bogus=1,reorder=2000000");
+        assert_eq!(
+            f,
+            vec![(FaultAction::Drop, 1000), (FaultAction::DelayNs(2000), 50)]
+        );
+    }
+}

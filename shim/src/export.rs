@@ -1,0 +1,35 @@
+//! `export!`: one C entry point of the drop-in libraries, at its symbol
+//! version, with panics caught at the boundary.
+//!
+//! ```text
+//! export! { "IBVERBS_1.1" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char { … } }
+//! ```
+//!
+//! defines `vsim_ibv_get_device_name` (exported at the linker's `Base`)
+//! and a `.symver` alias that gives the public name its node,
+//! `ibv_get_device_name@@IBVERBS_1.1`, exactly as rdma-core's library
+//! exports it (`dlvsym` lookups, NCCL's among them, need the exact node).
+//! The body runs inside [`crate::guard::catch`]: a panic becomes the
+//! function's failure value (an errno, NULL with `errno`, …) and a log
+//! line, never an unwind into C.
+
+/// See the module documentation.
+macro_rules! export {
+    ($node:literal fn $name:ident($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
+        #[doc = concat!("`", stringify!($name), "@@", $node, "`.")]
+        ///
+        /// # Safety
+        /// Called from C with the arguments libibverbs' contract gives.
+        #[export_name = concat!("vsim_", stringify!($name))]
+        pub(crate) unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            $crate::guard::catch(stringify!($name), move || -> $ret { $body })
+        }
+        core::arch::global_asm!(concat!(
+            ".symver vsim_", stringify!($name), ", ", stringify!($name), "@@", $node
+        ));
+    };
+    ($node:literal fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        export! { $node fn $name($($arg: $ty),*) -> () $body }
+    };
+}
+pub(crate) use export;

@@ -1,0 +1,587 @@
+//! Protection domains, memory regions, completion channels, CQs, SRQs and
+//! address handles, and the context's op tables.
+
+use core::ffi::{c_int, c_void};
+
+use backend_sim::*;
+use verbs_api::*;
+
+use crate::export::export;
+use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+
+/// Fills the ops the inline wrappers of `verbs.h` call through.
+pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
+    let ops = &mut v.context.ops;
+    ops.post_send = Some(crate::datapath::op_post_send);
+    ops.post_recv = Some(crate::datapath::op_post_recv);
+    ops.post_srq_recv = Some(crate::datapath::op_post_srq_recv);
+    ops.poll_cq = Some(crate::datapath::op_poll_cq);
+    ops.req_notify_cq = Some(crate::datapath::op_req_notify_cq);
+    ops.alloc_mw = Some(crate::ext::op_alloc_mw);
+    ops.dealloc_mw = Some(crate::ext::op_dealloc_mw);
+    ops.bind_mw = Some(crate::ext::op_bind_mw);
+    v.create_qp_ex = Some(crate::qp::op_create_qp_ex);
+    v.create_cq_ex = Some(crate::cqex::op_create_cq_ex);
+    v.create_srq_ex = Some(op_create_srq_ex);
+    v.get_srq_num = Some(op_get_srq_num);
+    v.open_xrcd = Some(op_open_xrcd);
+    v.close_xrcd = Some(op_close_xrcd);
+    v.open_qp = Some(crate::qp::op_open_qp);
+}
+
+/// The handle behind a C pointer, if it is a live object of kind `$kind`.
+macro_rules! handle_of {
+    ($shim:expr, $verb:expr, $ptr:expr, $kind:ident, $what:literal) => {
+        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
+            Some(Obj::$kind(h)) => Ok(h),
+            _ => Err(Fail::bad_ptr(
+                $verb,
+                $what,
+                ($ptr) as *const core::ffi::c_void,
+            )),
+        }
+    };
+}
+pub(crate) use handle_of;
+
+// ------------------------------------------------------------------ PD
+
+export! { "IBVERBS_1.1" fn ibv_alloc_pd(context: *mut c::ibv_context) -> *mut c::ibv_pd {
+    ret_ptr(with(|shim| {
+        let v = "ibv_alloc_pd";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let h = shim.sim.alloc_pd(&ctx).at(v)?;
+        let pd = state::alloc_zeroed::<c::ibv_pd>();
+        // SAFETY: just allocated, not shared yet.
+        unsafe {
+            (*pd).context = context;
+            (*pd).handle = h.index();
+        }
+        shim.add(pd.cast(), Obj::Pd(h));
+        Ok(pd)
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_dealloc_pd";
+        let h = handle_of!(shim, v, pd, Pd, "PD")?;
+        shim.sim.dealloc_pd(&h).at(v)?;
+        shim.objects.remove(&(pd as usize));
+        // SAFETY: a live PD of ours, unregistered above, freed once.
+        unsafe { state::free(pd) };
+        Ok(())
+    }))
+}}
+
+// ------------------------------------------------------------------ MR
+
+/// The application's buffer, lent to the simulator for one MR.
+#[derive(Debug)]
+pub(crate) struct AppMemory {
+    addr: usize,
+    len: usize,
+}
+
+impl AppMemory {
+    /// Memory at `addr`, `len` bytes, that outlives the MR it backs.
+    pub(crate) fn new(addr: usize, len: usize) -> Self {
+        Self { addr, len }
+    }
+}
+
+// SAFETY: the buffer belongs to the application, which may touch it from
+// any thread; the simulator only uses it under the shim's lock.
+unsafe impl Send for AppMemory {}
+
+impl ExternalMemory for AppMemory {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ibv_reg_mr`'s contract: the application keeps
+        // [addr, addr+len) mapped until ibv_dereg_mr, which drops this
+        // value; the simulator holds the slice only inside one verb call,
+        // as a NIC's DMA reads it. Concurrent application writes are a
+        // data race on hardware too (the verbs contract forbids them).
+        unsafe { core::slice::from_raw_parts(self.addr as *const u8, self.len) }
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`; the MR was registered with LOCAL_WRITE or
+        // the simulator's access checks refuse the write before it happens.
+        unsafe { core::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
+    }
+}
+
+fn reg_mr(
+    shim: &mut Shim,
+    v: &str,
+    pd: *mut c::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> Res<*mut c::ibv_mr> {
+    let h = handle_of!(shim, v, pd, Pd, "PD")?;
+    if addr.is_null() && length > 0 {
+        return Err(Fail::new(v, libc::EFAULT, "addr is NULL"));
+    }
+    if length == 0 {
+        return Err(Fail::new(v, libc::EINVAL, "length 0"));
+    }
+    if (addr as usize).checked_add(length).is_none() {
+        return Err(Fail::new(v, libc::EINVAL, "addr + length wraps around"));
+    }
+    let mem = Box::new(AppMemory {
+        addr: addr as usize,
+        len: length,
+    });
+    let m = shim
+        .sim
+        .world_mut()
+        .reg_mr_external(h, iova, mem, AccessFlags(access as u32))
+        .at(v)?;
+    let info = shim.sim.mr_info(&m).at(v)?;
+    let mr = state::alloc_zeroed::<c::ibv_mr>();
+    // SAFETY: just allocated, not shared yet; `pd` is a live PD of ours.
+    unsafe {
+        (*mr).context = (*pd).context;
+        (*mr).pd = pd;
+        (*mr).addr = addr;
+        (*mr).length = length;
+        (*mr).handle = m.index();
+        (*mr).lkey = info.lkey;
+        (*mr).rkey = info.rkey;
+    }
+    shim.add(mr.cast(), Obj::Mr(m));
+    Ok(mr)
+}
+
+export! { "IBVERBS_1.1" fn ibv_reg_mr(pd: *mut c::ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut c::ibv_mr {
+    ret_ptr(with(|shim| reg_mr(shim, "ibv_reg_mr", pd, addr, length, addr as u64, access)))
+}}
+
+export! { "IBVERBS_1.8" fn ibv_reg_mr_iova2(pd: *mut c::ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut c::ibv_mr {
+    ret_ptr(with(|shim| reg_mr(shim, "ibv_reg_mr_iova2", pd, addr, length, iova, access as c_int)))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_dereg_mr(mr: *mut c::ibv_mr) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_dereg_mr";
+        let h = handle_of!(shim, v, mr, Mr, "MR")?;
+        shim.sim.dereg_mr(&h).at(v)?;
+        shim.objects.remove(&(mr as usize));
+        // SAFETY: a live MR of ours, unregistered above, freed once.
+        unsafe { state::free(mr) };
+        Ok(())
+    }))
+}}
+
+// ------------------------------------------------------------- channels
+
+export! { "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut c::ibv_context) -> *mut c::ibv_comp_channel {
+    ret_ptr(with(|shim| {
+        let v = "ibv_create_comp_channel";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let fd = crate::channel::new_fd();
+        if fd < 0 {
+            return Err(Fail::new(v, libc::EMFILE, "no file descriptor for the channel"));
+        }
+        let h = match shim.sim.create_comp_channel(&ctx) {
+            Ok(h) => h,
+            Err(e) => {
+                crate::channel::close_fd(fd);
+                return Err(Fail::sim(v, &e));
+            }
+        };
+        let ch = state::alloc_zeroed::<c::ibv_comp_channel>();
+        // SAFETY: just allocated, not shared yet.
+        unsafe {
+            (*ch).context = context;
+            (*ch).fd = fd;
+        }
+        shim.add(ch.cast(), Obj::Channel(h));
+        shim.fds.channels.insert(ch as usize, crate::channel::Watched { handle: h, fd, signaled: false });
+        Ok(ch)
+    }))
+}}
+
+export! { "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c::ibv_comp_channel) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_destroy_comp_channel";
+        let h = handle_of!(shim, v, channel, Channel, "completion channel")?;
+        shim.sim.destroy_comp_channel(&h).at(v)?;
+        shim.objects.remove(&(channel as usize));
+        if let Some(w) = shim.fds.channels.remove(&(channel as usize)) {
+            crate::channel::close_fd(w.fd);
+        }
+        // SAFETY: a live channel of ours, unregistered above, freed once.
+        unsafe { state::free(channel) };
+        Ok(())
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_get_cq_event(channel: *mut c::ibv_comp_channel, cq: *mut *mut c::ibv_cq, cq_context: *mut *mut c_void) -> c_int {
+    crate::events::get_cq_event(channel, cq, cq_context)
+}}
+
+export! { "IBVERBS_1.1" fn ibv_ack_cq_events(cq: *mut c::ibv_cq, nevents: u32) {
+    crate::events::ack_cq_events(cq, nevents)
+}}
+
+// ------------------------------------------------------------------ CQ
+
+export! { "IBVERBS_1.1" fn ibv_create_cq(context: *mut c::ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut c::ibv_comp_channel, comp_vector: c_int) -> *mut c::ibv_cq {
+    ret_ptr(with(|shim| {
+        let attr = c::ibv_cq_init_attr_ex {
+            cqe: cqe.max(0) as u32,
+            cq_context,
+            channel,
+            comp_vector: comp_vector.max(0) as u32,
+            ..Default::default()
+        };
+        if cqe < 0 || comp_vector < 0 {
+            return Err(Fail::new("ibv_create_cq", libc::EINVAL, "cqe or comp_vector is negative"));
+        }
+        crate::cqex::create_cq(shim, "ibv_create_cq", context, &attr, false).map(|p| p.cast())
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut c::ibv_cq) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_destroy_cq";
+        let h = handle_of!(shim, v, cq, Cq, "CQ")?;
+        shim.sim.destroy_cq(&h).at(v)?;
+        shim.objects.remove(&(cq as usize));
+        shim.cq_ptrs.remove(&h);
+        // SAFETY: a live CQ of ours (an ibv_cq_ex allocation), unregistered, freed once.
+        unsafe { state::free(cq.cast::<crate::cqex::CqAlloc>()) };
+        Ok(())
+    }))
+}}
+
+// ------------------------------------------------------------------ SRQ
+
+fn to_srq_attr(a: &c::ibv_srq_attr) -> SrqAttr {
+    SrqAttr {
+        max_wr: a.max_wr,
+        max_sge: a.max_sge,
+        srq_limit: a.srq_limit,
+    }
+}
+
+fn create_srq(
+    shim: &mut Shim,
+    v: &str,
+    context: *mut c::ibv_context,
+    a: &mut c::ibv_srq_init_attr_ex,
+) -> Res<*mut c::ibv_srq> {
+    let mut attr = SrqInitAttrEx::<SimVerbs> {
+        srq_context: a.srq_context as u64,
+        attr: to_srq_attr(&a.attr),
+        comp_mask: SrqInitAttrMask(a.comp_mask),
+        srq_type: SrqType::from_raw(a.srq_type),
+        ..Default::default()
+    };
+    let pd = if a.comp_mask & c::IBV_SRQ_INIT_ATTR_PD != 0 {
+        Some(handle_of!(shim, v, a.pd, Pd, "PD")?)
+    } else {
+        None
+    };
+    let xrcd = if a.comp_mask & c::IBV_SRQ_INIT_ATTR_XRCD != 0 {
+        Some(handle_of!(shim, v, a.xrcd, Xrcd, "XRCD")?)
+    } else {
+        None
+    };
+    let cq = if a.comp_mask & c::IBV_SRQ_INIT_ATTR_CQ != 0 {
+        Some(handle_of!(shim, v, a.cq, Cq, "CQ")?)
+    } else {
+        None
+    };
+    attr.pd = pd.as_ref();
+    attr.xrcd = xrcd.as_ref();
+    attr.cq = cq.as_ref();
+    let ctx = crate::device::ctx_of(shim, v, context)?;
+    let h = shim.sim.create_srq_ex(&ctx, &mut attr).at(v)?;
+    a.attr.max_wr = attr.attr.max_wr;
+    a.attr.max_sge = attr.attr.max_sge;
+    let srq = state::alloc_zeroed::<c::ibv_srq>();
+    // SAFETY: just allocated, not shared yet.
+    unsafe {
+        (*srq).context = context;
+        (*srq).srq_context = a.srq_context;
+        (*srq).pd = a.pd;
+        (*srq).handle = h.index();
+    }
+    shim.add(srq.cast(), Obj::Srq(h));
+    shim.srq_ptrs.insert(h, srq as usize);
+    Ok(srq)
+}
+
+export! { "IBVERBS_1.1" fn ibv_create_srq(pd: *mut c::ibv_pd, srq_init_attr: *mut c::ibv_srq_init_attr) -> *mut c::ibv_srq {
+    ret_ptr(with(|shim| {
+        let v = "ibv_create_srq";
+        handle_of!(shim, v, pd, Pd, "PD")?;
+        if srq_init_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "srq_init_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct; `pd` is a live PD of ours.
+        let (init, context) = unsafe { (&mut *srq_init_attr, (*pd).context) };
+        let mut ex = c::ibv_srq_init_attr_ex {
+            srq_context: init.srq_context,
+            attr: init.attr,
+            comp_mask: c::IBV_SRQ_INIT_ATTR_PD | c::IBV_SRQ_INIT_ATTR_TYPE,
+            srq_type: c::IBV_SRQT_BASIC,
+            pd,
+            ..Default::default()
+        };
+        let srq = create_srq(shim, v, context, &mut ex)?;
+        init.attr = ex.attr;
+        Ok(srq)
+    }))
+}}
+
+unsafe extern "C" fn op_create_srq_ex(
+    context: *mut c::ibv_context,
+    attr: *mut c::ibv_srq_init_attr_ex,
+) -> *mut c::ibv_srq {
+    crate::guard::catch("ibv_create_srq_ex", || {
+        ret_ptr(with(|shim| {
+            if attr.is_null() {
+                return Err(Fail::new(
+                    "ibv_create_srq_ex",
+                    libc::EINVAL,
+                    "srq_init_attr_ex is NULL",
+                ));
+            }
+            // SAFETY: non-NULL; the caller's struct.
+            create_srq(shim, "ibv_create_srq_ex", context, unsafe { &mut *attr })
+        }))
+    })
+}
+
+unsafe extern "C" fn op_get_srq_num(srq: *mut c::ibv_srq, srq_num: *mut u32) -> c_int {
+    crate::guard::catch("ibv_get_srq_num", || {
+        ret_int(with(|shim| {
+            let v = "ibv_get_srq_num";
+            let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
+            if srq_num.is_null() {
+                return Err(Fail::new(v, libc::EINVAL, "srq_num is NULL"));
+            }
+            let n = shim.sim.get_srq_num(&h).at(v)?;
+            // SAFETY: non-NULL out-pointer.
+            unsafe { *srq_num = n };
+            Ok(())
+        }))
+    })
+}
+
+export! { "IBVERBS_1.1" fn ibv_modify_srq(srq: *mut c::ibv_srq, srq_attr: *mut c::ibv_srq_attr, srq_attr_mask: c_int) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_modify_srq";
+        let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
+        if srq_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "srq_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct.
+        let a = to_srq_attr(unsafe { &*srq_attr });
+        shim.sim.modify_srq(&h, &a, SrqAttrMask(srq_attr_mask as u32)).at(v)
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_query_srq(srq: *mut c::ibv_srq, srq_attr: *mut c::ibv_srq_attr) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_query_srq";
+        let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
+        if srq_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "srq_attr is NULL"));
+        }
+        let a = shim.sim.query_srq(&h).at(v)?;
+        // SAFETY: non-NULL; the caller's struct.
+        unsafe { srq_attr.write(c::ibv_srq_attr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }) };
+        Ok(())
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut c::ibv_srq) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_destroy_srq";
+        let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
+        shim.sim.destroy_srq(&h).at(v)?;
+        shim.objects.remove(&(srq as usize));
+        shim.srq_ptrs.remove(&h);
+        // SAFETY: a live SRQ of ours, unregistered above, freed once.
+        unsafe { state::free(srq) };
+        Ok(())
+    }))
+}}
+
+// ----------------------------------------------------------------- XRCD
+
+unsafe extern "C" fn op_open_xrcd(
+    context: *mut c::ibv_context,
+    attr: *mut c::ibv_xrcd_init_attr,
+) -> *mut c::ibv_xrcd {
+    crate::guard::catch("ibv_open_xrcd", || {
+        ret_ptr(with(|shim| {
+            let v = "ibv_open_xrcd";
+            let ctx = crate::device::ctx_of(shim, v, context)?;
+            if attr.is_null() {
+                return Err(Fail::new(v, libc::EINVAL, "xrcd_init_attr is NULL"));
+            }
+            // SAFETY: non-NULL; the caller's struct.
+            let a = unsafe { &*attr };
+            let fd = if a.comp_mask & c::IBV_XRCD_INIT_ATTR_FD == 0 || a.fd == -1 {
+                XrcdFile::None
+            } else {
+                // SAFETY: fstat writes into a live, zeroed struct stat.
+                let mut st: libc::stat = unsafe { core::mem::zeroed() };
+                // SAFETY: as above; any fd value is acceptable to fstat.
+                if unsafe { libc::fstat(a.fd, &mut st) } == 0 {
+                    XrcdFile::Inode(st.st_ino)
+                } else {
+                    XrcdFile::BadDescriptor
+                }
+            };
+            let init = XrcdInitAttr {
+                comp_mask: XrcdInitAttrMask(a.comp_mask),
+                fd,
+                oflags: OpenFlags(a.oflags as u32),
+            };
+            let h = shim.sim.open_xrcd(&ctx, &init).at(v)?;
+            let x = state::alloc_zeroed::<c::ibv_xrcd>();
+            // SAFETY: just allocated.
+            unsafe { (*x).context = context };
+            shim.add(x.cast(), Obj::Xrcd(h));
+            Ok(x)
+        }))
+    })
+}
+
+unsafe extern "C" fn op_close_xrcd(xrcd: *mut c::ibv_xrcd) -> c_int {
+    crate::guard::catch("ibv_close_xrcd", || {
+        ret_int(with(|shim| {
+            let v = "ibv_close_xrcd";
+            let h = handle_of!(shim, v, xrcd, Xrcd, "XRCD")?;
+            shim.sim.close_xrcd(&h).at(v)?;
+            shim.objects.remove(&(xrcd as usize));
+            // SAFETY: a live XRCD of ours, unregistered above, freed once.
+            unsafe { state::free(xrcd) };
+            Ok(())
+        }))
+    })
+}
+
+// ------------------------------------------------------------------- AH
+
+/// `struct ibv_ah_attr` → [`AhAttr`].
+pub(crate) fn ah_attr(a: &c::ibv_ah_attr) -> AhAttr {
+    AhAttr {
+        grh: GlobalRoute {
+            // SAFETY: every bit pattern of the 16-byte union is a valid [u8; 16].
+            dgid: Gid(unsafe { a.grh.dgid.raw }),
+            flow_label: a.grh.flow_label,
+            sgid_index: a.grh.sgid_index,
+            hop_limit: a.grh.hop_limit,
+            traffic_class: a.grh.traffic_class,
+        },
+        dlid: a.dlid,
+        sl: a.sl,
+        src_path_bits: a.src_path_bits,
+        static_rate: a.static_rate,
+        is_global: a.is_global != 0,
+        port_num: a.port_num,
+    }
+}
+
+/// [`AhAttr`] → `struct ibv_ah_attr`.
+pub(crate) fn c_ah_attr(a: &AhAttr) -> c::ibv_ah_attr {
+    let mut o = c::ibv_ah_attr {
+        dlid: a.dlid,
+        sl: a.sl,
+        src_path_bits: a.src_path_bits,
+        static_rate: a.static_rate,
+        is_global: u8::from(a.is_global),
+        port_num: a.port_num,
+        ..Default::default()
+    };
+    o.grh.dgid.raw = a.grh.dgid.0;
+    o.grh.flow_label = a.grh.flow_label;
+    o.grh.sgid_index = a.grh.sgid_index;
+    o.grh.hop_limit = a.grh.hop_limit;
+    o.grh.traffic_class = a.grh.traffic_class;
+    o
+}
+
+export! { "IBVERBS_1.1" fn ibv_create_ah(pd: *mut c::ibv_pd, attr: *mut c::ibv_ah_attr) -> *mut c::ibv_ah {
+    ret_ptr(with(|shim| {
+        let v = "ibv_create_ah";
+        let p = handle_of!(shim, v, pd, Pd, "PD")?;
+        if attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "ah_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct.
+        let a = ah_attr(unsafe { &*attr });
+        let h = shim.sim.create_ah(&p, &a).at(v)?;
+        let ah = state::alloc_zeroed::<c::ibv_ah>();
+        // SAFETY: just allocated; `pd` is a live PD of ours.
+        unsafe {
+            (*ah).context = (*pd).context;
+            (*ah).pd = pd;
+            (*ah).handle = h.index();
+        }
+        shim.add(ah.cast(), Obj::Ah(h));
+        Ok(ah)
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c::ibv_ah) -> c_int {
+    ret_int(with(|shim| {
+        let v = "ibv_destroy_ah";
+        let h = handle_of!(shim, v, ah, Ah, "AH")?;
+        shim.sim.destroy_ah(&h).at(v)?;
+        shim.objects.remove(&(ah as usize));
+        // SAFETY: a live AH of ours, unregistered above, freed once.
+        unsafe { state::free(ah) };
+        Ok(())
+    }))
+}}
+
+export! { "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut c::ibv_pd, wc: *mut c::ibv_wc, grh: *mut c::ibv_grh, port_num: u8) -> *mut c::ibv_ah {
+    ret_ptr(with(|shim| {
+        let v = "ibv_create_ah_from_wc";
+        let p = handle_of!(shim, v, pd, Pd, "PD")?;
+        if wc.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "wc is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's completion.
+        let w = unsafe { &*wc };
+        let mut a = AhAttr { dlid: w.slid, sl: w.sl, src_path_bits: w.dlid_path_bits, port_num, ..AhAttr::default() };
+        if w.wc_flags & c::IBV_WC_GRH != 0 {
+            if grh.is_null() {
+                return Err(Fail::new(v, libc::EINVAL, "the completion has a GRH but grh is NULL"));
+            }
+            // SAFETY: non-NULL; the 40-byte GRH the receive buffer starts with.
+            let g = unsafe { &*grh };
+            a.is_global = true;
+            // SAFETY: every bit pattern of the union is a valid [u8; 16].
+            a.grh.dgid = Gid(unsafe { g.sgid.raw });
+            a.grh.hop_limit = 0xff;
+            // SAFETY: `pd` is a live PD of ours.
+            let ctx_ptr = unsafe { (*pd).context };
+            let ctx = crate::device::ctx_of(shim, v, ctx_ptr)?;
+            // SAFETY: every bit pattern of the union is a valid [u8; 16].
+            let want = unsafe { g.dgid.raw };
+            let len = shim.sim.query_port(&ctx, port_num).at(v)?.gid_tbl_len.max(0) as u32;
+            let idx = (0..len).find(|&i| shim.sim.query_gid(&ctx, port_num, i).is_ok_and(|x| x.0 == want));
+            a.grh.sgid_index = idx.ok_or_else(|| Fail::new(v, libc::EINVAL, "the GRH's destination GID is not in the port's table"))? as u8;
+        }
+        let h = shim.sim.create_ah(&p, &a).at(v)?;
+        let ah = state::alloc_zeroed::<c::ibv_ah>();
+        // SAFETY: just allocated; `pd` is a live PD of ours.
+        unsafe {
+            (*ah).context = (*pd).context;
+            (*ah).pd = pd;
+            (*ah).handle = h.index();
+        }
+        shim.add(ah.cast(), Obj::Ah(h));
+        Ok(ah)
+    }))
+}}

@@ -1,0 +1,265 @@
+//! The one simulated world of this process, and the C objects handed out
+//! over it.
+//!
+//! Every object the library gives to C is a heap allocation with the exact
+//! layout of rdma-core's headers ([`crate::sys`]); its address is the key
+//! of [`Shim::objects`], which maps it to the simulator's handle. A pointer
+//! C passes back is looked up there before anything reads through it, so an
+//! unknown, freed or NULL pointer is `EINVAL`, never a crash.
+
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+use backend_sim::*;
+use verbs_api::*;
+
+use crate::config::ShimConfig;
+
+/// What a pointer handed to C stands for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Obj {
+    /// `struct ibv_context` (inside its `verbs_context`).
+    Context(ContextHandle),
+    /// `struct ibv_pd`.
+    Pd(PdHandle),
+    /// `struct ibv_mr`.
+    Mr(MrHandle),
+    /// `struct ibv_cq` / `struct ibv_cq_ex` (one allocation).
+    Cq(CqHandle),
+    /// `struct ibv_comp_channel`.
+    Channel(CompChannelHandle),
+    /// `struct ibv_srq`.
+    Srq(SrqHandle),
+    /// `struct ibv_qp` / `struct ibv_qp_ex` (one allocation).
+    Qp(QpHandle),
+    /// `struct ibv_ah`.
+    Ah(AhHandle),
+    /// `struct ibv_xrcd`.
+    Xrcd(XrcdHandle),
+    /// `struct ibv_mw`.
+    Mw(MwHandle),
+}
+
+/// Per-object data the shim keeps beside the C struct.
+#[derive(Debug, Default)]
+pub(crate) struct Extra {
+    /// For a context: its command fd (a real fd, as rdma-core's `cmd_fd`).
+    pub(crate) fd: i32,
+    /// For a context: its async-event eventfd.
+    pub(crate) async_fd: i32,
+}
+
+/// A live object: what it is and the shim's data about it.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) obj: Obj,
+    pub(crate) extra: Extra,
+}
+
+/// The process's world and the registry of handed-out pointers.
+pub(crate) struct Shim {
+    pub(crate) sim: SimVerbs,
+    pub(crate) config: ShimConfig,
+    /// Live C objects, by address.
+    pub(crate) objects: BTreeMap<usize, Entry>,
+    /// `struct ibv_device`s: allocated once, alive for the process.
+    pub(crate) devices: Vec<usize>,
+    /// Arrays `ibv_get_device_list` returned and `ibv_free_device_list` has not freed.
+    pub(crate) device_lists: BTreeMap<usize, usize>,
+    /// The C pointer of each simulator handle, for completions and events.
+    pub(crate) qp_ptrs: BTreeMap<QpHandle, usize>,
+    pub(crate) cq_ptrs: BTreeMap<CqHandle, usize>,
+    pub(crate) srq_ptrs: BTreeMap<SrqHandle, usize>,
+    pub(crate) ctx_ptrs: BTreeMap<ContextHandle, usize>,
+    /// The fds kept readable while events are pending.
+    pub(crate) fds: crate::channel::Fds,
+    /// Async events handed out and not yet acknowledged.
+    pub(crate) async_unacked: crate::events::AsyncLedger,
+    /// Reused by `ibv_poll_cq`.
+    pub(crate) wc_scratch: Vec<Wc>,
+    /// Inline-data bounce MRs, by QP pointer.
+    pub(crate) bounces: BTreeMap<usize, crate::qpex::Bounce>,
+}
+
+// SAFETY: the raw addresses the shim keeps are plain integers; the
+// simulator's external memories promise Send themselves.
+unsafe impl Send for Shim {}
+
+static SHIM: Mutex<Option<Shim>> = Mutex::new(None);
+
+/// Runs `f` on the process's shim, creating the world on first use.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Shim) -> R) -> R {
+    let mut g = lock();
+    let shim = g.get_or_insert_with(Shim::new);
+    f(shim)
+}
+
+/// The lock (a panic caught at the boundary poisons it; the state is still
+/// the best there is, so the poison is cleared).
+pub(crate) fn lock() -> MutexGuard<'static, Option<Shim>> {
+    SHIM.lock().unwrap_or_else(|p| {
+        SHIM.clear_poison();
+        p.into_inner()
+    })
+}
+
+impl Shim {
+    fn new() -> Self {
+        let config = ShimConfig::from_env();
+        let sim = SimVerbs::new(config.sim.clone());
+        let mut shim = Self {
+            sim,
+            config,
+            objects: BTreeMap::new(),
+            devices: Vec::new(),
+            device_lists: BTreeMap::new(),
+            qp_ptrs: BTreeMap::new(),
+            cq_ptrs: BTreeMap::new(),
+            srq_ptrs: BTreeMap::new(),
+            ctx_ptrs: BTreeMap::new(),
+            fds: crate::channel::Fds::default(),
+            async_unacked: Vec::new(),
+            wc_scratch: Vec::new(),
+            bounces: BTreeMap::new(),
+        };
+        for &(action, ppm) in &shim.config.faults {
+            let _ = shim.sim.sim_control(SimCommand::Fault {
+                scope: FaultScope::All,
+                action,
+                when: FaultWhen::RatePpm(ppm),
+            });
+        }
+        if shim.config.trace_file.is_some() {
+            // SAFETY: registers a plain extern "C" fn with no arguments.
+            unsafe { libc::atexit(write_trace_at_exit) };
+        }
+        shim.devices = crate::device::make_devices(&mut shim);
+        shim
+    }
+
+    /// Registers a C object.
+    pub(crate) fn add(&mut self, ptr: *mut c_void, obj: Obj) {
+        self.objects.insert(
+            ptr as usize,
+            Entry {
+                obj,
+                extra: Extra::default(),
+            },
+        );
+    }
+
+    /// The entry of a pointer C passed, if the shim handed it out and it lives.
+    pub(crate) fn get(&self, ptr: *const c_void) -> Option<&Entry> {
+        self.objects.get(&(ptr as usize))
+    }
+
+    /// Mutable [`Shim::get`].
+    pub(crate) fn get_mut(&mut self, ptr: *const c_void) -> Option<&mut Entry> {
+        self.objects.get_mut(&(ptr as usize))
+    }
+}
+
+/// Whether any completion channel exists (then the world runs to idle
+/// after posts, so channel fds reflect what the NIC would have delivered).
+pub(crate) fn any_channel(shim: &Shim) -> bool {
+    shim.fds.any_channel()
+}
+
+/// Writes the trace to `VERBSIM_TRACE` when the process exits.
+extern "C" fn write_trace_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let g = lock();
+        if let Some(shim) = g.as_ref() {
+            if let Some(path) = &shim.config.trace_file {
+                if let Err(e) = std::fs::write(path, shim.sim.trace().to_string()) {
+                    eprintln!(
+                        "verbsim shim: cannot write the trace to {}: {e}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// A failed verb: its name, errno and why (logged if asked).
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub(crate) errno: i32,
+}
+
+impl Fail {
+    /// A failure with `errno`, logged under `verb` with `why`.
+    pub(crate) fn new(verb: &str, errno: i32, why: impl core::fmt::Display) -> Self {
+        crate::guard::log_err(verb, errno, &why);
+        Self { errno }
+    }
+
+    /// A simulator error, logged under `verb`.
+    pub(crate) fn sim(verb: &str, e: &Error) -> Self {
+        let errno = e.errno();
+        crate::guard::log_err(verb, errno, e);
+        Self { errno }
+    }
+
+    /// `EINVAL` for a pointer the shim never handed out (or already freed).
+    pub(crate) fn bad_ptr(verb: &str, what: &str, p: *const c_void) -> Self {
+        Self::new(
+            verb,
+            libc::EINVAL,
+            format!("{what} {p:p} is not a live object of this library"),
+        )
+    }
+}
+
+/// A verb's result at the boundary.
+pub(crate) type Res<T> = core::result::Result<T, Fail>;
+
+/// The libibverbs convention for `int` verbs: 0 or a positive errno.
+pub(crate) fn ret_int(r: Res<()>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(f) => f.errno,
+    }
+}
+
+/// The convention for pointer verbs: the object, or NULL with `errno` set.
+pub(crate) fn ret_ptr<T>(r: Res<*mut T>) -> *mut T {
+    match r {
+        Ok(p) => p,
+        Err(f) => {
+            crate::guard::set_errno(f.errno);
+            core::ptr::null_mut()
+        }
+    }
+}
+
+/// Extension: map a simulator result into a boundary result under `verb`.
+pub(crate) trait SimRes<T> {
+    /// See the trait.
+    fn at(self, verb: &str) -> Res<T>;
+}
+
+impl<T> SimRes<T> for Result<T> {
+    fn at(self, verb: &str) -> Res<T> {
+        self.map_err(|e| Fail::sim(verb, &e))
+    }
+}
+
+/// Allocates a zeroed C struct on the heap and leaks it to C.
+pub(crate) fn alloc_zeroed<T: Default>() -> *mut T {
+    Box::into_raw(Box::<T>::default())
+}
+
+/// Frees what [`alloc_zeroed`] made.
+///
+/// # Safety
+/// `p` came from `alloc_zeroed::<T>` and is freed once.
+pub(crate) unsafe fn free<T>(p: *mut T) {
+    // SAFETY: the caller's contract: `p` is a live Box allocation of T.
+    drop(unsafe { Box::from_raw(p) });
+}
+
+/// `sys` re-exported for the verb modules.
+pub(crate) use crate::sys as c;
