@@ -84,6 +84,12 @@ pub struct SimConfig {
     pub cm: crate::CmConfig,
     /// Memory-window behaviour the sources leave open (docs/divergence.md).
     pub mw: MwConfig,
+    /// The errno of `mlx5dv_dci_stream_id_reset` on a stream that is not in
+    /// error, or `None` to accept it. Unconfirmed in the sources read
+    /// (docs/dc-ooo.md); rdma-core's test suite, which runs on ConnectX
+    /// hardware, expects the reset of a good stream to fail. Default
+    /// `Some(EINVAL)`.
+    pub dci_reset_good_stream_errno: Option<i32>,
 }
 
 /// The memory-window choices no source settles (docs/divergence.md,
@@ -130,6 +136,7 @@ impl Default for SimConfig {
             trace_events_max: 1 << 20,
             dc_key_violation: DcKeyViolation::SilentDrop,
             ooo_window: 8,
+            dci_reset_good_stream_errno: Some(verbs_api::errno::EINVAL),
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
             cm: crate::CmConfig::default(),
             mw: MwConfig::default(),

@@ -61,6 +61,19 @@ impl SimVerbs {
         self.world.trace()
     }
 
+    /// `ibv_post_send` of a chain with `IBV_WR_BIND_MW` requests (type 2
+    /// windows), whose `wr.bind_mw` part the trait's `SendWr` does not
+    /// carry; see [`World::post_send_with_binds`]. For the drop-in library.
+    pub fn post_send_with_binds(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[SendWr<'_, Self>],
+        binds: &[(usize, MwHandle, u32, MwBindInfo<'_, Self>)],
+    ) -> Result<()> {
+        let qp = self.world.resolve_qp(*qp, Verb::PostSend)?;
+        self.world.post_send_with_binds(qp, wrs, binds)
+    }
+
     /// The world.
     pub fn world(&self) -> &World {
         &self.world

@@ -499,9 +499,17 @@ fn shim_post_poll(c: &mut Criterion) {
     ) else {
         return;
     };
-    let lib = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent()?.parent().map(|d| d.join("libverbsim_shim.so")));
+    // The cdylib cargo built with this bench (`target/release/deps/`), or
+    // the one `cargo build --release -p verbsim-shim` put one level up.
+    let lib = std::env::current_exe().ok().and_then(|e| {
+        let deps = e.parent()?;
+        let here = deps.join("libverbsim_shim.so");
+        Some(if here.is_file() {
+            here
+        } else {
+            deps.parent()?.join("libverbsim_shim.so")
+        })
+    });
     let shim = match lib.as_deref().map(verbsim_shim::driver::WriteRate::new) {
         Some(Ok(mut w)) => match w.run(PROBE_REQUESTS) {
             Ok(()) => Some(w),

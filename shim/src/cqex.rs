@@ -102,15 +102,32 @@ pub(crate) fn create_cq(
         };
         shim.sim.create_cq(&ctx, &init).at(v)?
     };
+    wrap_cq(shim, v, h, context, a.channel, a.cq_context, ex)
+}
+
+/// The C CQ of a simulator CQ: the one handed out already, or a new
+/// [`CqAlloc`] (`is_ex`: polled with `poll_cq_ex`).
+pub(crate) fn wrap_cq(
+    shim: &mut Shim,
+    v: &str,
+    h: CqHandle,
+    context: *mut c::ibv_context,
+    channel: *mut c::ibv_comp_channel,
+    cq_context: *mut c_void,
+    is_ex: bool,
+) -> Res<*mut c::ibv_cq_ex> {
+    if let Some(&p) = shim.cq_ptrs.get(&h) {
+        return Ok(p as *mut c::ibv_cq_ex);
+    }
     let info = shim.sim.cq_info(&h).at(v)?;
     let q = Box::into_raw(Box::<CqAlloc>::default());
     // SAFETY: just allocated, not shared yet.
     let r = unsafe { &mut *q };
-    r.is_ex = ex;
+    r.is_ex = is_ex;
     let e = &mut r.ex;
     e.context = context;
-    e.channel = a.channel;
-    e.cq_context = a.cq_context;
+    e.channel = channel;
+    e.cq_context = cq_context;
     e.handle = h.index();
     e.cqe = info.cqe.min(i32::MAX as u32) as c_int;
     e.start_poll = Some(start_poll);

@@ -143,12 +143,29 @@ pub(crate) fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*m
     let index =
         device_index(shim, device).ok_or_else(|| Fail::bad_ptr(v, "device", device.cast()))?;
     let h = shim.sim.open_device(index, PROCESS).at(v)?;
+    wrap_context(shim, v, h).inspect_err(|_| {
+        let _ = shim.sim.close_device(&h);
+    })
+}
+
+/// The C context of a simulator context: the one handed out already, or a
+/// new `verbs_context` around it (librdmacm's own contexts reach C this way).
+pub(crate) fn context_ptr(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
+    match shim.ctx_ptrs.get(&h) {
+        Some(&p) => Ok(p as *mut c::ibv_context),
+        None => wrap_context(shim, v, h),
+    }
+}
+
+/// Allocates the C `verbs_context` for a simulator context.
+fn wrap_context(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
+    let index = shim.sim.world().context_device(h).at(v)? as usize;
+    let device = shim.devices.get(index).copied().unwrap_or(0) as *mut c::ibv_device;
     let cmd_fd = crate::channel::new_fd();
     let async_fd = crate::channel::new_fd();
     if cmd_fd < 0 || async_fd < 0 {
         crate::channel::close_fd(cmd_fd);
         crate::channel::close_fd(async_fd);
-        let _ = shim.sim.close_device(&h);
         return Err(Fail::new(
             v,
             libc::EMFILE,

@@ -40,6 +40,7 @@ mod mlx5;
 mod objects;
 mod qp;
 mod qpex;
+mod rdmacm;
 mod state;
 mod stubs;
 

@@ -110,22 +110,59 @@ pub(crate) fn create_qp_dv(
         Some(d) => shim.sim.mlx5dv_create_qp(&ctx, &mut attr, d).at(v)?,
     };
     a.cap = c_cap(&attr.cap);
+    let objs = QpObjs {
+        context,
+        pd: a.pd,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: a.srq,
+    };
+    let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    wrap_qp(shim, v, h, &objs, a.qp_type, a.qp_context, has_ex)
+}
+
+/// The C objects a QP names.
+pub(crate) struct QpObjs {
+    pub(crate) context: *mut c::ibv_context,
+    pub(crate) pd: *mut c::ibv_pd,
+    pub(crate) send_cq: *mut c::ibv_cq,
+    pub(crate) recv_cq: *mut c::ibv_cq,
+    pub(crate) srq: *mut c::ibv_srq,
+}
+
+/// The C QP of a simulator QP: a new [`QpAlloc`] naming `o`'s objects.
+pub(crate) fn wrap_qp(
+    shim: &mut Shim,
+    v: &str,
+    h: QpHandle,
+    o: &QpObjs,
+    qp_type: u32,
+    qp_context: *mut core::ffi::c_void,
+    has_ex: bool,
+) -> Res<*mut c::ibv_qp> {
+    if let Some(&p) = shim.qp_ptrs.get(&h) {
+        return Ok(p as *mut c::ibv_qp);
+    }
     let qpn = shim.sim.qp_num(&h).at(v)?;
+    let state = shim
+        .sim
+        .query_qp(&h, QpAttrMask::STATE)
+        .map_or(c::IBV_QPS_RESET, |(a, _)| a.qp_state.to_raw());
     let q = Box::into_raw(Box::<QpAlloc>::default());
     // SAFETY: just allocated, not shared yet.
     let r = unsafe { &mut *q };
     let b = &mut r.ex.qp_base;
-    b.context = context;
-    b.qp_context = a.qp_context;
-    b.pd = a.pd;
-    b.send_cq = a.send_cq;
-    b.recv_cq = a.recv_cq;
-    b.srq = a.srq;
+    b.context = o.context;
+    b.qp_context = qp_context;
+    b.pd = o.pd;
+    b.send_cq = o.send_cq;
+    b.recv_cq = o.recv_cq;
+    b.srq = o.srq;
     b.handle = h.index();
     b.qp_num = qpn;
-    b.state = c::IBV_QPS_RESET;
-    b.qp_type = a.qp_type;
-    r.has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    b.state = state;
+    b.qp_type = qp_type;
+    r.has_ex = has_ex;
     crate::mlx5::fill_dv(r);
     crate::qpex::fill(r);
     let ptr = q.cast::<c::ibv_qp>();
@@ -214,7 +251,7 @@ pub(crate) fn qp_attr(a: &c::ibv_qp_attr) -> QpAttr {
 }
 
 /// [`QpAttr`] → `struct ibv_qp_attr`.
-fn c_qp_attr(a: &QpAttr) -> c::ibv_qp_attr {
+pub(crate) fn c_qp_attr(a: &QpAttr) -> c::ibv_qp_attr {
     c::ibv_qp_attr {
         qp_state: a.qp_state.to_raw(),
         cur_qp_state: a.cur_qp_state.to_raw(),

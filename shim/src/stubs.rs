@@ -97,37 +97,11 @@ export! { "MLX5_1.23" fn mlx5dv_devx_free_msi_vector() -> i32 { set_errno(libc::
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_query() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "RDMACM_1.0" fn rdma_accept() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_ack_cm_event() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_bind_addr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_connect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_ep() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_create_id() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_qp() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_create_qp_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_destroy_ep() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_destroy_event_channel() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_destroy_id() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_destroy_qp() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_disconnect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_event_str() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_free_devices() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_freeaddrinfo() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_get_cm_event() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_get_devices() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_get_request() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_getaddrinfo() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_join_multicast() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_leave_multicast() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_listen() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_reject() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_resolve_addr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_resolve_route() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_set_option() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.1" fn rdma_join_multicast_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.2" fn rdma_establish() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.2" fn rdma_init_qp_attr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_get_remote_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_set_local_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "EFA_1.0" fn efadv_create_driver_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }

@@ -706,6 +706,69 @@ impl World {
         }
     }
 
+    /// `ibv_post_send` with `IBV_WR_BIND_MW` requests (type 2 windows):
+    /// the `wr.bind_mw` part C carries beside each such request, given as
+    /// `(index in wrs, window, new rkey, bind info)`. The drop-in library
+    /// posts legacy chains with binds through this; the checks are those
+    /// of `ibv_wr_bind_mw` (a type 2 window, the MR in the window's PD),
+    /// then the chain is posted as by `World::post_send`, `bad_wr` at the
+    /// first failing request.
+    pub fn post_send_with_binds(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr<'_, SimVerbs>],
+        binds: &[(usize, MwHandle, u32, verbs_api::MwBindInfo<'_, SimVerbs>)],
+    ) -> Result<()> {
+        let v = Verb::PostSend;
+        let mut pending = Vec::with_capacity(binds.len());
+        for (i, mw, rkey, info) in binds {
+            let m = self.mw(*mw, v).map_err(|e| e.with_bad_wr(*i))?;
+            if m.mw_type != MwType::Type2 {
+                return Err(invalid(v, "IBV_WR_BIND_MW binds type 2 windows; a type 1 window is bound with ibv_bind_mw").with_bad_wr(*i));
+            }
+            if let Some(mr) = info.mr {
+                let mpd = self.live_mr(*mr, v).map_err(|e| e.with_bad_wr(*i))?.pd;
+                if mpd != m.pd {
+                    return Err(err(v, EPERM, "the MR's PD is not the window's").with_bad_wr(*i));
+                }
+            }
+            pending.push((
+                *i,
+                PendingBind {
+                    mw: *mw,
+                    rkey: *rkey,
+                    mr: info.mr.copied(),
+                    addr: info.addr,
+                    length: info.length,
+                    access: info.mw_access_flags,
+                },
+            ));
+        }
+        let tail = self.qp(qp, v)?.sq.tail;
+        for (i, b) in &pending {
+            self.ext
+                .binds
+                .insert((qp.index, qp.generation, tail + *i as u64), *b);
+        }
+        let r = self.post_send(qp, wrs);
+        let posted = match &r {
+            Ok(()) => wrs.len(),
+            Err(e) => e.bad_wr().unwrap_or(0),
+        };
+        for (i, b) in &pending {
+            if *i < posted {
+                if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
+                    m.user_rkey = b.rkey;
+                }
+            } else {
+                self.ext
+                    .binds
+                    .remove(&(qp.index, qp.generation, tail + *i as u64));
+            }
+        }
+        r
+    }
+
     // ------------------------------------------------------ data in order
 
     /// `ibv_query_qp_data_in_order`: rxe has no provider entry

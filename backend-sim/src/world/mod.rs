@@ -533,6 +533,11 @@ impl World {
             .collect()
     }
 
+    /// The index of the device `ctx` was opened on.
+    pub fn context_device(&self, ctx: ContextHandle) -> Result<u32> {
+        Ok(self.ctx(ctx, Verb::QueryDevice)?.device)
+    }
+
     /// `ibv_open_device` by `process`.
     pub fn open_device(&mut self, index: usize, process: ProcessId) -> Result<ContextHandle> {
         if index >= self.devices.len() {
