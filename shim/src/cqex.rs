@@ -55,6 +55,7 @@ pub(crate) fn create_cq(
     ex: bool,
 ) -> Res<*mut c::ibv_cq_ex> {
     let ctx = crate::device::ctx_of(shim, v, context)?;
+    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_CQ_ALLOC_TYPE")?;
     // SAFETY: `context` is a live context of ours (ctx_of checked it).
     let vectors = unsafe { (*context).num_comp_vectors }.max(1) as u32;
     if a.comp_vector >= vectors {

@@ -159,9 +159,26 @@ pub(crate) fn context_ptr(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mu
 
 /// Allocates the C `verbs_context` for a simulator context.
 fn wrap_context(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
+    wrap_context_fd(shim, v, h, None)
+}
+
+/// [`wrap_context`], with the command fd `ibv_import_device` was given
+/// (the new context is then another handle on the same simulator context).
+pub(crate) fn wrap_context_fd(
+    shim: &mut Shim,
+    v: &str,
+    h: ContextHandle,
+    imported: Option<c_int>,
+) -> Res<*mut c::ibv_context> {
     let index = shim.sim.world().context_device(h).at(v)? as usize;
     let device = shim.devices.get(index).copied().unwrap_or(0) as *mut c::ibv_device;
-    let cmd_fd = crate::channel::new_fd();
+    // The command fd is a memfd: a file of its own inode, so that
+    // ibv_import_device can find the context from any dup of it.
+    let cmd_fd = match imported {
+        Some(fd) => fd,
+        // SAFETY: memfd_create with a NUL-terminated name and no pointers out.
+        None => unsafe { libc::memfd_create(c"verbsim-context".as_ptr(), libc::MFD_CLOEXEC) },
+    };
     let async_fd = crate::channel::new_fd();
     if cmd_fd < 0 || async_fd < 0 {
         crate::channel::close_fd(cmd_fd);
@@ -190,7 +207,11 @@ fn wrap_context(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_c
         e.extra.async_fd = async_fd;
         e.extra.fd = cmd_fd;
     }
-    shim.ctx_ptrs.insert(h, ctx as usize);
+    if imported.is_some() {
+        shim.aliases.insert(ctx as usize);
+    } else {
+        shim.ctx_ptrs.insert(h, ctx as usize);
+    }
     shim.fds.contexts.insert(
         ctx as usize,
         crate::channel::Watched {
@@ -207,9 +228,13 @@ export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_i
     state::ret_int(with(|shim| {
         let v = "ibv_close_device";
         let h = ctx_of(shim, v, context)?;
-        shim.sim.close_device(&h).at(v)?;
+        // An imported context is another handle on the same one: closing
+        // it frees only the handle.
+        if !shim.aliases.remove(&(context as usize)) {
+            shim.sim.close_device(&h).at(v)?;
+            shim.ctx_ptrs.remove(&h);
+        }
         let e = shim.objects.remove(&(context as usize));
-        shim.ctx_ptrs.remove(&h);
         shim.fds.contexts.remove(&(context as usize));
         shim.async_unacked.clear();
         if let Some(e) = e {

@@ -36,6 +36,7 @@ mod events;
 mod export;
 mod ext;
 mod guard;
+mod import;
 mod mlx5;
 mod objects;
 mod qp;

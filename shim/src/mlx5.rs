@@ -235,3 +235,39 @@ unsafe extern "C" fn wr_set_dc_addr_stream(
         p.dc = Some((ah as usize, remote_dctn, remote_dc_key, stream_id));
     }
 }
+
+/// The mlx5 provider's buffer allocation policy (`MLX_QP_ALLOC_TYPE`,
+/// `MLX_CQ_ALLOC_TYPE`, `MLX_SRQ_ALLOC_TYPE`, read when the object is
+/// created): with `HUGE` the queue must live in 2 MB huge pages, and
+/// creation fails with `ENOMEM` when the system has none; the other
+/// policies (`ANON`, `CONTIG`, `PREFER_HUGE`, `PREFER_CONTIG`, `ALL`) fall
+/// back to ordinary memory. Only mlx5 profiles follow it (the simulated
+/// queues themselves live in ordinary memory either way).
+pub(crate) fn check_alloc_type(
+    shim: &Shim,
+    v: &str,
+    ctx: backend_sim::ContextHandle,
+    var: &str,
+) -> Res<()> {
+    let dev = shim.sim.world().context_device(ctx).at(v)? as usize;
+    let mlx5 = shim
+        .sim
+        .world()
+        .device_profile(dev)
+        .is_some_and(|p| p.mlx5.is_some());
+    if !mlx5 || std::env::var(var).ok().as_deref().map(str::trim) != Some("HUGE") {
+        return Ok(());
+    }
+    let free = std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if free == 0 {
+        return Err(Fail::new(
+            v,
+            libc::ENOMEM,
+            format!("{var}=HUGE and the system has no free 2 MB huge pages"),
+        ));
+    }
+    Ok(())
+}

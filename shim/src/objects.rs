@@ -335,6 +335,7 @@ fn create_srq(
     attr.xrcd = xrcd.as_ref();
     attr.cq = cq.as_ref();
     let ctx = crate::device::ctx_of(shim, v, context)?;
+    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_SRQ_ALLOC_TYPE")?;
     let h = shim.sim.create_srq_ex(&ctx, &mut attr).at(v)?;
     a.attr.max_wr = attr.attr.max_wr;
     a.attr.max_sge = attr.attr.max_sge;

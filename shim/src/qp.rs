@@ -89,6 +89,7 @@ pub(crate) fn create_qp_dv(
         Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?)
     };
     let ctx = crate::device::ctx_of(shim, v, context)?;
+    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_QP_ALLOC_TYPE")?;
     let mut attr = QpInitAttrEx::<SimVerbs> {
         qp_context: a.qp_context as u64,
         send_cq: send_cq.as_ref(),

@@ -73,6 +73,9 @@ pub(crate) struct Shim {
     pub(crate) srq_ptrs: BTreeMap<SrqHandle, usize>,
     pub(crate) ctx_ptrs: BTreeMap<ContextHandle, usize>,
     pub(crate) pd_ptrs: BTreeMap<PdHandle, usize>,
+    /// Contexts, PDs and MRs handed out by `ibv_import_*`: further handles
+    /// on objects that live on (closing them frees only the handle).
+    pub(crate) aliases: std::collections::BTreeSet<usize>,
     /// rdma_cm ids and event channels (librdmacm), by simulator handle.
     pub(crate) cm: crate::rdmacm::CmState,
     /// The fds kept readable while events are pending.
@@ -122,6 +125,7 @@ impl Shim {
             srq_ptrs: BTreeMap::new(),
             ctx_ptrs: BTreeMap::new(),
             pd_ptrs: BTreeMap::new(),
+            aliases: std::collections::BTreeSet::new(),
             cm: crate::rdmacm::CmState::default(),
             fds: crate::channel::Fds::default(),
             async_unacked: Vec::new(),

@@ -5,11 +5,6 @@
 use crate::export::export;
 use crate::guard::set_errno;
 
-export! { "IBVERBS_1.10" fn ibv_import_device() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.10" fn ibv_import_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.10" fn ibv_import_pd() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.10" fn ibv_unimport_mr() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.10" fn ibv_unimport_pd() { set_errno(libc::EOPNOTSUPP); } }
 export! { "IBVERBS_1.12" fn ibv_reg_dmabuf_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_import_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_unimport_dm() { set_errno(libc::EOPNOTSUPP); } }
