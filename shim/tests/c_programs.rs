@@ -89,3 +89,10 @@ fn rdma_cm_client_and_server_exchange_a_send() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
+    if let Some(out) = run_c("cq_channel_fd") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
