@@ -171,6 +171,16 @@ fn main() -> ExitCode {
                         count as f64 / total as f64
                     );
                 }
+                // FNV-1a of the rendered trace: equal digests before and
+                // after a change to the executor mean the same run.
+                let digest = v
+                    .trace()
+                    .render()
+                    .bytes()
+                    .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                println!("  trace digest {digest:016x}");
                 if v.trace().dropped() > 0 {
                     println!("  (trace full: {} events not kept)", v.trace().dropped());
                 }

@@ -697,19 +697,25 @@ impl Fabric {
         sink: &mut S,
     ) -> Option<(SimInstant, FabricEvent)> {
         loop {
-            let (at, queued) = self.queue.pop_due(now)?;
+            let (at, queued) = self.queue.peek_due(now)?;
             if at > self.latest {
                 self.latest = at;
             }
+            if let Queued::PortHead(port) = queued {
+                // The port's next arrival takes the entry's place in the
+                // heap (one sift, not a pop and a push).
+                let packet = self.take_arrival(port as usize, at);
+                self.deliveries_queued -= 1;
+                if let Some(event) = self.arrive(at, packet, sink) {
+                    return Some((at, event));
+                }
+                continue;
+            }
+            self.queue.pop_next();
             match queued {
                 Queued::Timer(timer) => return Some((at, FabricEvent::Timer(timer))),
-                Queued::PortHead(port) => {
-                    let packet = self.pop_arrival(port as usize, at);
-                    self.deliveries_queued -= 1;
-                    if let Some(event) = self.arrive(at, packet, sink) {
-                        return Some((at, event));
-                    }
-                }
+                // Handled above, without popping.
+                Queued::PortHead(_) => {}
                 Queued::Deliver(packet) => {
                     self.deliveries_queued -= 1;
                     if let Some(event) = self.arrive(at, packet, sink) {
@@ -923,21 +929,26 @@ impl Fabric {
         Ok(())
     }
 
-    /// Takes the head of port `port`'s FIFO, due at `at`, and queues the
-    /// next head.
-    fn pop_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
+    /// Takes the head of port `port`'s FIFO, due at `at`, whose `PortHead`
+    /// entry is the heap's top: the entry becomes the next head's, or goes.
+    fn take_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
         let arrivals = &mut self.ports[port].arrivals;
         let head = arrivals
             .pop_front()
             .expect("a PortHead entry always has its packet");
         debug_assert_eq!(head.at, at.0);
         self.arrivals_queued -= 1;
-        if let Some(next) = arrivals.front() {
-            // The heap just lost this port's entry, so it has room for the
-            // replacement.
-            self.queue
-                .push_reserved(SimInstant(next.at), next.seq, Queued::PortHead(port as u32))
-                .expect("replacing a popped entry cannot overflow");
+        match arrivals.front() {
+            Some(next) => {
+                self.queue.replace_top(
+                    SimInstant(next.at),
+                    next.seq,
+                    Queued::PortHead(port as u32),
+                );
+            }
+            None => {
+                self.queue.pop_next();
+            }
         }
         head.packet
     }
