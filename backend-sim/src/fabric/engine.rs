@@ -7,7 +7,7 @@ use verbs_api::{Gid, LinkLayer};
 
 use super::packet::{Address, DeviceIndex, Packet, PortRef};
 use super::queue::{EventQueue, QueueFull, TimerEvent};
-use super::rules::{FabricRule, NetworkFaults, NetworkRngs, Verdict};
+use super::rules::{draw_ppm, FabricRule, NetworkFaults, NetworkRngs, Verdict};
 use super::time::{SimDuration, SimInstant};
 use super::trace::{DropReason, FabricTrace, FabricTraceSink};
 use super::FabricError;
@@ -471,6 +471,12 @@ impl Fabric {
         self.port_index(port).map(|i| self.ports[i].counters)
     }
 
+    /// Packets put on the wire by every port so far (retransmissions and
+    /// packets a rule later dropped included; a duplicate counts once).
+    pub fn packets_sent(&self) -> u64 {
+        self.ports.iter().map(|p| p.counters.tx_packets).sum()
+    }
+
     /// True when `port`'s link is up (`None` if no such port).
     pub fn link_up(&self, port: PortRef) -> Option<bool> {
         self.port_index(port).map(|i| self.ports[i].up)
@@ -839,8 +845,25 @@ impl Fabric {
             overtakers: 0,
         };
         let mut spent = false;
+        // Rate rules share one draw per packet (drawn at the first of them
+        // in scope); each owns the next `ppm` slice of 0..10^6.
+        let mut draw: Option<u64> = None;
+        let mut slice_start = 0u64;
         for installed in &mut self.rules {
-            let verdict = installed.rule.on_packet(packet, &mut self.rule_rng);
+            let verdict = match installed.rule.rate_ppm(packet) {
+                Some(ppm) => {
+                    let x = *draw.get_or_insert_with(|| u64::from(draw_ppm(&mut self.rule_rng)));
+                    let end = slice_start + u64::from(ppm);
+                    let hit = x >= slice_start && x < end;
+                    slice_start = end;
+                    if hit {
+                        installed.rule.fire()
+                    } else {
+                        Verdict::Pass
+                    }
+                }
+                None => installed.rule.on_packet(packet, &mut self.rule_rng),
+            };
             if verdict != Verdict::Pass {
                 if let Verdict::Reorder(window) = verdict {
                     if window > 0 {

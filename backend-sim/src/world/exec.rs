@@ -501,6 +501,13 @@ impl World {
         }
     }
 
+    /// Packets the fabric has put on the wire so far, every port together
+    /// (retransmissions included): the unit of `sim_fault_overhead`'s
+    /// per-packet cost.
+    pub fn packets_sent(&self) -> u64 {
+        self.fabric.packets_sent()
+    }
+
     /// `RunUntilIdle`: false if the bound was hit with work left.
     pub fn run_until_idle(&mut self) -> bool {
         self.run_events(None, RUN_EVENT_BUDGET, |_| false)
