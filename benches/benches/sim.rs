@@ -33,7 +33,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rand_chacha::rand_core::RngCore;
 use verbsim_benches::calibration::{chacha8, EventHeap, HotCopy, RandCopy, RandSpan, COPY_SIZES};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
-use verbsim_benches::data::{MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig};
+use verbsim_benches::data::{
+    MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, SCALE_PAIRS,
+};
 use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, WorkloadError};
 
@@ -489,6 +491,51 @@ fn sim_ooo_placement(c: &mut Criterion) {
     }
 }
 
+/// `sim_scale/events`: [`SCALE_PAIRS`] RC pairs (100 000 QPs alive) with
+/// 100 000 64 B WRITEs in flight; one iteration is one event the fabric
+/// hands to the world (a delivery or a timer), so the rate compares with
+/// `phys_heap_poppush/100k`. Before any traffic it prints the heap bytes
+/// per idle QP (perf.md: at most 2 KiB plus its rings).
+fn sim_scale(c: &mut Criterion) {
+    const ID: &str = "sim_scale/events";
+    let mut v = sim();
+    let build = |v: &mut SimVerbs| {
+        let w = MessageRate::new(v, MessageRateConfig::scale())?;
+        let world = v.world();
+        let (mut n, mut own, mut rings) = (0usize, 0usize, 0usize);
+        for (o, r) in w.qps().filter_map(|q| world.qp_heap_bytes(*q)) {
+            n += 1;
+            own += o;
+            rings += r;
+        }
+        let n1 = n.max(1);
+        eprintln!(
+            "sim_scale: {n} QPs alive; heap per idle QP = {} B (target <= 2048) plus {} B of rings",
+            own / n1,
+            rings / n1
+        );
+        Ok(w)
+    };
+    // The probe fills the pipeline: two requests per pair in flight.
+    let fill = 2 * u64::from(SCALE_PAIRS);
+    let Some(mut w) = prepare(ID, &mut v, build, |w, v| w.run(v, fill)) else {
+        return;
+    };
+    let mut g = c.benchmark_group("sim_scale");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("events", |b| {
+        // Runs `iters` requests and scales the time to `iters` events.
+        b.iter_custom(|iters| {
+            let e0 = v.world().events_handled();
+            let t = timed(iters, |n| w.run(&mut v, n).expect(ID));
+            let events = (v.world().events_handled() - e0).max(1);
+            t.mul_f64(iters as f64 / events as f64)
+        });
+    });
+    g.finish();
+    finish(ID, w.teardown(&mut v));
+}
+
 /// `sim_xrc_srq_fanin/{1,64,1024}`: one 64 B SEND per iteration, round
 /// robin over that many XRC_INI QPs, all landing in one XRC SRQ.
 fn sim_xrc_srq_fanin(c: &mut Criterion) {
@@ -537,7 +584,7 @@ mod groups {
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
             sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement,
-            sim_xrc_srq_fanin
+            sim_xrc_srq_fanin, sim_scale
     }
 }
 

@@ -11,7 +11,7 @@
 //! callgrind_annotate cg.out | head -40
 //! ```
 //!
-//! `WORKLOAD` is one of `write64`, `write64_1gib`, `read`, `fadd`, `cswap`,
+//! `WORKLOAD` is one of `write64`, `write64_1gib`, `scale`, `read`, `fadd`, `cswap`,
 //! `send4k`, `send64k`, `send1m`, `fault_none`, `fault_faults` (the
 //! benchmark with that id, see `benches/sim.rs`); `N` requests (default
 //! 100 000) are run after a warm-up of 1 000 and drained; `--timeout T`
@@ -39,6 +39,7 @@ fn workload(name: &str) -> Option<Workload> {
     Some(match name {
         "write64" => Workload::Rate(MessageRateConfig::rc_write_64()),
         "write64_1gib" => Workload::Rate(MessageRateConfig::rc_write_64_1gib()),
+        "scale" => Workload::Rate(MessageRateConfig::scale()),
         "read" => Workload::Rate(MessageRateConfig::read_64()),
         "fadd" => Workload::Rate(MessageRateConfig::atomic(RateOp::FetchAdd)),
         "cswap" => Workload::Rate(MessageRateConfig::atomic(RateOp::CompSwap)),

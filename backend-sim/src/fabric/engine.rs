@@ -307,6 +307,8 @@ pub struct Fabric {
     held_packets_max: u32,
     reorder_hold: SimDuration,
     latest: SimInstant,
+    /// Events handed out by `pop_due`.
+    events_handled: u64,
 }
 
 impl core::fmt::Debug for Fabric {
@@ -353,6 +355,7 @@ impl Fabric {
             held_packets_max: config.held_packets_max,
             reorder_hold: SimDuration::from_nanos(config.reorder_hold_ns_max),
             latest: SimInstant::ZERO,
+            events_handled: 0,
         }
     }
 
@@ -469,6 +472,12 @@ impl Fabric {
     /// The counters of `port`.
     pub fn port_counters(&self, port: PortRef) -> Option<PortCounters> {
         self.port_index(port).map(|i| self.ports[i].counters)
+    }
+
+    /// Events [`Self::pop_due`] has handed out so far (deliveries and
+    /// timers; the fabric's own wake-ups not counted).
+    pub fn events_handled(&self) -> u64 {
+        self.events_handled
     }
 
     /// Packets put on the wire by every port so far (retransmissions and
@@ -698,6 +707,16 @@ impl Fabric {
     /// timer. Returns it with its due time, or `None` when nothing more is
     /// due by `now`.
     pub fn pop_due<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        sink: &mut S,
+    ) -> Option<(SimInstant, FabricEvent)> {
+        let event = self.next_due(now, sink);
+        self.events_handled += u64::from(event.is_some());
+        event
+    }
+
+    fn next_due<S: FabricTraceSink + ?Sized>(
         &mut self,
         now: SimInstant,
         sink: &mut S,

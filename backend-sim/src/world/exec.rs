@@ -508,6 +508,32 @@ impl World {
         self.fabric.packets_sent()
     }
 
+    /// Events the fabric has handed to the world so far (deliveries and
+    /// timers): the unit of `sim_scale`'s event rate.
+    pub fn events_handled(&self) -> u64 {
+        self.fabric.events_handled()
+    }
+
+    /// The heap bytes the simulator holds for `qp`, as `(own, rings)`:
+    /// `own` is its slot in the QP arena, what it owns out of line apart
+    /// from its work-queue rings (multicast list, alternate path, atomic
+    /// replay table, SRQ SGE buffer) and its entry in the device's
+    /// QP-number table; `rings` is its send and receive rings' storage
+    /// (perf.md's `sim_scale`: at most 2 KiB per idle QP plus its rings).
+    /// Accounted from sizes and capacities, like
+    /// [`World::dct_heap_bytes`].
+    pub fn qp_heap_bytes(&self, qp: QpHandle) -> Option<(usize, usize)> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let own = self.qps.slot_bytes()
+            + q.mcast.heap_bytes()
+            + q.alt
+                .as_ref()
+                .map_or(0, |_| size_of::<super::qp::AltPath>())
+            + q.rx.heap_bytes()
+            + super::QpnTable::ENTRY_BYTES;
+        Some((own, q.sq.heap_bytes() + q.rq.heap_bytes()))
+    }
+
     /// `RunUntilIdle`: false if the bound was hit with work left.
     pub fn run_until_idle(&mut self) -> bool {
         self.run_events(None, RUN_EVENT_BUDGET, |_| false)
