@@ -274,6 +274,7 @@ impl Trace {
     }
 
     /// Appends an event (counted only, once the trace is full or disabled).
+    #[inline]
     pub fn push(&mut self, time_ns: u64, event: TraceEvent) {
         if self.enabled && self.records.len() < self.events_max {
             self.records.push(TraceRecord { time_ns, event });

@@ -33,7 +33,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rand_chacha::rand_core::RngCore;
 use verbsim_benches::calibration::{chacha8, EventHeap, HotCopy, RandCopy, RandSpan, COPY_SIZES};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
-use verbsim_benches::data::{MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig};
+use verbsim_benches::data::{
+    MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, SCALE_PAIRS,
+};
 use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, WorkloadError};
 
@@ -320,15 +322,58 @@ fn sim_atomic_rate(c: &mut Criterion) {
     );
 }
 
+/// `sim_fault_overhead/{none,faults}` (one iteration is one work request)
+/// and `sim_fault_overhead/{none,faults}_per_packet` (the same runs, one
+/// iteration is one packet put on the wire, retransmissions included: the
+/// target of perf.md, since go-back-N resends a window on hardware too).
 fn sim_fault_overhead(c: &mut Criterion) {
-    message_rate(
-        c,
-        "sim_fault_overhead",
-        &[
-            ("none", MessageRateConfig::fault_overhead(false)),
-            ("faults", MessageRateConfig::fault_overhead(true)),
-        ],
-    );
+    const GROUP: &str = "sim_fault_overhead";
+    let mut prepared = Vec::new();
+    for (param, faults) in [("none", false), ("faults", true)] {
+        let id = format!("{GROUP}/{param}");
+        let mut v = sim();
+        let probe = |w: &mut MessageRate<SimVerbs>, v: &mut SimVerbs| {
+            w.run(v, PROBE_REQUESTS)?;
+            w.drain(v)
+        };
+        let cfg = MessageRateConfig::fault_overhead(faults);
+        if let Some(mut w) = prepare(&id, &mut v, |v| MessageRate::new(v, cfg), probe) {
+            // Packets per request of this workload, for the record.
+            let (n, p0) = (20_000, v.world().packets_sent());
+            if w.run(&mut v, n).is_ok() {
+                let per = (v.world().packets_sent() - p0) as f64 / n as f64;
+                eprintln!("{id}: {per:.4} packets on the wire per request");
+            }
+            prepared.push((param, id, v, w));
+        }
+    }
+    if prepared.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    for (param, id, v, w) in &mut prepared {
+        g.bench_function(BenchmarkId::from_parameter(*param), |b| {
+            b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
+        });
+    }
+    for (param, id, v, w) in &mut prepared {
+        let name = format!("{param}_per_packet");
+        g.bench_function(BenchmarkId::from_parameter(&name), |b| {
+            // Runs `iters` requests and scales the time to `iters` packets:
+            // the time per packet on the wire, whatever the retransmissions.
+            b.iter_custom(|iters| {
+                let p0 = v.world().packets_sent();
+                let t = timed(iters, |n| w.run(v, n).expect(id));
+                let packets = (v.world().packets_sent() - p0).max(1);
+                t.mul_f64(iters as f64 / packets as f64)
+            });
+        });
+    }
+    g.finish();
+    for (_, id, mut v, w) in prepared {
+        finish(&id, w.teardown(&mut v));
+    }
 }
 
 fn sim_send_recv_bw(c: &mut Criterion) {
@@ -446,6 +491,51 @@ fn sim_ooo_placement(c: &mut Criterion) {
     }
 }
 
+/// `sim_scale/events`: [`SCALE_PAIRS`] RC pairs (100 000 QPs alive) with
+/// 100 000 64 B WRITEs in flight; one iteration is one event the fabric
+/// hands to the world (a delivery or a timer), so the rate compares with
+/// `phys_heap_poppush/100k`. Before any traffic it prints the heap bytes
+/// per idle QP (perf.md: at most 2 KiB plus its rings).
+fn sim_scale(c: &mut Criterion) {
+    const ID: &str = "sim_scale/events";
+    let mut v = sim();
+    let build = |v: &mut SimVerbs| {
+        let w = MessageRate::new(v, MessageRateConfig::scale())?;
+        let world = v.world();
+        let (mut n, mut own, mut rings) = (0usize, 0usize, 0usize);
+        for (o, r) in w.qps().filter_map(|q| world.qp_heap_bytes(*q)) {
+            n += 1;
+            own += o;
+            rings += r;
+        }
+        let n1 = n.max(1);
+        eprintln!(
+            "sim_scale: {n} QPs alive; heap per idle QP = {} B (target <= 2048) plus {} B of rings",
+            own / n1,
+            rings / n1
+        );
+        Ok(w)
+    };
+    // The probe fills the pipeline: two requests per pair in flight.
+    let fill = 2 * u64::from(SCALE_PAIRS);
+    let Some(mut w) = prepare(ID, &mut v, build, |w, v| w.run(v, fill)) else {
+        return;
+    };
+    let mut g = c.benchmark_group("sim_scale");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("events", |b| {
+        // Runs `iters` requests and scales the time to `iters` events.
+        b.iter_custom(|iters| {
+            let e0 = v.world().events_handled();
+            let t = timed(iters, |n| w.run(&mut v, n).expect(ID));
+            let events = (v.world().events_handled() - e0).max(1);
+            t.mul_f64(iters as f64 / events as f64)
+        });
+    });
+    g.finish();
+    finish(ID, w.teardown(&mut v));
+}
+
 /// `sim_xrc_srq_fanin/{1,64,1024}`: one 64 B SEND per iteration, round
 /// robin over that many XRC_INI QPs, all landing in one XRC SRQ.
 fn sim_xrc_srq_fanin(c: &mut Criterion) {
@@ -556,7 +646,7 @@ mod groups {
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
             sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement,
-            sim_xrc_srq_fanin, shim_post_poll
+            sim_xrc_srq_fanin, sim_scale, shim_post_poll
     }
 }
 

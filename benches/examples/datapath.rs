@@ -11,7 +11,7 @@
 //! callgrind_annotate cg.out | head -40
 //! ```
 //!
-//! `WORKLOAD` is one of `write64`, `write64_1gib`, `read`, `fadd`, `cswap`,
+//! `WORKLOAD` is one of `write64`, `write64_1gib`, `scale`, `read`, `fadd`, `cswap`,
 //! `send4k`, `send64k`, `send1m`, `fault_none`, `fault_faults` (the
 //! benchmark with that id, see `benches/sim.rs`); `N` requests (default
 //! 100 000) are run after a warm-up of 1 000 and drained; `--timeout T`
@@ -39,6 +39,7 @@ fn workload(name: &str) -> Option<Workload> {
     Some(match name {
         "write64" => Workload::Rate(MessageRateConfig::rc_write_64()),
         "write64_1gib" => Workload::Rate(MessageRateConfig::rc_write_64_1gib()),
+        "scale" => Workload::Rate(MessageRateConfig::scale()),
         "read" => Workload::Rate(MessageRateConfig::read_64()),
         "fadd" => Workload::Rate(MessageRateConfig::atomic(RateOp::FetchAdd)),
         "cswap" => Workload::Rate(MessageRateConfig::atomic(RateOp::CompSwap)),
@@ -171,6 +172,16 @@ fn main() -> ExitCode {
                         count as f64 / total as f64
                     );
                 }
+                // FNV-1a of the rendered trace: equal digests before and
+                // after a change to the executor mean the same run.
+                let digest = v
+                    .trace()
+                    .render()
+                    .bytes()
+                    .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                    });
+                println!("  trace digest {digest:016x}");
                 if v.trace().dropped() > 0 {
                     println!("  (trace full: {} events not kept)", v.trace().dropped());
                 }

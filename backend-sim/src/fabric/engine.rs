@@ -7,7 +7,7 @@ use verbs_api::{Gid, LinkLayer};
 
 use super::packet::{Address, DeviceIndex, Packet, PortRef};
 use super::queue::{EventQueue, QueueFull, TimerEvent};
-use super::rules::{FabricRule, NetworkFaults, NetworkRngs, Verdict};
+use super::rules::{draw_ppm, FabricRule, NetworkFaults, NetworkRngs, Verdict};
 use super::time::{SimDuration, SimInstant};
 use super::trace::{DropReason, FabricTrace, FabricTraceSink};
 use super::FabricError;
@@ -307,6 +307,8 @@ pub struct Fabric {
     held_packets_max: u32,
     reorder_hold: SimDuration,
     latest: SimInstant,
+    /// Events handed out by `pop_due`.
+    events_handled: u64,
 }
 
 impl core::fmt::Debug for Fabric {
@@ -353,6 +355,7 @@ impl Fabric {
             held_packets_max: config.held_packets_max,
             reorder_hold: SimDuration::from_nanos(config.reorder_hold_ns_max),
             latest: SimInstant::ZERO,
+            events_handled: 0,
         }
     }
 
@@ -469,6 +472,18 @@ impl Fabric {
     /// The counters of `port`.
     pub fn port_counters(&self, port: PortRef) -> Option<PortCounters> {
         self.port_index(port).map(|i| self.ports[i].counters)
+    }
+
+    /// Events [`Self::pop_due`] has handed out so far (deliveries and
+    /// timers; the fabric's own wake-ups not counted).
+    pub fn events_handled(&self) -> u64 {
+        self.events_handled
+    }
+
+    /// Packets put on the wire by every port so far (retransmissions and
+    /// packets a rule later dropped included; a duplicate counts once).
+    pub fn packets_sent(&self) -> u64 {
+        self.ports.iter().map(|p| p.counters.tx_packets).sum()
     }
 
     /// True when `port`'s link is up (`None` if no such port).
@@ -696,20 +711,36 @@ impl Fabric {
         now: SimInstant,
         sink: &mut S,
     ) -> Option<(SimInstant, FabricEvent)> {
+        let event = self.next_due(now, sink);
+        self.events_handled += u64::from(event.is_some());
+        event
+    }
+
+    fn next_due<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        sink: &mut S,
+    ) -> Option<(SimInstant, FabricEvent)> {
         loop {
-            let (at, queued) = self.queue.pop_due(now)?;
+            let (at, queued) = self.queue.peek_due(now)?;
             if at > self.latest {
                 self.latest = at;
             }
+            if let Queued::PortHead(port) = queued {
+                // The port's next arrival takes the entry's place in the
+                // heap (one sift, not a pop and a push).
+                let packet = self.take_arrival(port as usize, at);
+                self.deliveries_queued -= 1;
+                if let Some(event) = self.arrive(at, packet, sink) {
+                    return Some((at, event));
+                }
+                continue;
+            }
+            self.queue.pop_next();
             match queued {
                 Queued::Timer(timer) => return Some((at, FabricEvent::Timer(timer))),
-                Queued::PortHead(port) => {
-                    let packet = self.pop_arrival(port as usize, at);
-                    self.deliveries_queued -= 1;
-                    if let Some(event) = self.arrive(at, packet, sink) {
-                        return Some((at, event));
-                    }
-                }
+                // Handled above, without popping.
+                Queued::PortHead(_) => {}
                 Queued::Deliver(packet) => {
                     self.deliveries_queued -= 1;
                     if let Some(event) = self.arrive(at, packet, sink) {
@@ -833,8 +864,25 @@ impl Fabric {
             overtakers: 0,
         };
         let mut spent = false;
+        // Rate rules share one draw per packet (drawn at the first of them
+        // in scope); each owns the next `ppm` slice of 0..10^6.
+        let mut draw: Option<u64> = None;
+        let mut slice_start = 0u64;
         for installed in &mut self.rules {
-            let verdict = installed.rule.on_packet(packet, &mut self.rule_rng);
+            let verdict = match installed.rule.rate_ppm(packet) {
+                Some(ppm) => {
+                    let x = *draw.get_or_insert_with(|| u64::from(draw_ppm(&mut self.rule_rng)));
+                    let end = slice_start + u64::from(ppm);
+                    let hit = x >= slice_start && x < end;
+                    slice_start = end;
+                    if hit {
+                        installed.rule.fire()
+                    } else {
+                        Verdict::Pass
+                    }
+                }
+                None => installed.rule.on_packet(packet, &mut self.rule_rng),
+            };
             if verdict != Verdict::Pass {
                 if let Verdict::Reorder(window) = verdict {
                     if window > 0 {
@@ -923,21 +971,26 @@ impl Fabric {
         Ok(())
     }
 
-    /// Takes the head of port `port`'s FIFO, due at `at`, and queues the
-    /// next head.
-    fn pop_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
+    /// Takes the head of port `port`'s FIFO, due at `at`, whose `PortHead`
+    /// entry is the heap's top: the entry becomes the next head's, or goes.
+    fn take_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
         let arrivals = &mut self.ports[port].arrivals;
         let head = arrivals
             .pop_front()
             .expect("a PortHead entry always has its packet");
         debug_assert_eq!(head.at, at.0);
         self.arrivals_queued -= 1;
-        if let Some(next) = arrivals.front() {
-            // The heap just lost this port's entry, so it has room for the
-            // replacement.
-            self.queue
-                .push_reserved(SimInstant(next.at), next.seq, Queued::PortHead(port as u32))
-                .expect("replacing a popped entry cannot overflow");
+        match arrivals.front() {
+            Some(next) => {
+                self.queue.replace_top(
+                    SimInstant(next.at),
+                    next.seq,
+                    Queued::PortHead(port as u32),
+                );
+            }
+            None => {
+                self.queue.pop_next();
+            }
         }
         head.packet
     }

@@ -113,6 +113,28 @@ impl<E: Copy> EventQueue<E> {
         self.heap.pop().map(|e| (SimInstant(e.at), e.event))
     }
 
+    /// The earliest event if it is due at or before `now`, left in place.
+    #[inline]
+    pub(super) fn peek_due(&self, now: SimInstant) -> Option<(SimInstant, E)> {
+        let top = self.heap.peek()?;
+        (top.at <= now.0).then_some((SimInstant(top.at), top.event))
+    }
+
+    /// Replaces the earliest event by `event` due at `at` with the reserved
+    /// sequence number `seq`: one sift instead of a pop and a push, and the
+    /// same order as popping it and pushing the replacement.
+    #[inline]
+    pub(super) fn replace_top(&mut self, at: SimInstant, seq: u64, event: E) {
+        debug_assert!(seq < self.next_seq);
+        if let Some(mut top) = self.heap.peek_mut() {
+            *top = Entry {
+                at: at.0,
+                seq,
+                event,
+            };
+        }
+    }
+
     /// Events queued.
     pub fn len(&self) -> usize {
         self.heap.len()

@@ -52,6 +52,24 @@ pub trait FabricRule {
     fn is_spent(&self) -> bool {
         false
     }
+
+    /// For a rule that fires on a fraction of the packets in its scope:
+    /// that fraction in parts per million for `packet` (`None` out of
+    /// scope, or for a rule that decides in [`Self::on_packet`]). The
+    /// fabric then makes one draw per packet, shared by every such rule
+    /// in order (rule *k* fires when the draw falls in its own slice of
+    /// 0..10^6, after the slices of the rules before it), and calls
+    /// [`Self::fire`] instead of [`Self::on_packet`]: one random number
+    /// per packet however many rules are installed.
+    fn rate_ppm(&self, packet: &Packet) -> Option<u32> {
+        let _ = packet;
+        None
+    }
+
+    /// The verdict of a rate rule the shared draw selected.
+    fn fire(&mut self) -> Verdict {
+        Verdict::Pass
+    }
 }
 
 /// Which packets a rule looks at. The fabric sees QPs as `(device, qpn)`;
@@ -157,6 +175,17 @@ impl FaultRule {
 }
 
 impl FabricRule for FaultRule {
+    fn rate_ppm(&self, packet: &Packet) -> Option<u32> {
+        match self.when {
+            FaultWhen::RatePpm(ppm) if self.scope.matches(packet) => Some(ppm),
+            _ => None,
+        }
+    }
+
+    fn fire(&mut self) -> Verdict {
+        self.verdict()
+    }
+
     fn on_packet(&mut self, packet: &Packet, rng: &mut SimRng) -> Verdict {
         if !self.scope.matches(packet) {
             return Verdict::Pass;

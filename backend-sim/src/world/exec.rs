@@ -227,7 +227,7 @@ fn extents(
     device: u32,
     mut off: u64,
     mut len: u64,
-    out: &mut [Extent; EXTENTS_MAX],
+    out: &mut [Extent],
 ) -> Option<usize> {
     let mut n = 0;
     for sge in sges {
@@ -246,7 +246,7 @@ fn extents(
         }
         let view = mr_view(m);
         let mr_off = view.offset_of(sge.addr + off, take)?;
-        if n == EXTENTS_MAX {
+        if n == out.len() {
             return None;
         }
         out[n] = Extent {
@@ -321,6 +321,7 @@ pub(crate) struct Sink<'a> {
 }
 
 impl FabricTraceSink for Sink<'_> {
+    #[inline]
     fn record(&mut self, record: FabricTrace) {
         if let FabricTrace::Dropped { packet, .. } = record {
             if packet.opcode.is_request() && packet.opcode.ends_message() {
@@ -419,10 +420,15 @@ impl World {
     }
 
     /// Completes unreliable requests whose last packet the fabric dropped.
+    #[inline]
     fn settle_drops(&mut self) {
-        if self.drops.is_empty() {
-            return;
+        if !self.drops.is_empty() {
+            self.settle_drops_slow();
         }
+    }
+
+    #[inline(never)]
+    fn settle_drops_slow(&mut self) {
         let mut drops = core::mem::take(&mut self.drops);
         for p in drops.drain(..) {
             self.unreliable_departed(&p);
@@ -493,6 +499,39 @@ impl World {
                 self.on_event(event);
             }
         }
+    }
+
+    /// Packets the fabric has put on the wire so far, every port together
+    /// (retransmissions included): the unit of `sim_fault_overhead`'s
+    /// per-packet cost.
+    pub fn packets_sent(&self) -> u64 {
+        self.fabric.packets_sent()
+    }
+
+    /// Events the fabric has handed to the world so far (deliveries and
+    /// timers): the unit of `sim_scale`'s event rate.
+    pub fn events_handled(&self) -> u64 {
+        self.fabric.events_handled()
+    }
+
+    /// The heap bytes the simulator holds for `qp`, as `(own, rings)`:
+    /// `own` is its slot in the QP arena, what it owns out of line apart
+    /// from its work-queue rings (multicast list, alternate path, atomic
+    /// replay table, SRQ SGE buffer) and its entry in the device's
+    /// QP-number table; `rings` is its send and receive rings' storage
+    /// (perf.md's `sim_scale`: at most 2 KiB per idle QP plus its rings).
+    /// Accounted from sizes and capacities, like
+    /// [`World::dct_heap_bytes`].
+    pub fn qp_heap_bytes(&self, qp: QpHandle) -> Option<(usize, usize)> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let own = self.qps.slot_bytes()
+            + q.mcast.heap_bytes()
+            + q.alt
+                .as_ref()
+                .map_or(0, |_| size_of::<super::qp::AltPath>())
+            + q.rx.heap_bytes()
+            + super::QpnTable::ENTRY_BYTES;
+        Some((own, q.sq.heap_bytes() + q.rq.heap_bytes()))
     }
 
     /// `RunUntilIdle`: false if the bound was hit with work left.
@@ -1454,14 +1493,22 @@ impl World {
         let sges = q.sq.get(seq).1;
         // Place the response: responder MR (by rkey) → local SGEs.
         let device = q.device;
-        let mut dst = [Extent::default(); EXTENTS_MAX];
+        let sges = &sges[..w.num_sge as usize];
+        let (mut one, mut many);
+        let dst: &mut [Extent] = if sges.len() <= 1 {
+            one = [Extent::default(); 1];
+            &mut one
+        } else {
+            many = [Extent::default(); EXTENTS_MAX];
+            &mut many
+        };
         let nd = extents(
-            &sges[..w.num_sge as usize],
+            sges,
             &self.mrs,
             device,
             u64::from(p.offset),
             u64::from(p.payload_len),
-            &mut dst,
+            dst,
         );
         // A zero-length READ names no memory (data-path §3.3).
         let src = if p.payload_len == 0 {
@@ -1569,16 +1616,16 @@ impl World {
             return;
         }
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let sges = q.sq.get(seq).1;
-        let mut dst = [Extent::default(); EXTENTS_MAX];
-        if let Some(nd) = extents(
-            &sges[..w.num_sge as usize],
-            &self.mrs,
-            q.device,
-            0,
-            8,
-            &mut dst,
-        ) {
+        let sges = &q.sq.get(seq).1[..w.num_sge as usize];
+        let (mut one, mut many);
+        let dst: &mut [Extent] = if sges.len() <= 1 {
+            one = [Extent::default(); 1];
+            &mut one
+        } else {
+            many = [Extent::default(); EXTENTS_MAX];
+            &mut many
+        };
+        if let Some(nd) = extents(sges, &self.mrs, q.device, 0, 8, dst) {
             copy_bytes(&mut self.mrs, &p.cookie.to_le_bytes(), &dst[..nd]);
         }
         self.acknowledge(qp, Psn::new(w.psn), false);
@@ -2058,15 +2105,17 @@ impl World {
             copy_bytes(mrs, &bytes[(off as usize).min(end)..end], dst);
             return;
         }
-        let mut src = [Extent::default(); EXTENTS_MAX];
-        if let Some(ns) = extents(
-            &sges[..w.num_sge as usize],
-            mrs,
-            s.device,
-            u64::from(off),
-            u64::from(len),
-            &mut src,
-        ) {
+        let sges = &sges[..w.num_sge as usize];
+        // One SGE gives at most one extent: no 32-entry scratch to clear.
+        let mut one = [Extent::default(); 1];
+        let mut many;
+        let src: &mut [Extent] = if sges.len() <= 1 {
+            &mut one
+        } else {
+            many = [Extent::default(); EXTENTS_MAX];
+            &mut many
+        };
+        if let Some(ns) = extents(sges, mrs, s.device, u64::from(off), u64::from(len), src) {
             copy_extents(mrs, &src[..ns], dst);
         }
     }
@@ -2332,23 +2381,26 @@ impl World {
             return;
         }
         let device = r.device;
-        let mut dst = [Extent::default(); EXTENTS_MAX];
-        let n = if write {
+        // A WRITE lands in one piece: no 32-entry scratch to clear.
+        let one;
+        let mut many;
+        let dst: &[Extent] = if write {
             let Some((mr, off)) = msg.write else { return };
-            dst[0] = Extent {
+            one = [Extent {
                 mr,
                 off: (off + u64::from(p.offset)) as usize,
                 len: p.payload_len as usize,
-            };
-            1
+            }];
+            &one
         } else {
             let Some(recv) = msg.recv else { return };
-            match self.recv_extents(rq, recv, p.offset, p.payload_len, &mut dst) {
-                Some(n) => n,
+            many = [Extent::default(); EXTENTS_MAX];
+            match self.recv_extents(rq, recv, p.offset, p.payload_len, &mut many) {
+                Some(n) => &many[..n],
                 None => return,
             }
         };
-        self.copy_from_request(req, p.cookie, p.offset, p.payload_len, &dst[..n]);
+        self.copy_from_request(req, p.cookie, p.offset, p.payload_len, dst);
         self.record(TraceEvent::Placement {
             device,
             qpn: p.destination.qpn,

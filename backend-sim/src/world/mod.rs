@@ -406,6 +406,7 @@ impl World {
     }
 
     /// Appends an event at the current virtual time.
+    #[inline]
     pub(crate) fn record(&mut self, event: TraceEvent) {
         let now = self.now_ns;
         self.trace.push(now, event);
