@@ -180,6 +180,18 @@ enum Op {
         slot: u8,
         byte: u8,
     },
+    /// `ibv_resize_cq`.
+    ResizeCq {
+        slot: u8,
+        cqe: u32,
+    },
+    /// `ibv_rereg_mr` changing the access and/or the PD (the keys stay).
+    ReregMr {
+        slot: u8,
+        pd: u8,
+        flags: u32,
+        access: u32,
+    },
     CreateSrq {
         slot: u8,
         pd: u8,
@@ -315,6 +327,8 @@ impl Op {
             Self::RegMr { .. } => "reg_mr",
             Self::DeregMr { .. } => "dereg_mr",
             Self::FillMr { .. } => "fill",
+            Self::ResizeCq { .. } => "resize_cq",
+            Self::ReregMr { .. } => "rereg_mr",
             Self::CreateSrq { .. } => "create_srq",
             Self::DestroySrq { .. } => "destroy_srq",
             Self::PostSrqRecv { .. } => "post_srq_recv",
@@ -356,7 +370,7 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
     let s = |r: &mut Rng| r.below(u64::from(SLOTS)) as u8;
     let bad = weights[F_INVALID] > 0 && r.chance(20);
     match family {
-        F_CONTROL => match r.below(10) {
+        F_CONTROL => match r.below(12) {
             0 => Op::OpenDevice {
                 slot: s(r),
                 dev: r.below(2) as u8,
@@ -388,6 +402,25 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             8 => Op::FillMr {
                 slot: s(r),
                 byte: r.next() as u8,
+            },
+            10 => Op::ResizeCq {
+                slot: s(r),
+                cqe: if bad { 0 } else { 1 + r.below(128) as u32 },
+            },
+            11 => Op::ReregMr {
+                slot: s(r),
+                pd: s(r),
+                // CHANGE_PD = 2, CHANGE_ACCESS = 4; none or an unknown bit when bad.
+                flags: if bad {
+                    [0, 0x8][r.below(2) as usize]
+                } else {
+                    [0x2, 0x4, 0x6][r.below(3) as usize]
+                },
+                access: if bad {
+                    0x2
+                } else {
+                    [0x1, 0x7, 0xf][r.below(3) as usize]
+                },
             },
             _ => Op::PollCq { slot: s(r) },
         },
@@ -969,6 +1002,11 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
             *pd = used(&st.pd, *pd);
         }
         Op::DeregMr { slot } | Op::FillMr { slot, .. } => *slot = used(&st.mr, *slot),
+        Op::ResizeCq { slot, .. } => *slot = used(&st.cq, *slot),
+        Op::ReregMr { slot, pd, .. } => {
+            *slot = used(&st.mr, *slot);
+            *pd = used(&st.pd, *pd);
+        }
         Op::CreateSrq { slot, pd, .. } => {
             *slot = free(&st.srq, *slot);
             *pd = used(&st.pd, *pd);
@@ -1200,6 +1238,51 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 st.mr[slot as usize] = None;
             }
             ran(r, format!("dereg_mr m{slot}"))
+        }
+        Op::ResizeCq { slot, cqe } => {
+            let Some((q, _)) = &st.cq[slot as usize] else {
+                return Step::Skipped;
+            };
+            ran(v.resize_cq(q, cqe), format!("resize_cq cq{slot} cqe={cqe}"))
+        }
+        Op::ReregMr {
+            slot,
+            pd,
+            flags,
+            access,
+        } => {
+            let Some((m, _, _, len, ..)) = &st.mr[slot as usize] else {
+                return Step::Skipped;
+            };
+            let change_pd = flags & 0x2 != 0;
+            let new_pd = if change_pd {
+                match &st.pd[pd as usize] {
+                    Some((p, _)) => Some(p),
+                    None => return Step::Skipped,
+                }
+            } else {
+                None
+            };
+            let args = verbs_api::ReregMr::<V> {
+                flags: verbs_api::ReregMrFlags(flags),
+                pd: new_pd,
+                length: *len as usize,
+                access: AccessFlags(access),
+            };
+            let r = v.rereg_mr(m, &args);
+            if r.is_ok() && change_pd {
+                if let Some(e) = st.mr[slot as usize].as_mut() {
+                    e.1 = pd;
+                }
+            }
+            let mut line = format!("rereg_mr m{slot} flags={flags:#x}");
+            if change_pd {
+                line.push_str(&format!(" pd=pd{pd}"));
+            }
+            if flags & 0x4 != 0 {
+                line.push_str(&format!(" access={access}"));
+            }
+            ran(r, line)
         }
         Op::FillMr { slot, byte } => {
             let Some((m, .., len)) = &st.mr[slot as usize] else {
