@@ -764,6 +764,41 @@ impl Fabric {
         }
     }
 
+    /// Takes the next event as [`Self::pop_due`] would, but only if it is
+    /// due by `limit`, is a delivery waiting in a port's arrival FIFO (the
+    /// in-order case, not a delayed or held packet), both of its links are
+    /// up and `accept` takes its packet; otherwise changes nothing. For the
+    /// data path's runs of packets of one message (`world/run.rs`): the
+    /// caller has checked that nothing else happens before it.
+    pub fn take_delivery_if<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        limit: SimInstant,
+        accept: impl FnOnce(&Packet) -> bool,
+        sink: &mut S,
+    ) -> Option<(SimInstant, Packet)> {
+        let (at, Queued::PortHead(port)) = self.queue.peek_due(limit)? else {
+            return None;
+        };
+        let packet = self.ports[port as usize].arrivals.front()?.packet;
+        if !accept(&packet) {
+            return None;
+        }
+        let src = self.port_index(packet.source.port_ref())?;
+        let dst = self.port_index(packet.destination.port_ref())?;
+        if !self.ports[src].up || !self.ports[dst].up {
+            return None;
+        }
+        if at > self.latest {
+            self.latest = at;
+        }
+        let packet = self.take_arrival(port as usize, at);
+        self.deliveries_queued -= 1;
+        self.ports[dst].counters.rx_packets += 1;
+        sink.record(FabricTrace::Delivered { at, packet });
+        self.events_handled += 1;
+        Some((at, packet))
+    }
+
     /// Runs the fabric from `now` until no event is left, handing each
     /// event to `handle` (which may send packets and schedule timers
     /// through the `&mut Fabric` it gets). Returns the virtual time of the

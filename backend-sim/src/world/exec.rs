@@ -61,7 +61,7 @@ const ATOMIC_REPLAY: usize = 16;
 const ACK_EVERY: u32 = 64;
 
 /// Most SGEs on either side of a copy (devices allow at most 32).
-const EXTENTS_MAX: usize = 32;
+pub(super) const EXTENTS_MAX: usize = 32;
 
 /// A destination that resolves to nothing: the fabric drops packets to it
 /// as unroutable.
@@ -182,10 +182,10 @@ impl Rx {
 
 /// A piece of a copy: `len` bytes at `off` in MR arena slot `mr`.
 #[derive(Clone, Copy, Debug, Default)]
-struct Extent {
-    mr: u32,
-    off: usize,
-    len: usize,
+pub(super) struct Extent {
+    pub(super) mr: u32,
+    pub(super) off: usize,
+    pub(super) len: usize,
 }
 
 /// The MRs of one device, as the datapath rules see them.
@@ -221,7 +221,7 @@ impl MrLookup for DevMrs<'_> {
 /// The pieces of MR memory that bytes `[off, off + len)` of the stream an
 /// SGE list describes occupy (skipping zero-length SGEs). `None` if an SGE
 /// names no MR of `device` or leaves its MR.
-fn extents(
+pub(super) fn extents(
     sges: &[Sge],
     mrs: &Arena<Mr>,
     device: u32,
@@ -263,7 +263,7 @@ fn extents(
 
 /// Copies the bytes of `src` into `dst` (both lists cover the same number
 /// of bytes), MR to MR, without a bounce buffer.
-fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
+pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
     let (mut si, mut di) = (0, 0);
     let (mut so, mut d_o) = (0usize, 0usize);
     while si < src.len() && di < dst.len() {
@@ -366,7 +366,7 @@ fn status_of(nak: AckSyndrome) -> WcStatus {
 }
 
 /// True in the states whose responder accepts packets.
-fn receives(state: QpState, transport: Transport) -> bool {
+pub(super) fn receives(state: QpState, transport: Transport) -> bool {
     match state {
         QpState::ReadyToReceive | QpState::ReadyToSend | QpState::SendQueueDrain => true,
         QpState::SendQueueError => transport.is_unreliable(),
@@ -388,7 +388,7 @@ impl World {
     }
 
     /// The live QP at `ep`, if any.
-    fn qp_at(&self, ep: Endpoint) -> Option<QpHandle> {
+    pub(super) fn qp_at(&self, ep: Endpoint) -> Option<QpHandle> {
         let d = self.devices.get(usize::from(ep.device.0))?;
         let index = d.qpns.get(ep.qpn)?;
         let (generation, q) = self.qps.get_by_index(index)?;
@@ -497,6 +497,14 @@ impl World {
             if let Some((t, event)) = popped {
                 self.now_ns = self.now_ns.max(t.as_nanos());
                 self.on_event(event);
+                // The rest of an in-order message in one step (world/run.rs).
+                if let FabricEvent::Delivered(p) = event {
+                    if let Opcode::Send(pos) | Opcode::RdmaWrite(pos) = p.opcode {
+                        if !pos.ends_message() {
+                            n += self.absorb_run(&p, horizon, budget - n, &mut stop);
+                        }
+                    }
+                }
             }
         }
     }
@@ -2103,13 +2111,13 @@ impl World {
     }
 
     /// The destination pieces of `[off, off + len)` of a receive WQE.
-    fn recv_extents(
+    pub(super) fn recv_extents(
         &self,
         rq: QpHandle,
         recv: RecvRef,
         off: u32,
         len: u32,
-        out: &mut [Extent; EXTENTS_MAX],
+        out: &mut [Extent],
     ) -> Option<usize> {
         let device = self.qps.get(rq.index, rq.generation)?.device;
         extents(
@@ -2350,38 +2358,62 @@ impl World {
 
     /// Places one SEND/WRITE packet's payload.
     pub(super) fn place(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, write: bool) {
-        let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let msg = r.rx.msg;
-        if !msg.active || p.payload_len == 0 {
-            return;
+        if let Some(device) = self.place_range(rq, req, p.cookie, p.offset, p.payload_len, write) {
+            self.record(TraceEvent::Placement {
+                device,
+                qpn: p.destination.qpn,
+                offset: p.offset,
+                len: p.payload_len,
+            });
         }
-        let device = r.device;
-        // A WRITE lands in one piece: no 32-entry scratch to clear.
-        let one;
-        let mut many;
+    }
+
+    /// Copies bytes `[off, off + len)` of request `cookie`'s message into
+    /// where the message lands at `rq` and returns `rq`'s device; `None`
+    /// when it lands nowhere (no message in progress, no bytes, no target,
+    /// the receive buffer does not cover them), which is traced as no
+    /// placement.
+    pub(super) fn place_range(
+        &mut self,
+        rq: QpHandle,
+        req: QpHandle,
+        cookie: u64,
+        off: u32,
+        len: u32,
+        write: bool,
+    ) -> Option<u32> {
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let (msg, device) = (r.rx.msg, r.device);
+        if !msg.active || len == 0 {
+            return None;
+        }
+        // A WRITE lands in one piece, a SEND into one SGE in at most one:
+        // no 32-entry scratch to clear then.
+        let mut one = [Extent::default(); 1];
+        let mut many: [Extent; EXTENTS_MAX];
         let dst: &[Extent] = if write {
-            let Some((mr, off)) = msg.write else { return };
-            one = [Extent {
+            let (mr, base) = msg.write?;
+            one[0] = Extent {
                 mr,
-                off: (off + u64::from(p.offset)) as usize,
-                len: p.payload_len as usize,
-            }];
+                off: (base + u64::from(off)) as usize,
+                len: len as usize,
+            };
             &one
         } else {
-            let Some(recv) = msg.recv else { return };
-            many = [Extent::default(); EXTENTS_MAX];
-            match self.recv_extents(rq, recv, p.offset, p.payload_len, &mut many) {
-                Some(n) => &many[..n],
-                None => return,
+            let recv = msg.recv?;
+            let scratch: &mut [Extent] = if self.recv_sges(rq, recv).len() <= 1 {
+                &mut one
+            } else {
+                many = [Extent::default(); EXTENTS_MAX];
+                &mut many
+            };
+            match self.recv_extents(rq, recv, off, len, scratch) {
+                Some(n) => &scratch[..n],
+                None => return None,
             }
         };
-        self.copy_from_request(req, p.cookie, p.offset, p.payload_len, dst);
-        self.record(TraceEvent::Placement {
-            device,
-            qpn: p.destination.qpn,
-            offset: p.offset,
-            len: p.payload_len,
-        });
+        self.copy_from_request(req, cookie, off, len, dst);
+        Some(device)
     }
 
     /// Last packet of a SEND or WRITE: the receive completion, if any.

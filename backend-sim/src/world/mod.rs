@@ -14,6 +14,7 @@ mod ooo;
 mod post;
 mod qp;
 mod queues;
+mod run;
 mod srq;
 mod xrc;
 
