@@ -866,6 +866,7 @@ impl HwVerbs {
                     obj: Owned::borrowed(c, &ctx.0),
                     _channel: ch.clone(),
                     cq_context: id.0.addr as u64,
+                    ex: None,
                 }));
                 register_cq(&cq);
                 cq

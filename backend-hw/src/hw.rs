@@ -108,6 +108,7 @@ ckind!(KAh, sys::ibv_ah, DestroyAh, "AH", |p| sys::ibv_destroy_ah(
 ckind!(KXrcd, sys::ibv_xrcd, CloseXrcd, "XRCD", |p| {
     fv::ibv_close_xrcd(p)
 });
+ckind!(KMw, sys::ibv_mw, DeallocMw, "MW", |p| fv::ibv_dealloc_mw(p));
 
 /// One C object owned by a handle's inner: the pointer (null once
 /// destroyed) and the context whose live-object count it holds.
@@ -403,6 +404,8 @@ pub(crate) struct CqInner {
     /// Released after the CQ is destroyed (a channel must outlive its CQs).
     pub(crate) _channel: Option<HwCompChannel>,
     pub(crate) cq_context: u64,
+    /// `Some(wc_flags)` for a CQ made by `ibv_create_cq_ex`.
+    pub(crate) ex: Option<WcExFlags>,
 }
 handle!(
     /// A completion queue; keeps its completion channel alive.
@@ -434,12 +437,12 @@ impl Drop for PageBuf {
 
 pub(crate) struct MrInner {
     /// Deregistered first (R12: the registration dies before the buffer)...
-    obj: Owned<KMr>,
+    pub(crate) obj: Owned<KMr>,
     /// ...then the bytes are freed...
     buf: PageBuf,
-    /// ...then the PD is released.
-    _pd: HwPd,
-    access: AccessFlags,
+    /// ...then the PD is released (`ibv_rereg_mr` may change it).
+    pub(crate) pd: RefCell<HwPd>,
+    pub(crate) access: Cell<AccessFlags>,
 }
 handle!(
     /// A memory region that owns its page-aligned buffer; keeps its PD alive.
@@ -497,6 +500,16 @@ pub(crate) struct AhInner {
 handle!(
     /// An address handle; keeps its PD alive.
     HwAh, AhInner
+);
+
+pub(crate) struct MwInner {
+    /// Deallocated first, then the PD is released.
+    pub(crate) obj: Owned<KMw>,
+    pub(crate) _pd: HwPd,
+}
+handle!(
+    /// A memory window; keeps its PD alive.
+    HwMw, MwInner
 );
 
 pub(crate) struct XrcdInner {
@@ -601,7 +614,7 @@ fn u(v: c_int) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-fn to_gid(g: &sys::ibv_gid) -> Gid {
+pub(crate) fn to_gid(g: &sys::ibv_gid) -> Gid {
     // SAFETY: both union members are plain 16-byte data; `raw` covers all.
     Gid(unsafe { g.raw })
 }
@@ -745,6 +758,57 @@ impl ZeroValid for sys::ibv_srq_init_attr_ex {}
 impl ZeroValid for sys::ibv_qp_open_attr {}
 impl ZeroValid for sys::ibv_xrcd_init_attr {}
 impl ZeroValid for sys::rdma_conn_param {}
+impl ZeroValid for sys::ibv_device_attr_ex {}
+impl ZeroValid for sys::ibv_cq_init_attr_ex {}
+impl ZeroValid for sys::ibv_gid_entry {}
+impl ZeroValid for sys::ibv_ece {}
+impl ZeroValid for sys::ibv_poll_cq_attr {}
+
+/// `struct ibv_device_attr` as the API's [`DeviceAttr`].
+pub(crate) fn device_attr_from_c(a: &sys::ibv_device_attr) -> DeviceAttr {
+    DeviceAttr {
+        fw_ver: c_to_string(&a.fw_ver),
+        node_guid: u64::from_be(a.node_guid),
+        sys_image_guid: u64::from_be(a.sys_image_guid),
+        max_mr_size: a.max_mr_size,
+        page_size_cap: a.page_size_cap,
+        vendor_id: a.vendor_id,
+        vendor_part_id: a.vendor_part_id,
+        hw_ver: a.hw_ver,
+        max_qp: u(a.max_qp),
+        max_qp_wr: u(a.max_qp_wr),
+        device_cap_flags: DeviceCapFlags(u64::from(a.device_cap_flags)),
+        max_sge: u(a.max_sge),
+        max_sge_rd: u(a.max_sge_rd),
+        max_cq: u(a.max_cq),
+        max_cqe: u(a.max_cqe),
+        max_mr: u(a.max_mr),
+        max_pd: u(a.max_pd),
+        max_qp_rd_atom: u(a.max_qp_rd_atom),
+        max_ee_rd_atom: u(a.max_ee_rd_atom),
+        max_res_rd_atom: u(a.max_res_rd_atom),
+        max_qp_init_rd_atom: u(a.max_qp_init_rd_atom),
+        max_ee_init_rd_atom: u(a.max_ee_init_rd_atom),
+        atomic_cap: AtomicCap::from_raw(a.atomic_cap),
+        max_ee: u(a.max_ee),
+        max_rdd: u(a.max_rdd),
+        max_mw: u(a.max_mw),
+        max_raw_ipv6_qp: u(a.max_raw_ipv6_qp),
+        max_raw_ethy_qp: u(a.max_raw_ethy_qp),
+        max_mcast_grp: u(a.max_mcast_grp),
+        max_mcast_qp_attach: u(a.max_mcast_qp_attach),
+        max_total_mcast_qp_attach: u(a.max_total_mcast_qp_attach),
+        max_ah: u(a.max_ah),
+        max_fmr: u(a.max_fmr),
+        max_map_per_fmr: u(a.max_map_per_fmr),
+        max_srq: u(a.max_srq),
+        max_srq_wr: u(a.max_srq_wr),
+        max_srq_sge: u(a.max_srq_sge),
+        max_pkeys: a.max_pkeys,
+        local_ca_ack_delay: a.local_ca_ack_delay,
+        phys_port_cnt: a.phys_port_cnt,
+    }
+}
 
 /// A zero-initialised C struct.
 pub(crate) fn zeroed<T: ZeroValid>() -> T {
@@ -967,6 +1031,13 @@ impl HwVerbs {
             return Err(Error::invalid(
                 verb,
                 "DC addressing (dc: Some) on a QP that is not a DCI",
+            ));
+        }
+        if w.opcode == WrOpcode::BindMw {
+            // C would hand the provider a NULL `wr.bind_mw.mw`.
+            return Err(Error::invalid(
+                verb,
+                "BIND_MW needs wr.bind_mw, which SendWr does not carry: use bind_mw (type 1) or post_wr with WrOp::BindMw (type 2)",
             ));
         }
         if w.opcode == WrOpcode::Flush {
@@ -1196,6 +1267,7 @@ impl Verbs for HwVerbs {
     type Qp = HwQp;
     type Ah = HwAh;
     type Xrcd = HwXrcd;
+    type Mw = HwMw;
     type CmChannel = HwCmChannel;
     type CmId = HwCmId;
 
@@ -1302,48 +1374,85 @@ impl Verbs for HwVerbs {
         if rc != 0 {
             return Err(c_error(Verb::QueryDevice, rc, "ibv_query_device"));
         }
-        Ok(DeviceAttr {
-            fw_ver: c_to_string(&a.fw_ver),
-            node_guid: u64::from_be(a.node_guid),
-            sys_image_guid: u64::from_be(a.sys_image_guid),
-            max_mr_size: a.max_mr_size,
-            page_size_cap: a.page_size_cap,
-            vendor_id: a.vendor_id,
-            vendor_part_id: a.vendor_part_id,
-            hw_ver: a.hw_ver,
-            max_qp: u(a.max_qp),
-            max_qp_wr: u(a.max_qp_wr),
-            device_cap_flags: DeviceCapFlags(u64::from(a.device_cap_flags)),
-            max_sge: u(a.max_sge),
-            max_sge_rd: u(a.max_sge_rd),
-            max_cq: u(a.max_cq),
-            max_cqe: u(a.max_cqe),
-            max_mr: u(a.max_mr),
-            max_pd: u(a.max_pd),
-            max_qp_rd_atom: u(a.max_qp_rd_atom),
-            max_ee_rd_atom: u(a.max_ee_rd_atom),
-            max_res_rd_atom: u(a.max_res_rd_atom),
-            max_qp_init_rd_atom: u(a.max_qp_init_rd_atom),
-            max_ee_init_rd_atom: u(a.max_ee_init_rd_atom),
-            atomic_cap: AtomicCap::from_raw(a.atomic_cap),
-            max_ee: u(a.max_ee),
-            max_rdd: u(a.max_rdd),
-            max_mw: u(a.max_mw),
-            max_raw_ipv6_qp: u(a.max_raw_ipv6_qp),
-            max_raw_ethy_qp: u(a.max_raw_ethy_qp),
-            max_mcast_grp: u(a.max_mcast_grp),
-            max_mcast_qp_attach: u(a.max_mcast_qp_attach),
-            max_total_mcast_qp_attach: u(a.max_total_mcast_qp_attach),
-            max_ah: u(a.max_ah),
-            max_fmr: u(a.max_fmr),
-            max_map_per_fmr: u(a.max_map_per_fmr),
-            max_srq: u(a.max_srq),
-            max_srq_wr: u(a.max_srq_wr),
-            max_srq_sge: u(a.max_srq_sge),
-            max_pkeys: a.max_pkeys,
-            local_ca_ack_delay: a.local_ca_ack_delay,
-            phys_port_cnt: a.phys_port_cnt,
-        })
+        Ok(device_attr_from_c(&a))
+    }
+
+    fn query_device_ex(&mut self, ctx: &HwContext) -> Result<DeviceAttrEx> {
+        self.ext_query_device_ex(ctx)
+    }
+
+    fn query_gid_ex(
+        &mut self,
+        ctx: &HwContext,
+        port_num: u32,
+        gid_index: u32,
+        flags: u32,
+    ) -> Result<GidEntry> {
+        self.ext_query_gid_ex(ctx, port_num, gid_index, flags)
+    }
+
+    fn query_gid_table(
+        &mut self,
+        ctx: &HwContext,
+        max_entries: usize,
+        flags: u32,
+    ) -> Result<Vec<GidEntry>> {
+        self.ext_query_gid_table(ctx, max_entries, flags)
+    }
+
+    fn resize_cq(&mut self, cq: &HwCq, cqe: u32) -> Result<()> {
+        self.ext_resize_cq(cq, cqe)
+    }
+
+    fn create_cq_ex(&mut self, ctx: &HwContext, attr: &CqInitAttrEx<'_, Self>) -> Result<HwCq> {
+        self.ext_create_cq_ex(ctx, attr)
+    }
+
+    fn poll_cq_ex(&mut self, cq: &HwCq, wc: &mut [WcEx]) -> Result<usize> {
+        self.ext_poll_cq_ex(cq, wc)
+    }
+
+    fn rereg_mr(&mut self, mr: &HwMr, args: &ReregMr<'_, Self>) -> Result<()> {
+        self.ext_rereg_mr(mr, args)
+    }
+
+    fn alloc_mw(&mut self, pd: &HwPd, mw_type: MwType) -> Result<HwMw> {
+        self.ext_alloc_mw(pd, mw_type)
+    }
+
+    fn dealloc_mw(&mut self, mw: &HwMw) -> Result<()> {
+        self.ext_dealloc_mw(mw)
+    }
+
+    fn mw_info(&mut self, mw: &HwMw) -> Result<MwInfo> {
+        self.ext_mw_info(mw)
+    }
+
+    fn bind_mw(&mut self, qp: &HwQp, mw: &HwMw, bind: &MwBind<'_, Self>) -> Result<()> {
+        self.ext_bind_mw(qp, mw, bind)
+    }
+
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &HwQp,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        self.ext_query_qp_data_in_order(qp, op, flags)
+    }
+
+    fn query_ece(&mut self, qp: &HwQp) -> Result<Ece> {
+        self.ext_query_ece(qp)
+    }
+
+    fn set_ece(&mut self, qp: &HwQp, ece: &mut Ece) -> Result<()> {
+        self.ext_set_ece(qp, ece)
+    }
+
+    #[allow(unsafe_code)]
+    unsafe fn post_wr(&mut self, qp: &HwQp, batch: &[WrEx<'_, Self>]) -> Result<()> {
+        // SAFETY: our caller's `post_send` contract, passed on unchanged.
+        unsafe { self.ext_post_wr(qp, batch) }
     }
 
     fn query_port(&mut self, ctx: &HwContext, port_num: u8) -> Result<PortAttr> {
@@ -1469,6 +1578,7 @@ impl Verbs for HwVerbs {
             obj: Owned::new(p, inner),
             _channel: init.channel.cloned(),
             cq_context: init.cq_context,
+            ex: None,
         }));
         register_cq(&cq);
         Ok(cq)
@@ -1580,8 +1690,8 @@ impl Verbs for HwVerbs {
         Ok(HwMr(Arc::new(MrInner {
             obj: Owned::new(mr, &pd.0.obj.ctx),
             buf,
-            _pd: pd.clone(),
-            access,
+            pd: RefCell::new(pd.clone()),
+            access: Cell::new(access),
         })))
     }
 
@@ -1595,7 +1705,7 @@ impl Verbs for HwVerbs {
             length: m.length as u64,
             lkey: m.lkey,
             rkey: m.rkey,
-            access: mr.0.access,
+            access: mr.0.access.get(),
         })
     }
 
@@ -2368,7 +2478,7 @@ impl Verbs for HwVerbs {
     }
 }
 
-fn sges_to_c(s: &[Sge]) -> Vec<sys::ibv_sge> {
+pub(crate) fn sges_to_c(s: &[Sge]) -> Vec<sys::ibv_sge> {
     s.iter()
         .map(|s| sys::ibv_sge {
             addr: s.addr,
@@ -2772,6 +2882,7 @@ mod tests {
             obj: Owned::borrowed(NonNull::from(&mut raw_cq), &f.ctx.0),
             _channel: Some(ch.clone()),
             cq_context: 0,
+            ex: None,
         }));
         register_cq(&cq);
         let e = hw.ack_cq_events(&cq, 1).unwrap_err();

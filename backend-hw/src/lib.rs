@@ -109,6 +109,7 @@ mod cm;
 mod dc;
 mod errors;
 mod events;
+mod ext;
 mod ffi;
 mod hw;
 pub mod raw;
@@ -117,4 +118,6 @@ mod sockaddr;
 mod xrc_legacy;
 
 pub use cm::{HwCmChannel, HwCmId};
-pub use hw::{HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwPd, HwQp, HwSrq, HwVerbs, HwXrcd};
+pub use hw::{
+    HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, HwSrq, HwVerbs, HwXrcd,
+};

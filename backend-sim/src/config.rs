@@ -82,6 +82,42 @@ pub struct SimConfig {
     pub xrc_unknown_srqn: crate::XrcUnknownSrqn,
     /// The connection manager's timing and limits (docs/rdma-cm.md).
     pub cm: crate::CmConfig,
+    /// Memory-window behaviour the sources leave open (docs/divergence.md).
+    pub mw: MwConfig,
+    /// The errno of `mlx5dv_dci_stream_id_reset` on a stream that is not in
+    /// error, or `None` to accept it. Unconfirmed in the sources read
+    /// (docs/dc-ooo.md); rdma-core's test suite, which runs on ConnectX
+    /// hardware, expects the reset of a good stream to fail. Default
+    /// `Some(EINVAL)`.
+    pub dci_reset_good_stream_errno: Option<i32>,
+}
+
+/// The memory-window choices no source settles (docs/divergence.md,
+/// "Memory windows"); the defaults are the simulator's reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MwConfig {
+    /// The errno of `ibv_dereg_mr` on an MR with windows bound to it (the
+    /// man page only says it fails; rxe's kernel code returns `EINVAL`).
+    /// Default `EBUSY`.
+    pub dereg_bound_errno: i32,
+    /// Whether a type 2 window is usable only through the QP that bound it
+    /// (type 2B, what mlx5 reports) or through any QP of its PD (2A).
+    /// Default `true` (2B).
+    pub type2_qp_bound: bool,
+    /// The completion status of a LOCAL_INV naming no window or MR it may
+    /// invalidate (rxe: `LOC_QP_OP_ERR`; mlx5 unconfirmed). Default
+    /// `LOC_QP_OP_ERR`.
+    pub local_inv_error: verbs_api::WcStatus,
+}
+
+impl Default for MwConfig {
+    fn default() -> Self {
+        Self {
+            dereg_bound_errno: verbs_api::errno::EBUSY,
+            type2_qp_bound: true,
+            local_inv_error: verbs_api::WcStatus::LocQpOpErr,
+        }
+    }
 }
 
 impl Default for SimConfig {
@@ -100,8 +136,10 @@ impl Default for SimConfig {
             trace_events_max: 1 << 20,
             dc_key_violation: DcKeyViolation::SilentDrop,
             ooo_window: 8,
+            dci_reset_good_stream_errno: Some(verbs_api::errno::EINVAL),
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
             cm: crate::CmConfig::default(),
+            mw: MwConfig::default(),
         }
     }
 }

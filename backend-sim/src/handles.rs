@@ -90,3 +90,7 @@ handle!(
     /// An rdma_cm id.
     CmIdHandle, "cm_id"
 );
+handle!(
+    /// A memory window.
+    MwHandle, "mw"
+);

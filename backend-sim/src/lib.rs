@@ -114,14 +114,15 @@ mod trace;
 mod world;
 
 pub use adapter::AdapterModel;
-pub use config::{DcKeyViolation, ErrnoFlavor, SimConfig};
+pub use config::{DcKeyViolation, ErrnoFlavor, MwConfig, SimConfig};
 pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,
-    PdHandle, QpHandle, SrqHandle, XrcdHandle,
+    MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
 pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};
 pub use world::cm::{device_ipv4, device_ipv6, reject_reason, CmConfig, RDMA_UDP_QKEY};
+pub use world::ext::{MLX5_ECE_OPTIONS, MLX5_HCA_CORE_CLOCK_KHZ};
 pub use world::{AsyncSubject, LiveObjects, World, XrcUnknownSrqn};

@@ -61,6 +61,19 @@ impl SimVerbs {
         self.world.trace()
     }
 
+    /// `ibv_post_send` of a chain with `IBV_WR_BIND_MW` requests (type 2
+    /// windows), whose `wr.bind_mw` part the trait's `SendWr` does not
+    /// carry; see [`World::post_send_with_binds`]. For the drop-in library.
+    pub fn post_send_with_binds(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[SendWr<'_, Self>],
+        binds: &[(usize, MwHandle, u32, MwBindInfo<'_, Self>)],
+    ) -> Result<()> {
+        let qp = self.world.resolve_qp(*qp, Verb::PostSend)?;
+        self.world.post_send_with_binds(qp, wrs, binds)
+    }
+
     /// The world.
     pub fn world(&self) -> &World {
         &self.world
@@ -163,6 +176,7 @@ impl Verbs for SimVerbs {
     type Qp = QpHandle;
     type Ah = AhHandle;
     type Xrcd = XrcdHandle;
+    type Mw = MwHandle;
     type CmChannel = CmChannelHandle;
     type CmId = CmIdHandle;
 
@@ -229,6 +243,29 @@ impl Verbs for SimVerbs {
 
     fn query_device(&mut self, ctx: &ContextHandle) -> Result<DeviceAttr> {
         self.world.query_device(*ctx)
+    }
+
+    fn query_device_ex(&mut self, ctx: &ContextHandle) -> Result<DeviceAttrEx> {
+        self.world.query_device_ex(*ctx)
+    }
+
+    fn query_gid_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        port_num: u32,
+        gid_index: u32,
+        flags: u32,
+    ) -> Result<GidEntry> {
+        self.world.query_gid_ex(*ctx, port_num, gid_index, flags)
+    }
+
+    fn query_gid_table(
+        &mut self,
+        ctx: &ContextHandle,
+        max_entries: usize,
+        flags: u32,
+    ) -> Result<Vec<GidEntry>> {
+        self.world.query_gid_table(*ctx, max_entries, flags)
     }
 
     fn query_port(&mut self, ctx: &ContextHandle, port_num: u8) -> Result<PortAttr> {
@@ -323,6 +360,22 @@ impl Verbs for SimVerbs {
         self.world.poll_cq(*cq, wc)
     }
 
+    fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
+        self.world.resize_cq(*cq, cqe)
+    }
+
+    fn create_cq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &CqInitAttrEx<'_, Self>,
+    ) -> Result<CqHandle> {
+        self.world.create_cq_ex(*ctx, attr)
+    }
+
+    fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
+        self.world.poll_cq_ex(*cq, wc)
+    }
+
     fn reg_mr(&mut self, pd: &PdHandle, length: usize, access: AccessFlags) -> Result<MrHandle> {
         self.world.reg_mr(*pd, length, access)
     }
@@ -340,7 +393,39 @@ impl Verbs for SimVerbs {
     }
 
     fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+        // "ibv_dereg_mr() fails if any memory window is still bound to
+        // this MR" (ibv_alloc_mw(3)); the errno is the simulator's choice.
+        let bound = self.world.mws_bound_to(*mr);
+        if bound > 0 {
+            return Err(Error::from_errno(
+                Verb::DeregMr,
+                self.world.config.mw.dereg_bound_errno,
+                format!("{bound} memory windows are still bound to the MR"),
+            ));
+        }
         self.world.dereg_mr(*mr)
+    }
+
+    fn rereg_mr(&mut self, mr: &MrHandle, args: &ReregMr<'_, Self>) -> Result<()> {
+        self.world
+            .rereg_mr(*mr, args.flags, args.pd.copied(), args.length, args.access)
+    }
+
+    fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle> {
+        self.world.alloc_mw(*pd, mw_type)
+    }
+
+    fn dealloc_mw(&mut self, mw: &MwHandle) -> Result<()> {
+        self.world.dealloc_mw(*mw)
+    }
+
+    fn mw_info(&mut self, mw: &MwHandle) -> Result<MwInfo> {
+        self.world.mw_info(*mw)
+    }
+
+    fn bind_mw(&mut self, qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, Self>) -> Result<()> {
+        let qp = self.world.resolve_qp(*qp, Verb::BindMw)?;
+        self.world.bind_mw(qp, *mw, bind)
     }
 
     fn create_srq(&mut self, pd: &PdHandle, attr: &mut SrqAttr) -> Result<SrqHandle> {
@@ -381,7 +466,31 @@ impl Verbs for SimVerbs {
         ctx: &ContextHandle,
         attr: &mut QpInitAttrEx<'_, Self>,
     ) -> Result<QpHandle> {
-        self.world.create_qp(*ctx, attr, None, Verb::CreateQpEx)
+        let qp = self.world.create_qp(*ctx, attr, None, Verb::CreateQpEx)?;
+        if attr.comp_mask.contains(QpInitAttrMask::SEND_OPS_FLAGS) {
+            self.world.record_send_ops(qp, attr.send_ops_flags);
+        }
+        Ok(qp)
+    }
+
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &QpHandle,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        let qp = self.world.resolve_qp(*qp, Verb::QueryQpDataInOrder)?;
+        self.world.query_qp_data_in_order(qp, op, flags)
+    }
+
+    fn query_ece(&mut self, qp: &QpHandle) -> Result<Ece> {
+        let qp = self.world.resolve_qp(*qp, Verb::QueryEce)?;
+        self.world.query_ece(qp)
+    }
+
+    fn set_ece(&mut self, qp: &QpHandle, ece: &mut Ece) -> Result<()> {
+        let qp = self.world.resolve_qp(*qp, Verb::SetEce)?;
+        self.world.set_ece(qp, ece)
     }
 
     // An XRC_TGT QP handle (created or opened) acts on the real QP
@@ -441,7 +550,27 @@ impl Verbs for SimVerbs {
     #[allow(unsafe_code)]
     unsafe fn post_send(&mut self, qp: &QpHandle, wrs: &[SendWr<'_, Self>]) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::PostSend)?;
+        // BIND_MW needs `wr.bind_mw`, which SendWr does not carry (C would
+        // hand the provider a NULL window): refused at that request.
+        if let Some(i) = wrs.iter().position(|w| w.opcode == WrOpcode::BindMw) {
+            if i > 0 {
+                self.world.post_send(qp, &wrs[..i])?;
+            }
+            return Err(Error::invalid(
+                Verb::PostSend,
+                "BIND_MW needs wr.bind_mw, which SendWr does not carry: use bind_mw (type 1) or post_wr with WrOp::BindMw (type 2)",
+            )
+            .with_bad_wr(i));
+        }
         self.world.post_send(qp, wrs)
+    }
+
+    // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
+    // unsafe operation (the simulator owns every byte it touches, R13/R14).
+    #[allow(unsafe_code)]
+    unsafe fn post_wr(&mut self, qp: &QpHandle, batch: &[WrEx<'_, Self>]) -> Result<()> {
+        let qp = self.world.resolve_qp(*qp, Verb::PostWr)?;
+        self.world.post_wr(qp, batch)
     }
 
     // Implementing an `unsafe fn` trips `unsafe_code`; the body contains no
@@ -478,7 +607,11 @@ impl Verbs for SimVerbs {
         attr: &mut QpInitAttrEx<'_, Self>,
         mlx5_attr: &Mlx5QpInitAttr,
     ) -> Result<QpHandle> {
-        self.world.mlx5dv_create_qp(*ctx, attr, mlx5_attr)
+        let qp = self.world.mlx5dv_create_qp(*ctx, attr, mlx5_attr)?;
+        if attr.comp_mask.contains(QpInitAttrMask::SEND_OPS_FLAGS) {
+            self.world.record_send_ops(qp, attr.send_ops_flags);
+        }
+        Ok(qp)
     }
 
     fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()> {

@@ -568,6 +568,68 @@ fn sim_xrc_srq_fanin(c: &mut Criterion) {
     }
 }
 
+/// `shim_post_poll/{direct,shim}`: the `sim_rc_write_msg_rate/64` workload
+/// through `SimVerbs` directly and through the drop-in library's C ABI
+/// (`ibv_post_send`/`ibv_poll_cq` through the context's ops, the library
+/// loaded with `dlopen`), side by side; bench-report prints the cost ratio.
+/// The library is `libverbsim_shim.so` of this profile (`cargo build
+/// --release -p verbsim-shim`); without it the `shim` case is skipped.
+fn shim_post_poll(c: &mut Criterion) {
+    let mut v = sim();
+    let id = "shim_post_poll/direct";
+    let probe = |w: &mut MessageRate<SimVerbs>, v: &mut SimVerbs| {
+        w.run(v, PROBE_REQUESTS)?;
+        w.drain(v)
+    };
+    let Some(mut direct) = prepare(
+        id,
+        &mut v,
+        |v| MessageRate::new(v, MessageRateConfig::rc_write_64()),
+        probe,
+    ) else {
+        return;
+    };
+    // The cdylib cargo built with this bench (`target/release/deps/`), or
+    // the one `cargo build --release -p verbsim-shim` put one level up.
+    let lib = std::env::current_exe().ok().and_then(|e| {
+        let deps = e.parent()?;
+        let here = deps.join("libverbsim_shim.so");
+        Some(if here.is_file() {
+            here
+        } else {
+            deps.parent()?.join("libverbsim_shim.so")
+        })
+    });
+    let shim = match lib.as_deref().map(verbsim_shim::driver::WriteRate::new) {
+        Some(Ok(mut w)) => match w.run(PROBE_REQUESTS) {
+            Ok(()) => Some(w),
+            Err(e) => {
+                eprintln!("SKIP shim_post_poll/shim: {e}");
+                None
+            }
+        },
+        Some(Err(e)) => {
+            eprintln!(
+                "SKIP shim_post_poll/shim: {e} (build it: cargo build --release -p verbsim-shim)"
+            );
+            None
+        }
+        None => None,
+    };
+    let mut g = c.benchmark_group("shim_post_poll");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::from_parameter("direct"), |b| {
+        b.iter_custom(|iters| timed(iters, |n| direct.run(&mut v, n).expect(id)));
+    });
+    if let Some(mut w) = shim {
+        g.bench_function(BenchmarkId::from_parameter("shim"), |b| {
+            b.iter_custom(|iters| timed(iters, |n| w.run(n).expect("shim_post_poll/shim")));
+        });
+    }
+    g.finish();
+    finish(id, direct.teardown(&mut v));
+}
+
 /// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
 #[allow(missing_docs, unreachable_pub)]
 mod groups {
@@ -584,7 +646,7 @@ mod groups {
         config = config();
         targets = sim_qp_lifecycle_rate, sim_modify_qp_rate, sim_rc_write_msg_rate, sim_send_recv_bw,
             sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement,
-            sim_xrc_srq_fanin, sim_scale
+            sim_xrc_srq_fanin, sim_scale, shim_post_poll
     }
 }
 

@@ -301,6 +301,12 @@ pub const TARGETS: &[Target] = &[
         },
         text: "whole workload (go-back-N windows included): reported",
     },
+    cost(
+        "shim_post_poll/shim",
+        "shim_post_poll/direct",
+        1.3,
+        "≤ 1.3× SimVerbs directly",
+    ),
     ratio(
         "sim_scale/events",
         "phys_heap_poppush/100k",

@@ -28,7 +28,7 @@ pub(crate) fn close_fd(fd: c_int) {
 }
 
 /// Makes `fd` readable (`on`) or not, given whether it is now.
-fn set(fd: c_int, signaled: &mut bool, on: bool) {
+pub(crate) fn set_fd(fd: c_int, signaled: &mut bool, on: bool) {
     if on == *signaled {
         return;
     }
@@ -75,12 +75,13 @@ pub(crate) fn sync(shim: &mut Shim) {
     let world = shim.sim.world();
     for w in shim.fds.channels.values_mut() {
         let on = world.comp_channel_pending(w.handle).unwrap_or(0) > 0;
-        set(w.fd, &mut w.signaled, on);
+        set_fd(w.fd, &mut w.signaled, on);
     }
     for w in shim.fds.contexts.values_mut() {
         let on = world.async_pending(w.handle).unwrap_or(0) > 0;
-        set(w.fd, &mut w.signaled, on);
+        set_fd(w.fd, &mut w.signaled, on);
     }
+    crate::rdmacm::sync_fds(shim);
 }
 
 /// Whether the caller set `O_NONBLOCK` on `fd`.

@@ -1,6 +1,8 @@
-//! Completion queues: `ibv_create_cq`, the `create_cq_ex` op, and the
-//! extended polling (`ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll`,
-//! `ibv_wc_read_*`) the inline wrappers call through `struct ibv_cq_ex`.
+//! Completion queues: `ibv_create_cq`, the `create_cq_ex` op (through the
+//! trait's `create_cq_ex`, with the `wc_flags` the simulator carries,
+//! completion timestamps included), and the extended polling
+//! (`ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll`, `ibv_wc_read_*`) the
+//! inline wrappers call through `struct ibv_cq_ex`.
 //!
 //! Every CQ is one [`CqAlloc`]: the `ibv_cq_ex` (whose first 128 bytes are
 //! the `ibv_cq`) followed by the completion `start_poll`/`next_poll` made
@@ -13,25 +15,38 @@ use verbs_api::*;
 
 use crate::state::{c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
-/// The `wc_flags` `create_cq_ex` accepts: what a simulated completion carries.
-const SUPPORTED_WC_FLAGS: u64 = (c::IBV_WC_EX_WITH_BYTE_LEN
-    | c::IBV_WC_EX_WITH_IMM
-    | c::IBV_WC_EX_WITH_QP_NUM
-    | c::IBV_WC_EX_WITH_SRC_QP
-    | c::IBV_WC_EX_WITH_SLID
-    | c::IBV_WC_EX_WITH_SL
-    | c::IBV_WC_EX_WITH_DLID_PATH_BITS) as u64;
-
 /// One allocation per CQ.
 #[repr(C)]
 #[derive(Default)]
 pub(crate) struct CqAlloc {
     pub(crate) ex: c::ibv_cq_ex,
     /// The completion the extended poll is on.
-    cur: Wc,
+    cur: WcEx,
+    /// Created through `create_cq_ex` (polled with `poll_cq_ex`).
+    is_ex: bool,
 }
 
-/// Creates a CQ from an `ibv_cq_init_attr_ex`.
+/// A basic completion as the extended poll presents it (every field present).
+fn wc_ex(w: &Wc) -> WcEx {
+    WcEx {
+        wr_id: w.wr_id,
+        status: w.status,
+        opcode: w.opcode,
+        vendor_err: w.vendor_err,
+        wc_flags: w.wc_flags,
+        byte_len: Some(w.byte_len),
+        imm_data: Some(w.imm_data),
+        qp_num: Some(w.qp_num),
+        src_qp: Some(w.src_qp),
+        slid: Some(w.slid),
+        sl: Some(w.sl),
+        dlid_path_bits: Some(w.dlid_path_bits),
+        completion_timestamp: None,
+        completion_wallclock_ns: None,
+    }
+}
+
+/// Creates a CQ from an `ibv_cq_init_attr_ex` (`ex`: through `create_cq_ex`).
 pub(crate) fn create_cq(
     shim: &mut Shim,
     v: &str,
@@ -40,36 +55,6 @@ pub(crate) fn create_cq(
     ex: bool,
 ) -> Res<*mut c::ibv_cq_ex> {
     let ctx = crate::device::ctx_of(shim, v, context)?;
-    if ex {
-        let unknown = a.wc_flags & !SUPPORTED_WC_FLAGS;
-        if unknown != 0 {
-            return Err(Fail::new(v, libc::EOPNOTSUPP, format!("wc_flags {unknown:#x}: completion timestamps, CVLAN, flow tags and TM info are not modelled")));
-        }
-        let known = c::IBV_CQ_INIT_ATTR_MASK_FLAGS | c::IBV_CQ_INIT_ATTR_MASK_PD;
-        if a.comp_mask & !known != 0 {
-            return Err(Fail::new(
-                v,
-                libc::EINVAL,
-                format!("unknown comp_mask bits {:#x}", a.comp_mask & !known),
-            ));
-        }
-        if a.comp_mask & c::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-            return Err(Fail::new(
-                v,
-                libc::EOPNOTSUPP,
-                "parent domains are not modelled",
-            ));
-        }
-        if a.comp_mask & c::IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
-            && a.flags & !c::IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
-        {
-            return Err(Fail::new(
-                v,
-                libc::EOPNOTSUPP,
-                format!("create flags {:#x}", a.flags),
-            ));
-        }
-    }
     // SAFETY: `context` is a live context of ours (ctx_of checked it).
     let vectors = unsafe { (*context).num_comp_vectors }.max(1) as u32;
     if a.comp_vector >= vectors {
@@ -90,20 +75,59 @@ pub(crate) fn create_cq(
             _ => return Err(Fail::bad_ptr(v, "completion channel", a.channel.cast())),
         }
     };
-    let init = CqInit::<SimVerbs> {
-        cqe: a.cqe,
-        cq_context: a.cq_context as u64,
-        channel: channel.as_ref(),
-        comp_vector: a.comp_vector,
+    let h = if ex {
+        if a.comp_mask & c::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+            return Err(Fail::new(
+                v,
+                libc::EOPNOTSUPP,
+                "parent domains are not modelled",
+            ));
+        }
+        let init = CqInitAttrEx::<SimVerbs> {
+            cqe: a.cqe,
+            cq_context: a.cq_context as u64,
+            channel: channel.as_ref(),
+            comp_vector: a.comp_vector,
+            wc_flags: WcExFlags(a.wc_flags),
+            comp_mask: CqInitAttrMask(a.comp_mask),
+            flags: CreateCqAttrFlags(a.flags),
+        };
+        shim.sim.create_cq_ex(&ctx, &init).at(v)?
+    } else {
+        let init = CqInit::<SimVerbs> {
+            cqe: a.cqe,
+            cq_context: a.cq_context as u64,
+            channel: channel.as_ref(),
+            comp_vector: a.comp_vector,
+        };
+        shim.sim.create_cq(&ctx, &init).at(v)?
     };
-    let h = shim.sim.create_cq(&ctx, &init).at(v)?;
+    wrap_cq(shim, v, h, context, a.channel, a.cq_context, ex)
+}
+
+/// The C CQ of a simulator CQ: the one handed out already, or a new
+/// [`CqAlloc`] (`is_ex`: polled with `poll_cq_ex`).
+pub(crate) fn wrap_cq(
+    shim: &mut Shim,
+    v: &str,
+    h: CqHandle,
+    context: *mut c::ibv_context,
+    channel: *mut c::ibv_comp_channel,
+    cq_context: *mut c_void,
+    is_ex: bool,
+) -> Res<*mut c::ibv_cq_ex> {
+    if let Some(&p) = shim.cq_ptrs.get(&h) {
+        return Ok(p as *mut c::ibv_cq_ex);
+    }
     let info = shim.sim.cq_info(&h).at(v)?;
     let q = Box::into_raw(Box::<CqAlloc>::default());
     // SAFETY: just allocated, not shared yet.
-    let e = unsafe { &mut (*q).ex };
+    let r = unsafe { &mut *q };
+    r.is_ex = is_ex;
+    let e = &mut r.ex;
     e.context = context;
-    e.channel = a.channel;
-    e.cq_context = a.cq_context;
+    e.channel = channel;
+    e.cq_context = cq_context;
     e.handle = h.index();
     e.cqe = info.cqe.min(i32::MAX as u32) as c_int;
     e.start_poll = Some(start_poll);
@@ -119,6 +143,14 @@ pub(crate) fn create_cq(
     e.read_slid = Some(read_slid);
     e.read_sl = Some(read_sl);
     e.read_dlid_path_bits = Some(read_dlid_path_bits);
+    e.read_completion_ts = Some(read_completion_ts);
+    e.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
+    // CVLAN, flow tags and TM info are not modelled (create_cq_ex refuses
+    // their wc_flags); set anyway so a program that calls them reads 0
+    // instead of jumping to NULL.
+    e.read_cvlan = Some(read_zero_u16);
+    e.read_flow_tag = Some(read_zero_u32);
+    e.read_tm_info = Some(read_no_tm_info);
     let p = q.cast::<c::ibv_cq_ex>();
     shim.add(p.cast(), Obj::Cq(h));
     shim.cq_ptrs.insert(h, p as usize);
@@ -152,20 +184,29 @@ fn poll_one(cq: *mut c::ibv_cq_ex, verb: &str) -> c_int {
             Some(Obj::Cq(h)) => h,
             _ => return Err(Fail::bad_ptr(verb, "CQ", cq.cast())),
         };
-        let mut wc = [Wc::default()];
-        let n = shim.sim.poll_cq(&h, &mut wc).at(verb)?;
-        if n == 0 {
+        let q = cq.cast::<CqAlloc>();
+        // SAFETY: a live CQ of ours is a CqAlloc.
+        let is_ex = unsafe { (*q).is_ex };
+        let cur = if is_ex {
+            let mut wc = [WcEx::default()];
+            let n = shim.sim.poll_cq_ex(&h, &mut wc).at(verb)?;
+            (n > 0).then_some(wc[0])
+        } else {
+            let mut wc = [Wc::default()];
+            let n = shim.sim.poll_cq(&h, &mut wc).at(verb)?;
+            (n > 0).then(|| wc_ex(&wc[0]))
+        };
+        let Some(cur) = cur else {
             return Err(Fail {
                 errno: libc::ENOENT,
             });
-        }
-        let q = cq.cast::<CqAlloc>();
-        // SAFETY: a live CQ of ours is a CqAlloc; the app reads it only
-        // between start_poll and end_poll, on this thread.
+        };
+        // SAFETY: as above; the app reads it only between start_poll and
+        // end_poll, on this thread.
         unsafe {
-            (*q).cur = wc[0];
-            (*q).ex.wr_id = wc[0].wr_id;
-            (*q).ex.status = wc[0].status.to_raw();
+            (*q).ex.wr_id = cur.wr_id;
+            (*q).ex.status = cur.status.to_raw();
+            (*q).cur = cur;
         }
         Ok(())
     }))
@@ -191,48 +232,39 @@ unsafe extern "C" fn end_poll(_cq: *mut c::ibv_cq_ex) {}
 ///
 /// # Safety
 /// `cq` is a live CQ of ours (it holds our function pointers).
-unsafe fn cur<'a>(cq: *mut c::ibv_cq_ex) -> &'a Wc {
+unsafe fn cur<'a>(cq: *mut c::ibv_cq_ex) -> &'a WcEx {
     // SAFETY: the caller's contract.
     unsafe { &(*cq.cast::<CqAlloc>()).cur }
 }
 
-unsafe extern "C" fn read_opcode(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.opcode.to_raw()
+macro_rules! reader {
+    ($name:ident -> $t:ty, |$w:ident| $e:expr) => {
+        unsafe extern "C" fn $name(cq: *mut c::ibv_cq_ex) -> $t {
+            // SAFETY: reached through this CQ's own table.
+            let $w = unsafe { cur(cq) };
+            $e
+        }
+    };
 }
-unsafe extern "C" fn read_vendor_err(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.vendor_err
-}
-unsafe extern "C" fn read_byte_len(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.byte_len
-}
-unsafe extern "C" fn read_imm_data(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.imm_data
-}
-unsafe extern "C" fn read_qp_num(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.qp_num
-}
-unsafe extern "C" fn read_src_qp(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.src_qp
-}
-unsafe extern "C" fn read_wc_flags(cq: *mut c::ibv_cq_ex) -> core::ffi::c_uint {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.wc_flags.bits()
-}
-unsafe extern "C" fn read_slid(cq: *mut c::ibv_cq_ex) -> u32 {
-    // SAFETY: reached through this CQ's own table.
-    u32::from(unsafe { cur(cq) }.slid)
-}
-unsafe extern "C" fn read_sl(cq: *mut c::ibv_cq_ex) -> u8 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.sl
-}
-unsafe extern "C" fn read_dlid_path_bits(cq: *mut c::ibv_cq_ex) -> u8 {
-    // SAFETY: reached through this CQ's own table.
-    unsafe { cur(cq) }.dlid_path_bits
+
+reader!(read_opcode -> u32, |w| w.opcode.to_raw());
+reader!(read_vendor_err -> u32, |w| w.vendor_err);
+reader!(read_byte_len -> u32, |w| w.byte_len.unwrap_or(0));
+reader!(read_imm_data -> u32, |w| w.imm_data.unwrap_or(0));
+reader!(read_qp_num -> u32, |w| w.qp_num.unwrap_or(0));
+reader!(read_src_qp -> u32, |w| w.src_qp.unwrap_or(0));
+reader!(read_wc_flags -> core::ffi::c_uint, |w| w.wc_flags.bits());
+reader!(read_slid -> u32, |w| u32::from(w.slid.unwrap_or(0)));
+reader!(read_sl -> u8, |w| w.sl.unwrap_or(0));
+reader!(read_dlid_path_bits -> u8, |w| w.dlid_path_bits.unwrap_or(0));
+reader!(read_completion_ts -> u64, |w| w.completion_timestamp.unwrap_or(0));
+reader!(read_completion_wallclock_ns -> u64, |w| w.completion_wallclock_ns.unwrap_or(0));
+reader!(read_zero_u32 -> u32, |_w| 0);
+reader!(read_zero_u16 -> u16, |_w| 0);
+
+unsafe extern "C" fn read_no_tm_info(_cq: *mut c::ibv_cq_ex, info: *mut c::ibv_wc_tm_info) {
+    if !info.is_null() {
+        // SAFETY: the caller's struct.
+        unsafe { info.write(c::ibv_wc_tm_info::default()) };
+    }
 }

@@ -154,9 +154,52 @@ fn post_send(
             }
         }
     }
-    // SAFETY: the verbs contract the caller accepted by posting: the
-    // memory the SGEs name stays registered and untouched until completion.
-    let r = unsafe { shim.sim.post_send(&h, &wrs) };
+    // IBV_WR_BIND_MW requests carry their window in wr.bind_mw.
+    let mut bind_objs = Vec::new();
+    for (i, &p) in ptrs.iter().enumerate() {
+        // SAFETY: `p` is one of the caller's readable WRs.
+        let w = unsafe { &*p };
+        if w.opcode != c::IBV_WR_BIND_MW {
+            continue;
+        }
+        // SAFETY: the bind_mw member, as the opcode selects.
+        let b = unsafe { w.__bindgen_anon_2.bind_mw };
+        let mw = match shim.get(b.mw.cast()).map(|e| e.obj) {
+            Some(Obj::Mw(m)) => m,
+            _ => {
+                set_bad(p);
+                return Fail::bad_ptr(v, "MW", b.mw.cast()).errno;
+            }
+        };
+        let mr = match shim.get(b.bind_info.mr.cast()).map(|e| e.obj) {
+            Some(Obj::Mr(m)) => Some(m),
+            _ if b.bind_info.mr.is_null() => None,
+            _ => {
+                set_bad(p);
+                return Fail::bad_ptr(v, "MR", b.bind_info.mr.cast()).errno;
+            }
+        };
+        bind_objs.push((i, mw, b.rkey, mr, b.bind_info));
+    }
+    let binds: Vec<_> = bind_objs
+        .iter()
+        .map(|(i, mw, rkey, mr, info)| {
+            let bi = MwBindInfo::<SimVerbs> {
+                mr: mr.as_ref(),
+                addr: info.addr,
+                length: info.length,
+                mw_access_flags: AccessFlags(info.mw_access_flags),
+            };
+            (*i, *mw, *rkey, bi)
+        })
+        .collect();
+    let r = if binds.is_empty() {
+        // SAFETY: the verbs contract the caller accepted by posting: the
+        // memory the SGEs name stays registered and untouched until completion.
+        unsafe { shim.sim.post_send(&h, &wrs) }
+    } else {
+        shim.sim.post_send_with_binds(&h, &wrs, &binds)
+    };
     drop(wrs);
     let rc = match r {
         Ok(()) => 0,

@@ -138,17 +138,34 @@ export! { "IBVERBS_1.1" fn ibv_open_device(device: *mut c::ibv_device) -> *mut c
     state::ret_ptr(with(|shim| open_device(shim, device)))
 }}
 
-fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_context> {
+pub(crate) fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_context> {
     let v = "ibv_open_device";
     let index =
         device_index(shim, device).ok_or_else(|| Fail::bad_ptr(v, "device", device.cast()))?;
     let h = shim.sim.open_device(index, PROCESS).at(v)?;
+    wrap_context(shim, v, h).inspect_err(|_| {
+        let _ = shim.sim.close_device(&h);
+    })
+}
+
+/// The C context of a simulator context: the one handed out already, or a
+/// new `verbs_context` around it (librdmacm's own contexts reach C this way).
+pub(crate) fn context_ptr(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
+    match shim.ctx_ptrs.get(&h) {
+        Some(&p) => Ok(p as *mut c::ibv_context),
+        None => wrap_context(shim, v, h),
+    }
+}
+
+/// Allocates the C `verbs_context` for a simulator context.
+fn wrap_context(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
+    let index = shim.sim.world().context_device(h).at(v)? as usize;
+    let device = shim.devices.get(index).copied().unwrap_or(0) as *mut c::ibv_device;
     let cmd_fd = crate::channel::new_fd();
     let async_fd = crate::channel::new_fd();
     if cmd_fd < 0 || async_fd < 0 {
         crate::channel::close_fd(cmd_fd);
         crate::channel::close_fd(async_fd);
-        let _ = shim.sim.close_device(&h);
         return Err(Fail::new(
             v,
             libc::EMFILE,
@@ -288,13 +305,8 @@ unsafe extern "C" fn op_query_device_ex(
                     format!("attr is NULL or attr_size {attr_size} is too small"),
                 ));
             }
-            let a = shim.sim.query_device(&h).at(v)?;
-            let mut ex = c::ibv_device_attr_ex {
-                orig_attr: device_attr(&a),
-                ..Default::default()
-            };
-            ex.device_cap_flags_ex = a.device_cap_flags.bits();
-            ex.phys_port_cnt_ex = u32::from(a.phys_port_cnt);
+            let a = shim.sim.query_device_ex(&h).at(v)?;
+            let ex = device_attr_ex(&a);
             let n = attr_size.min(size_of::<c::ibv_device_attr_ex>());
             // SAFETY: `attr` is non-NULL and the caller says it holds
             // attr_size bytes; we copy at most that many, zeroing the rest.
@@ -309,6 +321,48 @@ unsafe extern "C" fn op_query_device_ex(
             Ok(())
         }))
     })
+}
+
+/// `struct ibv_device_attr_ex` from the simulator's extended attributes.
+fn device_attr_ex(a: &DeviceAttrEx) -> c::ibv_device_attr_ex {
+    let mut o = c::ibv_device_attr_ex {
+        orig_attr: device_attr(&a.orig_attr),
+        comp_mask: a.comp_mask,
+        completion_timestamp_mask: a.completion_timestamp_mask,
+        hca_core_clock: a.hca_core_clock,
+        device_cap_flags_ex: a.device_cap_flags_ex,
+        max_wq_type_rq: a.max_wq_type_rq,
+        raw_packet_caps: a.raw_packet_caps,
+        max_dm_size: a.max_dm_size,
+        xrc_odp_caps: a.xrc_odp_caps,
+        phys_port_cnt_ex: a.phys_port_cnt_ex,
+        ..Default::default()
+    };
+    o.odp_caps.general_caps = a.odp_caps.general_caps;
+    o.odp_caps.per_transport_caps.rc_odp_caps = a.odp_caps.rc_odp_caps;
+    o.odp_caps.per_transport_caps.uc_odp_caps = a.odp_caps.uc_odp_caps;
+    o.odp_caps.per_transport_caps.ud_odp_caps = a.odp_caps.ud_odp_caps;
+    o.tso_caps.max_tso = a.tso_caps.max_tso;
+    o.tso_caps.supported_qpts = a.tso_caps.supported_qpts;
+    o.rss_caps.supported_qpts = a.rss_caps.supported_qpts;
+    o.rss_caps.max_rwq_indirection_tables = a.rss_caps.max_rwq_indirection_tables;
+    o.rss_caps.max_rwq_indirection_table_size = a.rss_caps.max_rwq_indirection_table_size;
+    o.rss_caps.rx_hash_fields_mask = a.rss_caps.rx_hash_fields_mask;
+    o.rss_caps.rx_hash_function = a.rss_caps.rx_hash_function;
+    o.packet_pacing_caps.qp_rate_limit_min = a.packet_pacing_caps.qp_rate_limit_min;
+    o.packet_pacing_caps.qp_rate_limit_max = a.packet_pacing_caps.qp_rate_limit_max;
+    o.packet_pacing_caps.supported_qpts = a.packet_pacing_caps.supported_qpts;
+    o.tm_caps.max_rndv_hdr_size = a.tm_caps.max_rndv_hdr_size;
+    o.tm_caps.max_num_tags = a.tm_caps.max_num_tags;
+    o.tm_caps.flags = a.tm_caps.flags;
+    o.tm_caps.max_ops = a.tm_caps.max_ops;
+    o.tm_caps.max_sge = a.tm_caps.max_sge;
+    o.cq_mod_caps.max_cq_count = a.cq_mod_caps.max_cq_count;
+    o.cq_mod_caps.max_cq_period = a.cq_mod_caps.max_cq_period;
+    o.pci_atomic_caps.fetch_add = a.pci_atomic_caps.fetch_add;
+    o.pci_atomic_caps.compare_swap = a.pci_atomic_caps.compare_swap;
+    o.pci_atomic_caps.swap = a.pci_atomic_caps.swap;
+    o
 }
 
 /// `struct ibv_port_attr` from the simulator's port.

@@ -28,7 +28,11 @@ pub(crate) fn settle(shim: &mut Shim) {
 const STUCK_NOTICE: Duration = Duration::from_secs(10);
 
 /// Blocks on `fd` while `try_once` says nothing is pending.
-fn blocking<T>(verb: &str, fd: c_int, mut try_once: impl FnMut() -> Res<Option<T>>) -> Res<T> {
+pub(crate) fn blocking<T>(
+    verb: &str,
+    fd: c_int,
+    mut try_once: impl FnMut() -> Res<Option<T>>,
+) -> Res<T> {
     let start = Instant::now();
     let mut noticed = false;
     loop {

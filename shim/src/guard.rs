@@ -19,6 +19,11 @@ impl Failure for i32 {
         libc::EIO
     }
 }
+impl Failure for bool {
+    fn failure() -> Self {
+        false
+    }
+}
 impl Failure for u64 {
     fn failure() -> Self {
         0

@@ -9,7 +9,7 @@
 //! does exactly that.
 //!
 //! * One simulated world per process, configured from the environment
-//!   ([`config`](crate::config) lists the variables).
+//!   (the `VERBSIM_*` variables of docs/drop-in.md).
 //! * Objects are handed to C with the exact layouts of rdma-core 44's
 //!   headers ([`sys`]), including the op tables the inline wrappers of
 //!   `verbs.h` call through (`post_send`, `poll_cq`, `create_qp_ex`,
@@ -34,12 +34,17 @@ mod datapath;
 mod device;
 mod events;
 mod export;
+mod ext;
 mod guard;
+mod mlx5;
 mod objects;
 mod qp;
 mod qpex;
+mod rdmacm;
 mod state;
 mod stubs;
+
+pub mod driver;
 
 /// rdma-core 44's C layouts (bindgen output; see the module's header).
 #[allow(

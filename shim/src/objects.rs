@@ -17,6 +17,9 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     ops.post_srq_recv = Some(crate::datapath::op_post_srq_recv);
     ops.poll_cq = Some(crate::datapath::op_poll_cq);
     ops.req_notify_cq = Some(crate::datapath::op_req_notify_cq);
+    ops.alloc_mw = Some(crate::ext::op_alloc_mw);
+    ops.dealloc_mw = Some(crate::ext::op_dealloc_mw);
+    ops.bind_mw = Some(crate::ext::op_bind_mw);
     v.create_qp_ex = Some(crate::qp::op_create_qp_ex);
     v.create_cq_ex = Some(crate::cqex::op_create_cq_ex);
     v.create_srq_ex = Some(op_create_srq_ex);
@@ -48,16 +51,29 @@ export! { "IBVERBS_1.1" fn ibv_alloc_pd(context: *mut c::ibv_context) -> *mut c:
         let v = "ibv_alloc_pd";
         let ctx = crate::device::ctx_of(shim, v, context)?;
         let h = shim.sim.alloc_pd(&ctx).at(v)?;
-        let pd = state::alloc_zeroed::<c::ibv_pd>();
-        // SAFETY: just allocated, not shared yet.
-        unsafe {
-            (*pd).context = context;
-            (*pd).handle = h.index();
-        }
-        shim.add(pd.cast(), Obj::Pd(h));
-        Ok(pd)
+        Ok(wrap_pd(shim, h, context))
     }))
 }}
+
+/// The C PD of a simulator PD: the one handed out already, or a new one.
+pub(crate) fn wrap_pd(
+    shim: &mut Shim,
+    h: PdHandle,
+    context: *mut c::ibv_context,
+) -> *mut c::ibv_pd {
+    if let Some(&p) = shim.pd_ptrs.get(&h) {
+        return p as *mut c::ibv_pd;
+    }
+    let pd = state::alloc_zeroed::<c::ibv_pd>();
+    // SAFETY: just allocated, not shared yet.
+    unsafe {
+        (*pd).context = context;
+        (*pd).handle = h.index();
+    }
+    shim.add(pd.cast(), Obj::Pd(h));
+    shim.pd_ptrs.insert(h, pd as usize);
+    pd
+}
 
 export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
     ret_int(with(|shim| {
@@ -65,6 +81,7 @@ export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
         let h = handle_of!(shim, v, pd, Pd, "PD")?;
         shim.sim.dealloc_pd(&h).at(v)?;
         shim.objects.remove(&(pd as usize));
+        shim.pd_ptrs.remove(&h);
         // SAFETY: a live PD of ours, unregistered above, freed once.
         unsafe { state::free(pd) };
         Ok(())
@@ -177,28 +194,50 @@ export! { "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut c::ibv_context)
     ret_ptr(with(|shim| {
         let v = "ibv_create_comp_channel";
         let ctx = crate::device::ctx_of(shim, v, context)?;
-        let fd = crate::channel::new_fd();
-        if fd < 0 {
-            return Err(Fail::new(v, libc::EMFILE, "no file descriptor for the channel"));
-        }
-        let h = match shim.sim.create_comp_channel(&ctx) {
-            Ok(h) => h,
-            Err(e) => {
-                crate::channel::close_fd(fd);
-                return Err(Fail::sim(v, &e));
-            }
-        };
-        let ch = state::alloc_zeroed::<c::ibv_comp_channel>();
-        // SAFETY: just allocated, not shared yet.
-        unsafe {
-            (*ch).context = context;
-            (*ch).fd = fd;
-        }
-        shim.add(ch.cast(), Obj::Channel(h));
-        shim.fds.channels.insert(ch as usize, crate::channel::Watched { handle: h, fd, signaled: false });
-        Ok(ch)
+        let h = shim.sim.create_comp_channel(&ctx).at(v)?;
+        wrap_channel(shim, v, h, context).inspect_err(|_| {
+            let _ = shim.sim.destroy_comp_channel(&h);
+        })
     }))
 }}
+
+/// The C completion channel of a simulator channel: the one handed out
+/// already, or a new one with its own eventfd.
+pub(crate) fn wrap_channel(
+    shim: &mut Shim,
+    v: &str,
+    h: CompChannelHandle,
+    context: *mut c::ibv_context,
+) -> Res<*mut c::ibv_comp_channel> {
+    if let Some((&p, _)) = shim.fds.channels.iter().find(|(_, w)| w.handle == h) {
+        return Ok(p as *mut c::ibv_comp_channel);
+    }
+    let fd = crate::channel::new_fd();
+    if fd < 0 {
+        return Err(Fail::new(
+            v,
+            libc::EMFILE,
+            "no file descriptor for the channel",
+        ));
+    }
+    let ch = state::alloc_zeroed::<c::ibv_comp_channel>();
+    // SAFETY: just allocated, not shared yet.
+    unsafe {
+        (*ch).context = context;
+        (*ch).fd = fd;
+    }
+    shim.add(ch.cast(), Obj::Channel(h));
+    shim.fds.channels.insert(
+        ch as usize,
+        crate::channel::Watched {
+            handle: h,
+            fd,
+            signaled: false,
+        },
+    );
+    crate::channel::sync(shim);
+    Ok(ch)
+}
 
 export! { "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c::ibv_comp_channel) -> c_int {
     ret_int(with(|shim| {
@@ -251,15 +290,6 @@ export! { "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut c::ibv_cq) -> c_int {
         // SAFETY: a live CQ of ours (an ibv_cq_ex allocation), unregistered, freed once.
         unsafe { state::free(cq.cast::<crate::cqex::CqAlloc>()) };
         Ok(())
-    }))
-}}
-
-export! { "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut c::ibv_cq, cqe: c_int) -> c_int {
-    ret_int(with(|shim| {
-        let v = "ibv_resize_cq";
-        handle_of!(shim, v, cq, Cq, "CQ")?;
-        let _ = cqe;
-        Err(Fail::new(v, libc::EOPNOTSUPP, "resizing a CQ is not modelled yet"))
     }))
 }}
 

@@ -53,6 +53,17 @@ pub(crate) fn create_qp(
     context: *mut c::ibv_context,
     a: &mut c::ibv_qp_init_attr_ex,
 ) -> Res<*mut c::ibv_qp> {
+    create_qp_dv(shim, v, context, a, None)
+}
+
+/// [`create_qp`], or `mlx5dv_create_qp` when `dv` is given.
+pub(crate) fn create_qp_dv(
+    shim: &mut Shim,
+    v: &str,
+    context: *mut c::ibv_context,
+    a: &mut c::ibv_qp_init_attr_ex,
+    dv: Option<&Mlx5QpInitAttr>,
+) -> Res<*mut c::ibv_qp> {
     let pd = if a.comp_mask & c::IBV_QP_INIT_ATTR_PD != 0 {
         Some(handle_of!(shim, v, a.pd, Pd, "PD")?)
     } else {
@@ -94,24 +105,65 @@ pub(crate) fn create_qp(
         source_qpn: a.source_qpn,
         send_ops_flags: SendOpsFlags(a.send_ops_flags),
     };
-    let h = shim.sim.create_qp_ex(&ctx, &mut attr).at(v)?;
+    let h = match dv {
+        None => shim.sim.create_qp_ex(&ctx, &mut attr).at(v)?,
+        Some(d) => shim.sim.mlx5dv_create_qp(&ctx, &mut attr, d).at(v)?,
+    };
     a.cap = c_cap(&attr.cap);
+    let objs = QpObjs {
+        context,
+        pd: a.pd,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: a.srq,
+    };
+    let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    wrap_qp(shim, v, h, &objs, a.qp_type, a.qp_context, has_ex)
+}
+
+/// The C objects a QP names.
+pub(crate) struct QpObjs {
+    pub(crate) context: *mut c::ibv_context,
+    pub(crate) pd: *mut c::ibv_pd,
+    pub(crate) send_cq: *mut c::ibv_cq,
+    pub(crate) recv_cq: *mut c::ibv_cq,
+    pub(crate) srq: *mut c::ibv_srq,
+}
+
+/// The C QP of a simulator QP: a new [`QpAlloc`] naming `o`'s objects.
+pub(crate) fn wrap_qp(
+    shim: &mut Shim,
+    v: &str,
+    h: QpHandle,
+    o: &QpObjs,
+    qp_type: u32,
+    qp_context: *mut core::ffi::c_void,
+    has_ex: bool,
+) -> Res<*mut c::ibv_qp> {
+    if let Some(&p) = shim.qp_ptrs.get(&h) {
+        return Ok(p as *mut c::ibv_qp);
+    }
     let qpn = shim.sim.qp_num(&h).at(v)?;
+    let state = shim
+        .sim
+        .query_qp(&h, QpAttrMask::STATE)
+        .map_or(c::IBV_QPS_RESET, |(a, _)| a.qp_state.to_raw());
     let q = Box::into_raw(Box::<QpAlloc>::default());
     // SAFETY: just allocated, not shared yet.
     let r = unsafe { &mut *q };
     let b = &mut r.ex.qp_base;
-    b.context = context;
-    b.qp_context = a.qp_context;
-    b.pd = a.pd;
-    b.send_cq = a.send_cq;
-    b.recv_cq = a.recv_cq;
-    b.srq = a.srq;
+    b.context = o.context;
+    b.qp_context = qp_context;
+    b.pd = o.pd;
+    b.send_cq = o.send_cq;
+    b.recv_cq = o.recv_cq;
+    b.srq = o.srq;
     b.handle = h.index();
     b.qp_num = qpn;
-    b.state = c::IBV_QPS_RESET;
-    b.qp_type = a.qp_type;
-    r.has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+    b.state = state;
+    b.qp_type = qp_type;
+    r.has_ex = has_ex;
+    crate::mlx5::fill_dv(r);
     crate::qpex::fill(r);
     let ptr = q.cast::<c::ibv_qp>();
     shim.add(ptr.cast(), Obj::Qp(h));
@@ -199,7 +251,7 @@ pub(crate) fn qp_attr(a: &c::ibv_qp_attr) -> QpAttr {
 }
 
 /// [`QpAttr`] → `struct ibv_qp_attr`.
-fn c_qp_attr(a: &QpAttr) -> c::ibv_qp_attr {
+pub(crate) fn c_qp_attr(a: &QpAttr) -> c::ibv_qp_attr {
     c::ibv_qp_attr {
         qp_state: a.qp_state.to_raw(),
         cur_qp_state: a.cur_qp_state.to_raw(),
@@ -245,6 +297,12 @@ export! { "IBVERBS_1.1" fn ibv_modify_qp(qp: *mut c::ibv_qp, attr: *mut c::ibv_q
             // As libibverbs does: C reads qp->state without a call.
             // SAFETY: a live QP of ours.
             unsafe { (*qp).state = a.qp_state.to_raw() };
+        }
+        // An mlx5 DCT gets its number when it reaches RTR (the provider
+        // writes qp->qp_num then); keep the field C reads current.
+        if let Ok(n) = shim.sim.qp_num(&h) {
+            // SAFETY: a live QP of ours.
+            unsafe { (*qp).qp_num = n };
         }
         if crate::state::any_channel(shim) {
             crate::events::settle(shim);
@@ -342,17 +400,12 @@ export! { "IBVERBS_1.14" fn ibv_query_qp_data_in_order(qp: *mut c::ibv_qp, op: u
     with(|shim| {
         let v = "ibv_query_qp_data_in_order";
         let Ok(h) = handle_of!(shim, v, qp, Qp, "QP") else { return 0 };
-        let _ = op;
-        // A QP created with MLX5DV_QP_CREATE_OOO_DP places data out of order;
-        // every other simulated QP writes a message's data in order.
-        let ooo = shim.sim.world().qp_out_of_order(h).unwrap_or(false);
-        if ooo {
-            0
-        } else {
-            // Without flags: 1 (in order). With IBV_QUERY_QP_DATA_IN_ORDER_RETURN_CAPS
-            // (1 << 0, rdma-core 45+): the caps, IBV_QUERY_QP_DATA_IN_ORDER_WHOLE_MSG (1 << 0).
-            let _ = flags;
-            1
+        match shim.sim.query_qp_data_in_order(&h, WrOpcode::from_raw(op), DataInOrderFlags(flags)) {
+            Ok(caps) => caps.bits() as c_int,
+            Err(e) => {
+                crate::guard::log_err(v, e.errno(), &e);
+                0
+            }
         }
     })
 }}

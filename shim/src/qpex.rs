@@ -29,6 +29,12 @@ pub(crate) struct Pending {
     inline: Vec<u8>,
     ud: Option<(usize, u32, u32)>,
     srqn: u32,
+    /// `ibv_wr_set_xrc_srqn` was called.
+    has_srqn: bool,
+    /// `ibv_wr_bind_mw`: the MW, the new rkey, the MR, addr, length, access.
+    bind: Option<(usize, u32, usize, u64, u64, u32)>,
+    /// `mlx5dv_wr_set_dc_addr(_stream)`: AH, DCT number, DC key, stream id.
+    pub(crate) dc: Option<(usize, u32, u64, u16)>,
 }
 
 /// The batch of a QP between `wr_start` and `wr_complete`/`wr_abort`.
@@ -63,6 +69,7 @@ pub(crate) fn fill(q: &mut QpAlloc) {
     e.wr_set_inline_data_list = Some(wr_set_inline_data_list);
     e.wr_set_ud_addr = Some(wr_set_ud_addr);
     e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
+    e.wr_atomic_write = Some(wr_atomic_write);
 }
 
 /// The allocation behind a `struct ibv_qp_ex` reached through its own table.
@@ -107,7 +114,7 @@ fn begin(qp: *mut c::ibv_qp_ex, opcode: WrOpcode) -> Option<&'static mut Pending
     q.batch.wrs.last_mut()
 }
 
-fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
+pub(crate) fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
     // SAFETY: see `alloc`.
     let q = unsafe { alloc(qp) };
     if q.batch.wrs.is_empty() && q.batch.open && q.batch.error == 0 {
@@ -116,7 +123,7 @@ fn last(qp: *mut c::ibv_qp_ex) -> Option<&'static mut Pending> {
     q.batch.wrs.last_mut()
 }
 
-fn fail(qp: *mut c::ibv_qp_ex, errno: c_int) {
+pub(crate) fn fail(qp: *mut c::ibv_qp_ex, errno: c_int) {
     // SAFETY: see `alloc`.
     let q = unsafe { alloc(qp) };
     if q.batch.error == 0 {
@@ -196,10 +203,34 @@ unsafe extern "C" fn wr_local_inv(qp: *mut c::ibv_qp_ex, rkey: u32) {
 }
 unsafe extern "C" fn wr_bind_mw(
     qp: *mut c::ibv_qp_ex,
-    _mw: *mut c::ibv_mw,
-    _rkey: u32,
-    _info: *const c::ibv_mw_bind_info,
+    mw: *mut c::ibv_mw,
+    rkey: u32,
+    info: *const c::ibv_mw_bind_info,
 ) {
+    if info.is_null() {
+        fail(qp, libc::EINVAL);
+        return;
+    }
+    // SAFETY: non-NULL; the caller's struct.
+    let b = unsafe { &*info };
+    if let Some(p) = begin(qp, WrOpcode::BindMw) {
+        p.bind = Some((
+            mw as usize,
+            rkey,
+            b.mr as usize,
+            b.addr,
+            b.length,
+            b.mw_access_flags,
+        ));
+    }
+}
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut c::ibv_qp_ex,
+    _rkey: u32,
+    _remote_addr: u64,
+    _data: *const c_void,
+) {
+    // IBV_WR_ATOMIC_WRITE through the wr API is not modelled on these profiles.
     fail(qp, libc::EOPNOTSUPP);
 }
 unsafe extern "C" fn wr_send_tso(
@@ -283,6 +314,7 @@ unsafe extern "C" fn wr_set_ud_addr(
 unsafe extern "C" fn wr_set_xrc_srqn(qp: *mut c::ibv_qp_ex, remote_srqn: u32) {
     if let Some(p) = last(qp) {
         p.srqn = remote_srqn;
+        p.has_srqn = true;
     }
 }
 
@@ -347,15 +379,16 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
     let ahs: Vec<Option<AhHandle>> = wrs
         .iter()
         .map(|w| {
-            match w
-                .ud
-                .and_then(|(a, _, _)| shim.get(a as *const c_void).map(|e| e.obj))
-            {
+            let a = w.ud.map(|u| u.0).or(w.dc.map(|d| d.0));
+            match a.and_then(|a| shim.get(a as *const c_void).map(|e| e.obj)) {
                 Some(Obj::Ah(h)) => Some(h),
                 _ => None,
             }
         })
         .collect();
+    if wrs.iter().all(|w| w.dc.is_none()) {
+        return post_wr(shim, h, &wrs, &ahs);
+    }
     let mut out = Vec::with_capacity(wrs.len());
     for (w, ah) in wrs.iter().zip(ahs.iter()) {
         let mut s = SendWr::<SimVerbs> {
@@ -383,6 +416,26 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
                         v,
                         libc::EINVAL,
                         "ibv_wr_set_ud_addr named an AH that is not live",
+                    )
+                    .errno
+                }
+            }
+        }
+        if let Some((_, dctn, key, stream)) = w.dc {
+            match ah {
+                Some(a) => {
+                    s.dc = Some(DcInfo {
+                        ah: a,
+                        remote_dctn: dctn,
+                        remote_dc_key: key,
+                        stream_id: stream,
+                    })
+                }
+                None => {
+                    return Fail::new(
+                        v,
+                        libc::EINVAL,
+                        "mlx5dv_wr_set_dc_addr named an AH that is not live",
                     )
                     .errno
                 }
@@ -451,4 +504,146 @@ pub(crate) fn drop_bounce(shim: &mut Shim, qp: *mut c::ibv_qp) {
         let _ = shim.sim.dereg_mr(&b.mr);
         drop(b.buf);
     }
+}
+
+/// Posts a batch without DC addressing through the trait's `ibv_wr_*` API
+/// (`Verbs::post_wr`): `send_ops_flags` enforced, whole batch or nothing.
+fn post_wr(shim: &mut Shim, h: QpHandle, wrs: &[Pending], ahs: &[Option<AhHandle>]) -> c_int {
+    let v = "ibv_wr_complete";
+    let mut mws = Vec::with_capacity(wrs.len());
+    let mut mrs = Vec::with_capacity(wrs.len());
+    for w in wrs {
+        let (mw, mr) = match w.bind {
+            Some((mw, _, mr, ..)) => {
+                let mw = match shim.get(mw as *const c_void).map(|e| e.obj) {
+                    Some(Obj::Mw(m)) => Some(m),
+                    _ => {
+                        return Fail::new(
+                            v,
+                            libc::EINVAL,
+                            "ibv_wr_bind_mw named an MW that is not live",
+                        )
+                        .errno
+                    }
+                };
+                let mr = match shim.get(mr as *const c_void).map(|e| e.obj) {
+                    Some(Obj::Mr(m)) => Some(m),
+                    _ if mr == 0 => None,
+                    _ => {
+                        return Fail::new(
+                            v,
+                            libc::EINVAL,
+                            "ibv_wr_bind_mw named an MR that is not live",
+                        )
+                        .errno
+                    }
+                };
+                (mw, mr)
+            }
+            None => (None, None),
+        };
+        mws.push(mw);
+        mrs.push(mr);
+    }
+    let mut batch = Vec::with_capacity(wrs.len());
+    for (((w, ah), mw), mr) in wrs.iter().zip(ahs).zip(&mws).zip(&mrs) {
+        let op = match w.opcode {
+            WrOpcode::Send => WrOp::Send,
+            WrOpcode::SendWithImm => WrOp::SendImm { imm_data: w.imm },
+            WrOpcode::SendWithInv => WrOp::SendInv {
+                invalidate_rkey: w.imm,
+            },
+            WrOpcode::RdmaWrite => WrOp::RdmaWrite {
+                rkey: w.rdma.rkey,
+                remote_addr: w.rdma.remote_addr,
+            },
+            WrOpcode::RdmaWriteWithImm => WrOp::RdmaWriteImm {
+                rkey: w.rdma.rkey,
+                remote_addr: w.rdma.remote_addr,
+                imm_data: w.imm,
+            },
+            WrOpcode::RdmaRead => WrOp::RdmaRead {
+                rkey: w.rdma.rkey,
+                remote_addr: w.rdma.remote_addr,
+            },
+            WrOpcode::AtomicCmpAndSwp => WrOp::AtomicCmpSwp {
+                rkey: w.atomic.rkey,
+                remote_addr: w.atomic.remote_addr,
+                compare: w.atomic.compare_add,
+                swap: w.atomic.swap,
+            },
+            WrOpcode::AtomicFetchAndAdd => WrOp::AtomicFetchAdd {
+                rkey: w.atomic.rkey,
+                remote_addr: w.atomic.remote_addr,
+                add: w.atomic.compare_add,
+            },
+            WrOpcode::LocalInv => WrOp::LocalInv {
+                invalidate_rkey: w.imm,
+            },
+            WrOpcode::BindMw => {
+                let (Some(m), Some((_, rkey, _, addr, length, access))) = (mw.as_ref(), w.bind)
+                else {
+                    return Fail::new(v, libc::EINVAL, "a BIND_MW without its window").errno;
+                };
+                WrOp::BindMw {
+                    mw: m,
+                    rkey,
+                    bind_info: MwBindInfo {
+                        mr: mr.as_ref(),
+                        addr,
+                        length,
+                        mw_access_flags: AccessFlags(access),
+                    },
+                }
+            }
+            other => {
+                return Fail::new(
+                    v,
+                    libc::EOPNOTSUPP,
+                    format!("{other:?} through the ibv_wr_* API"),
+                )
+                .errno
+            }
+        };
+        let inline = w.flags & c::IBV_SEND_INLINE != 0;
+        let data = match (inline, w.sges.len()) {
+            (_, 0) => WrData::None,
+            (true, _) => WrData::InlineList(&w.sges),
+            (false, 1) => WrData::Sge(w.sges[0]),
+            (false, _) => WrData::SgeList(&w.sges),
+        };
+        let mut e = WrEx::new(w.wr_id, op);
+        e.wr_flags = SendFlags(w.flags & !c::IBV_SEND_INLINE);
+        e.data = data;
+        e.xrc_srqn = w.has_srqn.then_some(w.srqn);
+        if let Some((_, qpn, qkey)) = w.ud {
+            match ah {
+                Some(a) => {
+                    e.ud = Some(UdInfo {
+                        ah: a,
+                        remote_qpn: qpn,
+                        remote_qkey: qkey,
+                    })
+                }
+                None => {
+                    return Fail::new(
+                        v,
+                        libc::EINVAL,
+                        "ibv_wr_set_ud_addr named an AH that is not live",
+                    )
+                    .errno
+                }
+            }
+        }
+        batch.push(e);
+    }
+    // SAFETY: the verbs contract the caller accepted by posting.
+    let rc = match unsafe { shim.sim.post_wr(&h, &batch) }.at(v) {
+        Ok(()) => 0,
+        Err(f) => f.errno,
+    };
+    if crate::state::any_channel(shim) {
+        crate::events::settle(shim);
+    }
+    rc
 }

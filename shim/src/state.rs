@@ -37,6 +37,8 @@ pub(crate) enum Obj {
     Ah(AhHandle),
     /// `struct ibv_xrcd`.
     Xrcd(XrcdHandle),
+    /// `struct ibv_mw`.
+    Mw(MwHandle),
 }
 
 /// Per-object data the shim keeps beside the C struct.
@@ -70,6 +72,9 @@ pub(crate) struct Shim {
     pub(crate) cq_ptrs: BTreeMap<CqHandle, usize>,
     pub(crate) srq_ptrs: BTreeMap<SrqHandle, usize>,
     pub(crate) ctx_ptrs: BTreeMap<ContextHandle, usize>,
+    pub(crate) pd_ptrs: BTreeMap<PdHandle, usize>,
+    /// rdma_cm ids and event channels (librdmacm), by simulator handle.
+    pub(crate) cm: crate::rdmacm::CmState,
     /// The fds kept readable while events are pending.
     pub(crate) fds: crate::channel::Fds,
     /// Async events handed out and not yet acknowledged.
@@ -116,6 +121,8 @@ impl Shim {
             cq_ptrs: BTreeMap::new(),
             srq_ptrs: BTreeMap::new(),
             ctx_ptrs: BTreeMap::new(),
+            pd_ptrs: BTreeMap::new(),
+            cm: crate::rdmacm::CmState::default(),
             fds: crate::channel::Fds::default(),
             async_unacked: Vec::new(),
             wc_scratch: Vec::new(),
@@ -161,7 +168,7 @@ impl Shim {
 /// Whether any completion channel exists (then the world runs to idle
 /// after posts, so channel fds reflect what the NIC would have delivered).
 pub(crate) fn any_channel(shim: &Shim) -> bool {
-    shim.fds.any_channel()
+    shim.fds.any_channel() || !shim.cm.channels.is_empty()
 }
 
 /// Writes the trace to `VERBSIM_TRACE` when the process exits.

@@ -5,21 +5,15 @@
 use crate::export::export;
 use crate::guard::set_errno;
 
-export! { "IBVERBS_1.1" fn ibv_rereg_mr() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "IBVERBS_1.10" fn ibv_import_device() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.10" fn ibv_import_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.10" fn ibv_import_pd() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.10" fn ibv_query_ece() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.10" fn ibv_set_ece() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "IBVERBS_1.10" fn ibv_unimport_mr() { set_errno(libc::EOPNOTSUPP); } }
 export! { "IBVERBS_1.10" fn ibv_unimport_pd() { set_errno(libc::EOPNOTSUPP); } }
 export! { "IBVERBS_1.12" fn ibv_reg_dmabuf_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_import_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "IBVERBS_1.13" fn ibv_unimport_dm() { set_errno(libc::EOPNOTSUPP); } }
-export! { "MLX5_1.0" fn mlx5dv_query_device() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.1" fn mlx5dv_create_cq() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.2" fn mlx5dv_init_obj() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.3" fn mlx5dv_create_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.4" fn mlx5dv_get_clock_info() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow_matcher() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
@@ -35,8 +29,6 @@ export! { "MLX5_1.7" fn mlx5dv_devx_obj_query() -> i32 { set_errno(libc::EOPNOTS
 export! { "MLX5_1.7" fn mlx5dv_devx_query_eqn() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.7" fn mlx5dv_devx_umem_dereg() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.7" fn mlx5dv_devx_umem_reg() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "MLX5_1.7" fn mlx5dv_open_device() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "MLX5_1.8" fn mlx5dv_is_supported() -> i32 { 0 } }
 export! { "MLX5_1.10" fn mlx5dv_create_mkey() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.10" fn mlx5dv_destroy_mkey() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.10" fn mlx5dv_dr_action_create_dest_ibv_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
@@ -57,7 +49,6 @@ export! { "MLX5_1.10" fn mlx5dv_dr_rule_create() -> *mut core::ffi::c_void { set
 export! { "MLX5_1.10" fn mlx5dv_dr_rule_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.10" fn mlx5dv_dr_table_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.10" fn mlx5dv_dr_table_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.10" fn mlx5dv_qp_ex_from_ibv_qp_ex() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.12" fn mlx5dv_alloc_var() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.12" fn mlx5dv_dump_dr_domain() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.12" fn mlx5dv_free_var() { set_errno(libc::EOPNOTSUPP); } }
@@ -91,7 +82,6 @@ export! { "MLX5_1.20" fn mlx5dv_qp_cancel_posted_send_wrs() -> i32 { set_errno(l
 export! { "MLX5_1.21" fn mlx5dv_crypto_login() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_crypto_login_query_state() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_crypto_logout() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_dek_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.21" fn mlx5dv_dek_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.21" fn mlx5dv_dek_query() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
@@ -107,37 +97,11 @@ export! { "MLX5_1.23" fn mlx5dv_devx_free_msi_vector() -> i32 { set_errno(libc::
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_query() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "RDMACM_1.0" fn rdma_accept() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_ack_cm_event() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_bind_addr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_connect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_ep() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_create_id() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_qp() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_create_qp_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_destroy_ep() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_destroy_event_channel() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_destroy_id() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_destroy_qp() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_disconnect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_event_str() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_free_devices() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_freeaddrinfo() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_get_cm_event() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_get_devices() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "RDMACM_1.0" fn rdma_get_request() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_getaddrinfo() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_join_multicast() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rdma_leave_multicast() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_listen() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_reject() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_resolve_addr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_resolve_route() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_set_option() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.1" fn rdma_join_multicast_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.2" fn rdma_establish() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.2" fn rdma_init_qp_attr() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_get_remote_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_set_local_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "EFA_1.0" fn efadv_create_driver_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }

@@ -366,6 +366,19 @@ pub enum Verb {
     RdmaGetLocalAddr,
     RdmaGetPeerAddr,
     SimControl,
+    ReregMr,
+    ResizeCq,
+    CreateCqEx,
+    PollCqEx,
+    PostWr,
+    QueryQpDataInOrder,
+    AllocMw,
+    DeallocMw,
+    BindMw,
+    QueryGidEx,
+    QueryGidTable,
+    QueryEce,
+    SetEce,
 }
 
 impl Verb {
@@ -448,6 +461,19 @@ impl Verb {
             Self::RdmaGetLocalAddr => "rdma_get_local_addr",
             Self::RdmaGetPeerAddr => "rdma_get_peer_addr",
             Self::SimControl => "sim_control (simulator only)",
+            Self::ReregMr => "ibv_rereg_mr",
+            Self::ResizeCq => "ibv_resize_cq",
+            Self::CreateCqEx => "ibv_create_cq_ex",
+            Self::PollCqEx => "ibv_start_poll",
+            Self::PostWr => "ibv_wr_complete",
+            Self::QueryQpDataInOrder => "ibv_query_qp_data_in_order",
+            Self::AllocMw => "ibv_alloc_mw",
+            Self::DeallocMw => "ibv_dealloc_mw",
+            Self::BindMw => "ibv_bind_mw",
+            Self::QueryGidEx => "ibv_query_gid_ex",
+            Self::QueryGidTable => "ibv_query_gid_table",
+            Self::QueryEce => "ibv_query_ece",
+            Self::SetEce => "ibv_set_ece",
         }
     }
 }

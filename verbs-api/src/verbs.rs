@@ -67,6 +67,8 @@ pub trait Verbs {
     type Ah: Handle;
     /// An XRC domain (`struct ibv_xrcd`; also the legacy `struct ibv_xrc_domain`).
     type Xrcd: Handle;
+    /// A memory window (`struct ibv_mw`).
+    type Mw: Handle;
     /// An rdma_cm event channel (`struct rdma_event_channel`).
     type CmChannel: Handle;
     /// An rdma_cm identifier (`struct rdma_cm_id`).
@@ -120,6 +122,52 @@ pub trait Verbs {
     /// # Errors
     /// `EINVAL` for an invalid port or an index past `pkey_tbl_len`.
     fn query_pkey(&mut self, ctx: &Self::Context, port_num: u8, index: u16) -> Result<u16>;
+
+    /// `ibv_query_device_ex` (no input struct: every extended field).
+    fn query_device_ex(&mut self, ctx: &Self::Context) -> Result<DeviceAttrEx> {
+        let _ = ctx;
+        Err(Error::not_implemented(
+            Verb::QueryDeviceEx,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_query_gid_ex(context, port_num, gid_index, entry, flags)`.
+    ///
+    /// # Errors
+    /// `EINVAL` for `flags != 0`, an invalid port or an index past
+    /// `gid_tbl_len`; `ENODATA` for an empty table entry.
+    fn query_gid_ex(
+        &mut self,
+        ctx: &Self::Context,
+        port_num: u32,
+        gid_index: u32,
+        flags: u32,
+    ) -> Result<GidEntry> {
+        let _ = (ctx, port_num, gid_index, flags);
+        Err(Error::not_implemented(
+            Verb::QueryGidEx,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_query_gid_table(context, entries, max_entries, flags)`: every
+    /// valid GID of every port, in port then index order.
+    ///
+    /// # Errors
+    /// `EINVAL` for `flags != 0` or when more than `max_entries` are valid.
+    fn query_gid_table(
+        &mut self,
+        ctx: &Self::Context,
+        max_entries: usize,
+        flags: u32,
+    ) -> Result<Vec<GidEntry>> {
+        let _ = (ctx, max_entries, flags);
+        Err(Error::not_implemented(
+            Verb::QueryGidTable,
+            self.backend().name(),
+        ))
+    }
 
     /// `ibv_get_async_event`, non-blocking: `Ok(None)` when no event is pending.
     fn get_async_event(&mut self, ctx: &Self::Context) -> Result<Option<AsyncEvent<Self>>> {
@@ -225,6 +273,57 @@ pub trait Verbs {
     /// After a CQ overrun the CQ is in error and polling fails.
     fn poll_cq(&mut self, cq: &Self::Cq, wc: &mut [Wc]) -> Result<usize>;
 
+    /// `ibv_resize_cq`: at least `cqe` entries, rounded up as `ibv_create_cq`
+    /// rounds (the actual size in [`Verbs::cq_info`]); queued completions
+    /// are kept.
+    ///
+    /// # Errors
+    /// `EINVAL` for `cqe` of 0, above `max_cqe`, or below the number of
+    /// completions queued now.
+    fn resize_cq(&mut self, cq: &Self::Cq, cqe: u32) -> Result<()> {
+        let _ = (cq, cqe);
+        Err(Error::not_implemented(
+            Verb::ResizeCq,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_create_cq_ex`: a CQ whose completions [`Verbs::poll_cq_ex`]
+    /// reads with the fields of `attr.wc_flags` (and which
+    /// [`Verbs::poll_cq`] also polls, as `ibv_cq_ex_to_cq` allows).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` for `wc_flags` the device cannot report (mlx5:
+    /// anything past `IBV_WC_STANDARD_FLAGS` and the timestamps it has),
+    /// `EINVAL` for unknown `comp_mask`/`flags` bits, otherwise as
+    /// [`Verbs::create_cq`].
+    fn create_cq_ex(
+        &mut self,
+        ctx: &Self::Context,
+        attr: &CqInitAttrEx<'_, Self>,
+    ) -> Result<Self::Cq> {
+        let _ = (ctx, attr);
+        Err(Error::not_implemented(
+            Verb::CreateCqEx,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_start_poll` / `ibv_next_poll` / `ibv_end_poll` with the
+    /// `ibv_wc_read_*` calls of the CQ's `wc_flags`: fills `wc` from the
+    /// front and returns how many (0 where `ibv_start_poll` says `ENOENT`).
+    ///
+    /// # Errors
+    /// `EINVAL` for a CQ not made by [`Verbs::create_cq_ex`]; as
+    /// [`Verbs::poll_cq`] otherwise.
+    fn poll_cq_ex(&mut self, cq: &Self::Cq, wc: &mut [WcEx]) -> Result<usize> {
+        let _ = (cq, wc);
+        Err(Error::not_implemented(
+            Verb::PollCqEx,
+            self.backend().name(),
+        ))
+    }
+
     // --------------------------------------------------------------------- MR
 
     /// `ibv_reg_mr` over a buffer of `length` bytes that the backend
@@ -250,6 +349,61 @@ pub trait Verbs {
 
     /// `ibv_dereg_mr`.
     fn dereg_mr(&mut self, mr: &Self::Mr) -> Result<()>;
+
+    /// `ibv_rereg_mr`: changes the MR's buffer (`CHANGE_TRANSLATION`: a new
+    /// zeroed buffer of `length` bytes), PD and/or access in place. The
+    /// keys are read back with [`Verbs::mr_info`].
+    ///
+    /// # Errors
+    /// `EINVAL` for no flags or unknown flags, `CHANGE_TRANSLATION` with
+    /// length 0, `CHANGE_PD` without a PD, or invalid access flags;
+    /// `EBUSY` while memory windows are bound to the MR; `EOPNOTSUPP` for
+    /// what the driver cannot change (rxe: the translation). Nothing
+    /// changes on error.
+    fn rereg_mr(&mut self, mr: &Self::Mr, args: &ReregMr<'_, Self>) -> Result<()> {
+        let _ = (mr, args);
+        Err(Error::not_implemented(Verb::ReregMr, self.backend().name()))
+    }
+
+    /// `ibv_alloc_mw(pd, type)`: an unbound memory window.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` on a device without memory windows (or this type).
+    fn alloc_mw(&mut self, pd: &Self::Pd, mw_type: MwType) -> Result<Self::Mw> {
+        let _ = (pd, mw_type);
+        Err(Error::not_implemented(Verb::AllocMw, self.backend().name()))
+    }
+
+    /// `ibv_dealloc_mw`: unbinds (if bound) and frees the window.
+    fn dealloc_mw(&mut self, mw: &Self::Mw) -> Result<()> {
+        let _ = mw;
+        Err(Error::not_implemented(
+            Verb::DeallocMw,
+            self.backend().name(),
+        ))
+    }
+
+    /// The `rkey` and `type` fields of `struct ibv_mw`.
+    fn mw_info(&mut self, mw: &Self::Mw) -> Result<MwInfo> {
+        let _ = mw;
+        Err(Error::not_implemented(Verb::AllocMw, self.backend().name()))
+    }
+
+    /// `ibv_bind_mw(qp, mw, mw_bind)`: posts a bind of a type 1 window on
+    /// `qp` (its completion is a `BIND_MW` work completion); on success
+    /// the window's rkey is the next one (`ibv_inc_rkey`). A bind with
+    /// `mr == None` and length 0 unbinds.
+    ///
+    /// # Errors
+    /// `EINVAL` for a type 2 window, ZERO_BASED access, an address or
+    /// length without an MR; `EPERM` when the MR's PD is not the
+    /// window's; post-time errors as [`Verbs::post_send`]. What only the
+    /// device checks (MR lacking `MW_BIND`, range outside the MR) fails in
+    /// the completion with `MW_BIND_ERR`.
+    fn bind_mw(&mut self, qp: &Self::Qp, mw: &Self::Mw, bind: &MwBind<'_, Self>) -> Result<()> {
+        let _ = (qp, mw, bind);
+        Err(Error::not_implemented(Verb::BindMw, self.backend().name()))
+    }
 
     // -------------------------------------------------------------------- SRQ
 
@@ -359,6 +513,49 @@ pub trait Verbs {
         ))
     }
 
+    /// `ibv_query_qp_data_in_order(qp, op, flags)`: whether data of `op`
+    /// arriving at (or, for READ, read back to) this QP is written in
+    /// order within a message. Without `RETURN_CAPS` the answer is
+    /// `WHOLE_MSG` (C: 1) or empty (C: 0).
+    ///
+    /// # Errors
+    /// `EINVAL` for unknown flag bits (C returns 0 there).
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &Self::Qp,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        let _ = (qp, op, flags);
+        Err(Error::not_implemented(
+            Verb::QueryQpDataInOrder,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_query_ece(qp, ece)`.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` where the device has no ECE.
+    fn query_ece(&mut self, qp: &Self::Qp) -> Result<Ece> {
+        let _ = qp;
+        Err(Error::not_implemented(
+            Verb::QueryEce,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_set_ece(qp, ece)`: the options to use when the QP connects;
+    /// `ece` is written back with the accepted ones.
+    ///
+    /// # Errors
+    /// `EINVAL` for another vendor or a non-zero `comp_mask`;
+    /// `EOPNOTSUPP` where the device has no ECE.
+    fn set_ece(&mut self, qp: &Self::Qp, ece: &mut Ece) -> Result<()> {
+        let _ = (qp, ece);
+        Err(Error::not_implemented(Verb::SetEce, self.backend().name()))
+    }
+
     // --------------------------------------------------------------------- AH
 
     /// `ibv_create_ah`.
@@ -405,6 +602,28 @@ pub trait Verbs {
     // hardware's (see `# Safety`), kept in the simulator on purpose (R14).
     #[allow(unsafe_code)]
     unsafe fn post_srq_recv(&mut self, srq: &Self::Srq, wrs: &[RecvWr<'_>]) -> Result<()>;
+
+    /// The `ibv_wr_*` API: `ibv_wr_start`, then for each request its
+    /// `wr_id`/`wr_flags`, builder and setters, then `ibv_wr_complete`.
+    /// All or nothing: any bad request fails the whole batch at
+    /// `ibv_wr_complete` with the errno mlx5 gives, and nothing is posted.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the QP was not created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` or its `send_ops_flags` lack a
+    /// request's operation; `ENOMEM` when the batch does not fit the send
+    /// queue or inline data is too long; `EINVAL` for too many SGEs or
+    /// missing addressing.
+    ///
+    /// # Safety
+    /// As [`Verbs::post_send`].
+    // Declaring an `unsafe fn` trips `unsafe_code`; the contract is the
+    // hardware's (see `# Safety`), kept in the simulator on purpose (R14).
+    #[allow(unsafe_code)]
+    unsafe fn post_wr(&mut self, qp: &Self::Qp, batch: &[WrEx<'_, Self>]) -> Result<()> {
+        let _ = (qp, batch);
+        Err(Error::not_implemented(Verb::PostWr, self.backend().name()))
+    }
 
     // ------------------------------------------------------------ modern XRC
 

@@ -27,21 +27,19 @@
 //! the C inline would have set).
 
 #![allow(non_snake_case)]
-// `ibv_query_device_ex` is restated for `query_device_ex` support that the
-// trait does not expose yet; it is unused for now.
-#![allow(dead_code)]
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
 use core::ptr::{self, NonNull};
 
 use rdma_sys::{
-    _compat_ibv_port_attr, ibv_async_event_element_t, ibv_context, ibv_cq, ibv_create_qp,
-    ibv_create_srq, ibv_data_buf, ibv_device_attr_ex, ibv_port_attr, ibv_qp, ibv_qp_ex,
-    ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_qp_open_attr,
-    ibv_query_device, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_srq_init_attr,
-    ibv_srq_init_attr_ex, ibv_srq_init_attr_mask, ibv_srq_type, ibv_wc, ibv_xrcd,
-    ibv_xrcd_init_attr, verbs_context,
+    _compat_ibv_port_attr, ibv_async_event_element_t, ibv_context, ibv_cq, ibv_cq_ex,
+    ibv_cq_init_attr_ex, ibv_create_qp, ibv_create_srq, ibv_data_buf, ibv_device_attr_ex,
+    ibv_gid_entry, ibv_mw, ibv_mw_bind, ibv_mw_bind_info, ibv_mw_type, ibv_pd, ibv_port_attr,
+    ibv_qp, ibv_qp_ex, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask,
+    ibv_qp_open_attr, ibv_query_device, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq,
+    ibv_srq_init_attr, ibv_srq_init_attr_ex, ibv_srq_init_attr_mask, ibv_srq_type, ibv_wc,
+    ibv_xrcd, ibv_xrcd_init_attr, verbs_context,
 };
 
 /// `EOPNOTSUPP` on Linux.
@@ -525,6 +523,19 @@ pub(crate) enum WrBuilder {
     },
     /// `ibv_wr_atomic_fetch_add`.
     FetchAdd { rkey: u32, addr: u64, add: u64 },
+    /// `ibv_wr_send_inv`.
+    SendInv { rkey: u32 },
+    /// `ibv_wr_local_inv`.
+    LocalInv { rkey: u32 },
+    /// `ibv_wr_bind_mw` (the MW and its bind info's MR must be live).
+    BindMw {
+        mw: *mut ibv_mw,
+        rkey: u32,
+        mr: *mut rdma_sys::ibv_mr,
+        addr: u64,
+        length: u64,
+        access: u32,
+    },
 }
 
 /// `true` when the provider filled the entry `b` needs (it fills only the
@@ -544,6 +555,9 @@ pub(crate) unsafe fn ibv_wr_has_builder(qpx: *mut ibv_qp_ex, b: &WrBuilder) -> b
         WrBuilder::RdmaRead { .. } => q.wr_rdma_read.is_some(),
         WrBuilder::CmpSwp { .. } => q.wr_atomic_cmp_swp.is_some(),
         WrBuilder::FetchAdd { .. } => q.wr_atomic_fetch_add.is_some(),
+        WrBuilder::SendInv { .. } => q.wr_send_inv.is_some(),
+        WrBuilder::LocalInv { .. } => q.wr_local_inv.is_some(),
+        WrBuilder::BindMw { .. } => q.wr_bind_mw.is_some(),
     }
 }
 
@@ -599,6 +613,33 @@ pub(crate) unsafe fn ibv_wr_opcode(qpx: *mut ibv_qp_ex, b: &WrBuilder) -> bool {
                 Some(f) => f(qpx, rkey, addr, add),
                 None => return false,
             },
+            WrBuilder::SendInv { rkey } => match q.wr_send_inv {
+                Some(f) => f(qpx, rkey),
+                None => return false,
+            },
+            WrBuilder::LocalInv { rkey } => match q.wr_local_inv {
+                Some(f) => f(qpx, rkey),
+                None => return false,
+            },
+            WrBuilder::BindMw {
+                mw,
+                rkey,
+                mr,
+                addr,
+                length,
+                access,
+            } => match q.wr_bind_mw {
+                Some(f) => {
+                    let info = ibv_mw_bind_info {
+                        mr,
+                        addr,
+                        length,
+                        mw_access_flags: access,
+                    };
+                    f(qpx, mw, rkey, &info);
+                }
+                None => return false,
+            },
         }
     }
     true
@@ -652,6 +693,154 @@ pub(crate) unsafe fn ibv_wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         // SAFETY: provider entry with this signature; caller's contract.
         Some(f) => unsafe { f(qpx) },
         None => EOPNOTSUPP,
+    }
+}
+
+/// `ibv_wr_set_ud_addr`. Returns `false` without an entry.
+///
+/// # Safety
+///
+/// As [`ibv_wr_set_sge_list`], and `ah` is a live AH of the QP's context.
+pub(crate) unsafe fn ibv_wr_set_ud_addr(
+    qpx: *mut ibv_qp_ex,
+    ah: *mut rdma_sys::ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_set_ud_addr } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx, ah, remote_qpn, remote_qkey) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `ibv_wr_set_xrc_srqn`. Returns `false` without an entry.
+///
+/// # Safety
+///
+/// As [`ibv_wr_set_sge_list`].
+pub(crate) unsafe fn ibv_wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, remote_srqn: u32) -> bool {
+    // SAFETY: `qpx` is live (caller).
+    match unsafe { (*qpx).wr_set_xrc_srqn } {
+        Some(f) => {
+            // SAFETY: provider entry with this signature; caller's contract.
+            unsafe { f(qpx, remote_srqn) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// `ibv_create_cq_ex`: the extended provider entry, after the header's
+/// `comp_mask` check (`EINVAL` for bits at or past
+/// `IBV_CQ_INIT_ATTR_MASK_RESERVED`); `EOPNOTSUPP` without the entry.
+///
+/// # Safety
+///
+/// `context` is a live context; `attr` is valid and its channel, if any,
+/// a live channel of that context.
+pub(crate) unsafe fn ibv_create_cq_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> Result<NonNull<ibv_cq_ex>, i32> {
+    // SAFETY: valid `attr` (caller).
+    if unsafe { (*attr).comp_mask } & !((1 << 2) - 1) != 0 {
+        return Err(22); // EINVAL
+    }
+    match ctx_op!(context, create_cq_ex) {
+        // SAFETY: provider entry with this signature; caller's contract.
+        Some(f) => ptr_or_errno(unsafe { f(context, attr) }),
+        None => Err(EOPNOTSUPP),
+    }
+}
+
+// `ibv_query_gid_ex` and `ibv_query_gid_table` are header inlines over
+// these exported symbols (IBVERBS_1.11), which rdma-sys does not bind.
+extern "C" {
+    /// `_ibv_query_gid_ex`: 0 or a positive errno.
+    pub(crate) fn _ibv_query_gid_ex(
+        context: *mut ibv_context,
+        port_num: u32,
+        gid_index: u32,
+        entry: *mut ibv_gid_entry,
+        flags: u32,
+        entry_size: usize,
+    ) -> c_int;
+    /// `_ibv_query_gid_table`: the number of entries or a negative errno.
+    pub(crate) fn _ibv_query_gid_table(
+        context: *mut ibv_context,
+        entries: *mut ibv_gid_entry,
+        max_entries: usize,
+        flags: u32,
+        entry_size: usize,
+    ) -> isize;
+}
+
+/// `ibv_dealloc_mw`: `mw->context->ops.dealloc_mw(mw)`. Returns 0 or a
+/// positive errno (`EOPNOTSUPP` without an entry).
+///
+/// # Safety
+///
+/// `mw` is a live MW of a live context, not used after a 0 return.
+pub(crate) unsafe fn ibv_dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    // SAFETY: `mw` and its context are live (caller).
+    match unsafe { (*(*mw).context).ops.dealloc_mw } {
+        // SAFETY: provider entry with this signature; caller's contract.
+        Some(f) => unsafe { f(mw) },
+        None => EOPNOTSUPP,
+    }
+}
+
+/// `ibv_alloc_mw`: `pd->context->ops.alloc_mw(pd, type)`.
+///
+/// # Safety
+///
+/// `pd` is a live PD of a live context.
+pub(crate) unsafe fn ibv_alloc_mw(
+    pd: *mut ibv_pd,
+    mw_type: ibv_mw_type::Type,
+) -> Result<NonNull<ibv_mw>, i32> {
+    // SAFETY: `pd` and its context are live (caller).
+    match unsafe { (*(*pd).context).ops.alloc_mw } {
+        // SAFETY: provider entry with this signature; caller's contract.
+        Some(f) => ptr_or_errno(unsafe { f(pd, mw_type) }),
+        None => Err(EOPNOTSUPP),
+    }
+}
+
+/// `ibv_bind_mw` (the header's inline): the type, address and PD checks,
+/// then `mw->context->ops.bind_mw(qp, mw, mw_bind)`. Returns 0 or a
+/// positive errno.
+///
+/// # Safety
+///
+/// `qp` and `mw` are live objects of one live context; `bind` is valid and
+/// its `mr`, if non-null, a live MR.
+pub(crate) unsafe fn ibv_bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    bind: *mut ibv_mw_bind,
+) -> c_int {
+    // SAFETY: live objects and a valid `bind` (caller): plain reads.
+    unsafe {
+        if (*mw).type_ != ibv_mw_type::IBV_MW_TYPE_1 {
+            return 22; // EINVAL
+        }
+        let info = &(*bind).bind_info;
+        if info.mr.is_null() && (info.addr != 0 || info.length != 0) {
+            return 22; // EINVAL
+        }
+        if !info.mr.is_null() && (*mw).pd != (*info.mr).pd {
+            return 1; // EPERM
+        }
+        match (*(*mw).context).ops.bind_mw {
+            Some(f) => f(qp, mw, bind),
+            None => EOPNOTSUPP,
+        }
     }
 }
 

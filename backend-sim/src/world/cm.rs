@@ -1412,6 +1412,18 @@ impl World {
 
     /// `rdma_get_cm_event`, non-blocking: runs virtual time forward until
     /// the channel has an event or nothing left could produce one. The
+    /// How many CM events wait on `ch` for `rdma_get_cm_event` (what makes
+    /// an event channel's file descriptor readable in the drop-in library).
+    pub fn cm_channel_pending(&self, ch: CmChannelHandle) -> Result<usize> {
+        match self.cm.channels.get(ch.index, ch.generation) {
+            Some(c) => Ok(c.events.len()),
+            None => Err(invalid(
+                Verb::RdmaGetCmEvent,
+                format!("invalid or destroyed event channel {ch:?}"),
+            )),
+        }
+    }
+
     /// event comes with its token (for `rdma_ack_cm_event`).
     pub(crate) fn rdma_get_cm_event(
         &mut self,

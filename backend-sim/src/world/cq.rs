@@ -25,6 +25,9 @@ pub(crate) struct CqEntry {
     pub(crate) qp: QpHandle,
     pub(crate) queue: QueueKind,
     pub(crate) seq: u64,
+    /// Virtual time (ns) the completion was written (extended CQs report
+    /// it as the completion timestamp); set by `push_completion`.
+    pub(crate) ts_ns: u64,
 }
 
 #[derive(Debug)]
@@ -188,7 +191,8 @@ impl World {
 
     /// Writes a completion into `cq`: traces it, handles overrun
     /// (data-path.md §6.3) and fires an armed notification (§6.4).
-    pub(crate) fn push_completion(&mut self, cq: CqHandle, entry: CqEntry, solicited: bool) {
+    pub(crate) fn push_completion(&mut self, cq: CqHandle, mut entry: CqEntry, solicited: bool) {
+        entry.ts_ns = self.now_ns;
         let device;
         let mut fire = None;
         let mut overran = false;
@@ -256,8 +260,19 @@ impl World {
     /// nothing is left in flight, or a bound of events per call is reached
     /// (so an endless RNR retry cannot hang a poll).
     pub fn poll_cq(&mut self, cq: CqHandle, wc: &mut [Wc]) -> Result<usize> {
-        let want = wc.len();
-        let c = self.cq_mut(cq, Verb::PollCq)?;
+        self.poll_cq_with(cq, wc.len(), Verb::PollCq, |n, e| wc[n] = e.wc)
+    }
+
+    /// The body of `ibv_poll_cq` and of the extended poll: up to `want`
+    /// completions, each handed to `out` with its index.
+    pub(crate) fn poll_cq_with(
+        &mut self,
+        cq: CqHandle,
+        want: usize,
+        verb: Verb,
+        mut out: impl FnMut(usize, &CqEntry),
+    ) -> Result<usize> {
+        let c = self.cq_mut(cq, verb)?;
         if c.entries.len() < want && !c.overrun {
             self.run_events(None, super::exec::POLL_EVENT_BUDGET, |w| {
                 w.cqs
@@ -265,16 +280,16 @@ impl World {
                     .is_none_or(|c| c.entries.len() >= want || c.overrun)
             });
         }
-        let c = self.cq_mut(cq, Verb::PollCq)?;
+        let c = self.cq_mut(cq, verb)?;
         if c.overrun {
             return Err(Error::new(
-                Verb::PollCq,
+                verb,
                 ErrorKind::Other(verbs_api::errno::EIO),
                 "the CQ overran and is in error",
             ));
         }
         let mut n = 0;
-        while n < wc.len() {
+        while n < want {
             let Some(entry) = self
                 .cqs
                 .get_mut(cq.index, cq.generation)
@@ -282,7 +297,7 @@ impl World {
             else {
                 break;
             };
-            wc[n] = entry.wc;
+            out(n, &entry);
             n += 1;
             self.release_wqes(entry.qp, entry.queue, entry.seq);
         }

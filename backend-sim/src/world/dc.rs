@@ -502,6 +502,15 @@ impl World {
             ));
         }
         let stream = dci_stream(Some(s), stream_id);
+        if q.dv.errored & (1u32 << stream) == 0 {
+            if let Some(errno) = self.config.dci_reset_good_stream_errno {
+                return Err(verbs_api::Error::from_errno(
+                    v,
+                    errno,
+                    format!("stream {stream_id} is not in error (SimConfig::dci_reset_good_stream_errno)"),
+                ));
+            }
+        }
         let q = self.qp_mut(qp, v)?;
         q.dv.errored &= !(1u32 << stream);
         self.kick(qp);

@@ -869,6 +869,12 @@ impl World {
             if w.send_flags.contains(SendFlags::FENCE) && q.tx.rd_atomic > 0 {
                 return;
             }
+            // LOCAL_INV and BIND_MW execute in the adapter, no packet
+            // (world/ext.rs).
+            if matches!(class, OpClass::LocalInvalidate | OpClass::BindMw) {
+                self.run_local_op(qp, seq);
+                continue;
+            }
             self.transmit(qp, seq, transport, class);
         }
     }
@@ -1646,6 +1652,16 @@ impl World {
 
     /// `len` bytes at `addr` of the MR `rkey` names on `device`.
     fn remote_extent(&self, device: u32, rkey: u32, addr: u64, len: u64) -> Option<Extent> {
+        // An MW rkey names a window of an MR (world/ext.rs).
+        if let Some(t) = self.mw_target(device, rkey, None) {
+            let (view, slot, base) = t?;
+            let off = view.offset_of(addr, len)?;
+            return Some(Extent {
+                mr: slot,
+                off: (base + off) as usize,
+                len: len as usize,
+            });
+        }
         let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
         if m.rkey != rkey || m.device != device {
             return None;
@@ -1713,6 +1729,7 @@ impl World {
                     qp,
                     queue: QueueKind::Send,
                     seq,
+                    ts_ns: 0,
                 };
                 match cq {
                     Some(cq) => self.push_completion(cq, entry, false),
@@ -2067,6 +2084,7 @@ impl World {
             qp: rq,
             queue,
             seq: recv.seq,
+            ts_ns: 0,
         };
         // An XRC SRQ completes into its own CQ (the TGT QP has none).
         let cq = match (r.recv_cq, queue) {
@@ -2302,7 +2320,7 @@ impl World {
                     return false;
                 }
                 match self.check_rkey(rq, device, &req_view) {
-                    Ok(off) => target = Some((w.rdma.rkey >> 8, off)),
+                    Ok(slot_off) => target = Some(slot_off),
                     Err(scenario) => {
                         // WRITE_WITH_IMM: the receive WQE is consumed and
                         // completes in error (§4.2 row 5).
@@ -2324,7 +2342,14 @@ impl World {
                 if !self.recv_fits(rq, p, peek, total, transport) {
                     return false;
                 }
-                if info.is_some_and(|i| i.with_inv) {
+                if info.is_some_and(|i| i.with_inv) && self.is_mw_key(w.imm_data) {
+                    // A type 2 window of this PD (world/ext.rs).
+                    if !self.remote_invalidate_mw(device, w.imm_data, pd) {
+                        let recv = self.take_recv(rq);
+                        self.responder_error(rq, p, ErrorScenario::SendInvalidateBadRkey, recv);
+                        return false;
+                    }
+                } else if info.is_some_and(|i| i.with_inv) {
                     let mr = DevMrs {
                         mrs: &self.mrs,
                         device,
@@ -2486,18 +2511,30 @@ impl World {
         }
     }
 
+    /// The MR arena slot and the offset in it, or the §4.2 scenario. An
+    /// rkey of a memory window is checked against the window (its range,
+    /// access, PD and, for type 2, its QP) and lands in the window's MR.
     fn check_rkey(
         &self,
         rq: QpHandle,
         device: u32,
         req: &RemoteRequest,
-    ) -> Result<u64, ErrorScenario> {
+    ) -> Result<(u32, u64), ErrorScenario> {
+        if let Some(t) = self.mw_target(device, req.rkey, Some(rq)) {
+            let responder = self.responder_view(rq);
+            return match t {
+                Some((view, slot, base)) => {
+                    check_remote(req, Some(view), &responder).map(|off| (slot, base + off))
+                }
+                None => check_remote(req, None, &responder).map(|off| (0, off)),
+            };
+        }
         let mr = DevMrs {
             mrs: &self.mrs,
             device,
         }
         .by_rkey(req.rkey);
-        check_remote(req, mr, &self.responder_view(rq))
+        check_remote(req, mr, &self.responder_view(rq)).map(|off| (req.rkey >> 8, off))
     }
 
     fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
@@ -2596,8 +2633,8 @@ impl World {
             rkey: w.atomic.rkey,
             len: 8,
         };
-        let off = match self.check_rkey(rq, device, &req_view) {
-            Ok(off) => off as usize,
+        let (slot, off) = match self.check_rkey(rq, device, &req_view) {
+            Ok((slot, off)) => (slot, off as usize),
             Err(scenario) => {
                 self.responder_error(rq, p, scenario, None);
                 return;
@@ -2606,7 +2643,7 @@ impl World {
         let Some(op) = AtomicOp::from_wr(w.opcode, w.atomic.compare_add, w.atomic.swap) else {
             return;
         };
-        let original = match self.mrs.get_by_index_mut(w.atomic.rkey >> 8) {
+        let original = match self.mrs.get_by_index_mut(slot) {
             Some((_, m)) => {
                 let mut word = [0u8; 8];
                 word.copy_from_slice(&m.bytes[off..off + 8]);

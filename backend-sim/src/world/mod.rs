@@ -7,6 +7,7 @@ pub(crate) mod cm;
 mod cq;
 mod dc;
 mod exec;
+pub(crate) mod ext;
 mod live;
 mod modify;
 mod mr;
@@ -280,6 +281,8 @@ pub struct World {
     pub(crate) xrc: xrc::XrcState,
     /// The connection manager (rdma_cm): channels, ids, timed CM actions.
     pub(crate) cm: cm::Cm,
+    /// Memory windows, extended CQs, `send_ops_flags`, ECE (`world/ext.rs`).
+    pub(crate) ext: ext::ExtState,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -344,6 +347,7 @@ impl World {
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),
+            ext: ext::ExtState::default(),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             rng_adapter: SimRng::new(config.seed, Stream::Adapter),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),
@@ -529,6 +533,11 @@ impl World {
                 guid: d.node_guid,
             })
             .collect()
+    }
+
+    /// The index of the device `ctx` was opened on.
+    pub fn context_device(&self, ctx: ContextHandle) -> Result<u32> {
+        Ok(self.ctx(ctx, Verb::QueryDevice)?.device)
     }
 
     /// `ibv_open_device` by `process`.

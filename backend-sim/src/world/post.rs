@@ -264,7 +264,7 @@ impl World {
     /// Hardware copies from any mapped address; the simulator can only
     /// read memory it registered, so an inline SGE outside every MR of the
     /// process is refused with `EFAULT` (`ApiMisuse`).
-    fn inline_sources(
+    pub(super) fn inline_sources(
         &self,
         qp: QpHandle,
         sges: &[Sge],
@@ -447,7 +447,13 @@ impl World {
                 qp_num: q.qp_num,
                 ..Wc::default()
             };
-            let entry = CqEntry { wc, qp, queue, seq };
+            let entry = CqEntry {
+                wc,
+                qp,
+                queue,
+                seq,
+                ts_ns: 0,
+            };
             match cq {
                 Some(cq) => self.push_completion(cq, entry, false),
                 // No CQ to report to: the slot is free at once.

@@ -1,0 +1,1007 @@
+//! The extended verbs of issue #13 item 4 on the simulator: rereg_mr,
+//! resize_cq, query_device_ex, extended CQs, the ibv_wr_* API,
+//! query_qp_data_in_order, memory windows, GID entries and ECE.
+
+#![allow(unsafe_code)] // posting is `unsafe fn` (the hardware contract)
+
+use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
+use verbs_api::*;
+
+/// One side of a connected RC pair.
+struct Side {
+    ctx: backend_sim::ContextHandle,
+    pd: backend_sim::PdHandle,
+    cq: backend_sim::CqHandle,
+    qp: backend_sim::QpHandle,
+}
+
+/// Two devices of `profile`, an RC QP on each made with `send_ops` (when
+/// `Some`, through `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`) and an extended CQ
+/// of `wc_flags`, connected with every remote access.
+fn pair(
+    profile: fn() -> DeviceProfile,
+    send_ops: Option<SendOpsFlags>,
+    wc_flags: WcExFlags,
+) -> (SimVerbs, Side, Side) {
+    let mut sim = SimVerbs::new(SimConfig::for_profiles(7, vec![profile(), profile()]));
+    let mut sides = Vec::new();
+    for dev in 0..2 {
+        let ctx = sim.open_device(dev, ProcessId(dev as u32)).unwrap();
+        let pd = sim.alloc_pd(&ctx).unwrap();
+        let cq = sim
+            .create_cq_ex(
+                &ctx,
+                &CqInitAttrEx {
+                    cqe: 64,
+                    wc_flags,
+                    ..CqInitAttrEx::default()
+                },
+            )
+            .unwrap();
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            send_cq: Some(&cq),
+            recv_cq: Some(&cq),
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                max_inline_data: 64,
+            },
+            qp_type: QpType::Rc,
+            comp_mask: QpInitAttrMask::PD,
+            pd: Some(&pd),
+            ..QpInitAttrEx::default()
+        };
+        if let Some(ops) = send_ops {
+            attr.comp_mask |= QpInitAttrMask::SEND_OPS_FLAGS;
+            attr.send_ops_flags = ops;
+        }
+        let qp = sim.create_qp_ex(&ctx, &mut attr).unwrap();
+        sides.push(Side { ctx, pd, cq, qp });
+    }
+    let b = sides.pop().unwrap();
+    let a = sides.pop().unwrap();
+    let ea = Endpoint::query(&mut sim, &a.ctx, &a.qp, 1).unwrap();
+    let eb = Endpoint::query(&mut sim, &b.ctx, &b.qp, 1).unwrap();
+    let opts = ConnectOptions::default();
+    connect_qp(&mut sim, &a.qp, &ea, &eb, &opts).unwrap();
+    connect_qp(&mut sim, &b.qp, &eb, &ea, &opts).unwrap();
+    (sim, a, b)
+}
+
+const ALL_OPS: SendOpsFlags = SendOpsFlags(
+    SendOpsFlags::SEND.0
+        | SendOpsFlags::SEND_WITH_IMM.0
+        | SendOpsFlags::RDMA_WRITE.0
+        | SendOpsFlags::RDMA_READ.0
+        | SendOpsFlags::BIND_MW.0
+        | SendOpsFlags::LOCAL_INV.0
+        | SendOpsFlags::SEND_WITH_INV.0,
+);
+
+fn send(
+    sim: &mut SimVerbs,
+    qp: &backend_sim::QpHandle,
+    wrs: &[SendWr<'_, SimVerbs>],
+) -> Result<()> {
+    // SAFETY: the simulator owns every byte an SGE names (the contract
+    // only matters on hardware).
+    unsafe { sim.post_send(qp, wrs) }
+}
+
+fn recv(sim: &mut SimVerbs, qp: &backend_sim::QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+    // SAFETY: as in `send`.
+    unsafe { sim.post_recv(qp, wrs) }
+}
+
+fn post_batch(
+    sim: &mut SimVerbs,
+    qp: &backend_sim::QpHandle,
+    batch: &[WrEx<'_, SimVerbs>],
+) -> Result<()> {
+    // SAFETY: as in `send`.
+    unsafe { sim.post_wr(qp, batch) }
+}
+
+fn rw() -> AccessFlags {
+    AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ
+}
+
+fn poll_ex(sim: &mut SimVerbs, cq: &backend_sim::CqHandle) -> Vec<WcEx> {
+    let mut out = vec![WcEx::default(); 16];
+    let n = sim.poll_cq_ex(cq, &mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+// ------------------------------------------------------------- rereg_mr
+
+#[test]
+fn rereg_mr_checks_input_and_changes_nothing_on_error() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let mr = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let before = sim.mr_info(&mr).unwrap();
+    let bad = [
+        ReregMr::<SimVerbs>::default(),
+        ReregMr {
+            flags: ReregMrFlags(1 << 3),
+            ..ReregMr::default()
+        },
+        ReregMr {
+            flags: ReregMrFlags::CHANGE_TRANSLATION,
+            length: 0,
+            ..ReregMr::default()
+        },
+        ReregMr {
+            flags: ReregMrFlags::CHANGE_PD,
+            ..ReregMr::default()
+        },
+        ReregMr {
+            flags: ReregMrFlags::CHANGE_ACCESS,
+            access: AccessFlags::REMOTE_WRITE,
+            ..ReregMr::default()
+        },
+        // A PD of another context.
+        ReregMr {
+            flags: ReregMrFlags::CHANGE_PD,
+            pd: Some(&b.pd),
+            ..ReregMr::default()
+        },
+    ];
+    for args in &bad {
+        let e = sim.rereg_mr(&mr, args).unwrap_err();
+        assert_eq!(e.errno(), errno::EINVAL, "{e}");
+        assert_eq!(e.verb(), Verb::ReregMr);
+        assert_eq!(sim.mr_info(&mr).unwrap(), before);
+    }
+}
+
+#[test]
+fn rereg_mr_access_and_pd_keep_keys_translation_makes_new_ones() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let mr = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let before = sim.mr_info(&mr).unwrap();
+    sim.rereg_mr(
+        &mr,
+        &ReregMr {
+            flags: ReregMrFlags::CHANGE_ACCESS,
+            access: rw(),
+            ..ReregMr::default()
+        },
+    )
+    .unwrap();
+    let after = sim.mr_info(&mr).unwrap();
+    assert_eq!(after.access, rw());
+    assert_eq!((after.lkey, after.rkey), (before.lkey, before.rkey));
+
+    // CHANGE_PD moves the MR's reference: the old PD can go, the new one not.
+    let pd2 = sim.alloc_pd(&a.ctx).unwrap();
+    sim.rereg_mr(
+        &mr,
+        &ReregMr {
+            flags: ReregMrFlags::CHANGE_PD,
+            pd: Some(&pd2),
+            ..ReregMr::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sim.dealloc_pd(&pd2).unwrap_err().kind(),
+        ErrorKind::Busy,
+        "the MR is now in pd2"
+    );
+
+    sim.mr_bytes_mut(&mr).unwrap()[0] = 0xab;
+    sim.rereg_mr(
+        &mr,
+        &ReregMr {
+            flags: ReregMrFlags::CHANGE_TRANSLATION,
+            length: 8192,
+            ..ReregMr::default()
+        },
+    )
+    .unwrap();
+    let t = sim.mr_info(&mr).unwrap();
+    assert_eq!(t.length, 8192);
+    assert_ne!(t.addr, before.addr);
+    assert_ne!(t.lkey, before.lkey);
+    assert_eq!(sim.mr_bytes(&mr).unwrap()[0], 0, "a new, zeroed buffer");
+    sim.dereg_mr(&mr).unwrap();
+    sim.dealloc_pd(&pd2).unwrap();
+}
+
+#[test]
+fn rereg_mr_translation_is_eopnotsupp_on_rxe() {
+    let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    let mr = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let e = sim
+        .rereg_mr(
+            &mr,
+            &ReregMr {
+                flags: ReregMrFlags::CHANGE_TRANSLATION,
+                length: 4096,
+                ..ReregMr::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno(), errno::EOPNOTSUPP);
+}
+
+// ------------------------------------------------------------ resize_cq
+
+#[test]
+fn resize_cq_rounds_keeps_completions_and_refuses_too_small() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let e = sim.resize_cq(&a.cq, 0).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    let max = sim.query_device(&a.ctx).unwrap().max_cqe;
+    assert_eq!(
+        sim.resize_cq(&a.cq, max + 1).unwrap_err().errno(),
+        errno::EINVAL
+    );
+
+    // Three completions queued on b's CQ.
+    let mr_a = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let ia = sim.mr_info(&mr_a).unwrap();
+    let mr_b = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let ib = sim.mr_info(&mr_b).unwrap();
+    for i in 0..3u64 {
+        let sge = [Sge {
+            addr: ib.addr,
+            length: 8,
+            lkey: ib.lkey,
+        }];
+        recv(
+            &mut sim,
+            &b.qp,
+            &[RecvWr {
+                wr_id: i,
+                sg_list: &sge,
+            }],
+        )
+        .unwrap();
+        let s = [Sge {
+            addr: ia.addr,
+            length: 8,
+            lkey: ia.lkey,
+        }];
+        let wr = SendWr::<SimVerbs> {
+            wr_id: 100 + i,
+            sg_list: &s,
+            opcode: WrOpcode::Send,
+            ..SendWr::default()
+        };
+        send(&mut sim, &a.qp, &[wr]).unwrap();
+    }
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let e = sim.resize_cq(&b.cq, 2).unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL, "{e}");
+    assert_eq!(
+        sim.cq_info(&b.cq).unwrap().cqe,
+        127,
+        "unchanged after the error"
+    );
+    sim.resize_cq(&b.cq, 3).unwrap();
+    assert_eq!(
+        sim.cq_info(&b.cq).unwrap().cqe,
+        3,
+        "roundup_pow_of_two(3 + 1) - 1"
+    );
+    sim.resize_cq(&b.cq, 200).unwrap();
+    assert_eq!(sim.cq_info(&b.cq).unwrap().cqe, 255);
+    let got: Vec<u64> = poll_ex(&mut sim, &b.cq).iter().map(|w| w.wr_id).collect();
+    assert_eq!(
+        got,
+        vec![0, 1, 2],
+        "the queued completions survive resizing"
+    );
+}
+
+// ------------------------------------------------------ query_device_ex
+
+#[test]
+fn query_device_ex_extends_query_device_per_profile() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let ex = sim.query_device_ex(&a.ctx).unwrap();
+    let base = sim.query_device(&a.ctx).unwrap();
+    assert_eq!(ex.orig_attr, base);
+    assert_eq!(ex.hca_core_clock, backend_sim::MLX5_HCA_CORE_CLOCK_KHZ);
+    assert_eq!(ex.completion_timestamp_mask, 0x7fff_ffff_ffff_ffff);
+    assert_eq!(
+        ex.device_cap_flags_ex & 0xffff_ffff,
+        base.device_cap_flags.bits()
+    );
+    assert_ne!(ex.device_cap_flags_ex & DEVICE_PCI_WRITE_END_PADDING, 0);
+    assert_eq!(ex.odp_caps, OdpCaps::default());
+    assert_eq!(ex.tm_caps, TmCaps::default());
+    assert_eq!(ex.max_dm_size, 0);
+    assert!(ex.cq_mod_caps.max_cq_count > 0);
+    assert_eq!(ex.phys_port_cnt_ex, 1);
+
+    let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    let ex = sim.query_device_ex(&a.ctx).unwrap();
+    assert_eq!((ex.hca_core_clock, ex.completion_timestamp_mask), (0, 0));
+    assert_eq!(ex.raw_packet_caps, 0);
+}
+
+// ------------------------------------------------------------ extended CQ
+
+#[test]
+fn create_cq_ex_refuses_unsupported_wc_flags() {
+    let mut sim = SimVerbs::new(SimConfig::for_profiles(1, vec![DeviceProfile::rxe()]));
+    let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+    let e = sim
+        .create_cq_ex(
+            &ctx,
+            &CqInitAttrEx {
+                cqe: 4,
+                wc_flags: WcExFlags::COMPLETION_TIMESTAMP,
+                ..CqInitAttrEx::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno(), errno::EOPNOTSUPP, "rxe has no completion clock");
+    for flags in [WcExFlags::FLOW_TAG, WcExFlags::TM_INFO, WcExFlags(1 << 40)] {
+        let e = sim
+            .create_cq_ex(
+                &ctx,
+                &CqInitAttrEx {
+                    wc_flags: flags,
+                    ..CqInitAttrEx::default()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.errno(), errno::EOPNOTSUPP, "{flags}");
+    }
+    let e = sim
+        .create_cq_ex(
+            &ctx,
+            &CqInitAttrEx {
+                comp_mask: CqInitAttrMask(1 << 5),
+                ..CqInitAttrEx::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.errno(), errno::EINVAL);
+    assert_eq!(sim.live_objects().cqs, 0, "nothing created on error");
+    // A CQ from ibv_create_cq has no extended poll.
+    let cq = sim.create_cq(&ctx, &CqInit::default()).unwrap();
+    let mut wc = [WcEx::default(); 1];
+    assert_eq!(
+        sim.poll_cq_ex(&cq, &mut wc).unwrap_err().errno(),
+        errno::EINVAL
+    );
+}
+
+#[test]
+fn poll_cq_ex_reports_the_requested_fields_and_timestamps() {
+    let flags = WcExFlags::BYTE_LEN | WcExFlags::QP_NUM | WcExFlags::COMPLETION_TIMESTAMP;
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), flags);
+    assert!(poll_ex(&mut sim, &a.cq).is_empty(), "empty is Ok(0)");
+    let mr_a = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let ia = sim.mr_info(&mr_a).unwrap();
+    let mr_b = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let ib = sim.mr_info(&mr_b).unwrap();
+    let sge = [Sge {
+        addr: ib.addr,
+        length: 64,
+        lkey: ib.lkey,
+    }];
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 9,
+            sg_list: &sge,
+        }],
+    )
+    .unwrap();
+    let mut w = WrEx::new(1, WrOp::SendImm { imm_data: 0x1234 });
+    w.wr_flags = SendFlags::SIGNALED;
+    w.data = WrData::Sge(Sge {
+        addr: ia.addr,
+        length: 24,
+        lkey: ia.lkey,
+    });
+    post_batch(&mut sim, &a.qp, &[w]).unwrap();
+    let t0 = sim.now_ns();
+    let got = poll_ex(&mut sim, &b.cq);
+    assert_eq!(got.len(), 1);
+    let r = got[0];
+    assert_eq!(
+        (r.wr_id, r.status, r.opcode),
+        (9, WcStatus::Success, WcOpcode::Recv)
+    );
+    assert_eq!(r.byte_len, Some(24));
+    assert_eq!(r.qp_num, Some(sim.qp_num(&b.qp).unwrap()));
+    assert_eq!(r.imm_data, None, "IMM was not asked for");
+    assert!(r.wc_flags.contains(WcFlags::WITH_IMM));
+    assert_eq!(r.src_qp, None);
+    let ts = r.completion_timestamp.expect("asked for");
+    let now_ticks = sim.now_ns() as u128 * 156_250 / 1_000_000;
+    assert!(
+        ts as u128 <= now_ticks && ts > 0,
+        "ts {ts} now {now_ticks} (t0 {t0})"
+    );
+    let s = poll_ex(&mut sim, &a.cq);
+    assert_eq!(s.len(), 1);
+    assert!(
+        s[0].completion_timestamp.unwrap() > ts,
+        "the send completes when the ACK is back, after the receive"
+    );
+}
+
+// ------------------------------------------------------------ ibv_wr_*
+
+#[test]
+fn post_wr_needs_send_ops_flags_and_fails_whole_batches() {
+    // Created without SEND_OPS_FLAGS: no ibv_wr_* API.
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let e = post_batch(&mut sim, &a.qp, &[WrEx::new(1, WrOp::Send)]).unwrap_err();
+    assert_eq!(e.errno(), errno::EOPNOTSUPP);
+
+    let (mut sim, a, b) = pair(
+        DeviceProfile::connectx6,
+        Some(SendOpsFlags::SEND | SendOpsFlags::RDMA_WRITE),
+        WcExFlags::empty(),
+    );
+    // An op outside send_ops_flags fails the batch; nothing is posted.
+    let batch = [
+        WrEx::new(1, WrOp::Send),
+        WrEx::new(
+            2,
+            WrOp::RdmaRead {
+                rkey: 1,
+                remote_addr: 0,
+            },
+        ),
+    ];
+    let e = post_batch(&mut sim, &a.qp, &batch).unwrap_err();
+    assert_eq!(e.errno(), errno::EOPNOTSUPP, "{e}");
+    // Too many for the send queue (max_send_wr 8): ENOMEM, nothing posted.
+    let many: Vec<_> = (0..9).map(|i| WrEx::new(i, WrOp::Send)).collect();
+    let e = post_batch(&mut sim, &a.qp, &many).unwrap_err();
+    assert_eq!(e.errno(), errno::ENOMEM, "{e}");
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 4];
+    assert_eq!(
+        sim.poll_cq(&a.cq, &mut wc).unwrap(),
+        0,
+        "nothing was posted"
+    );
+
+    // A good batch: RDMA WRITE lands.
+    let mr_a = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let ia = sim.mr_info(&mr_a).unwrap();
+    let mr_b = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let ib = sim.mr_info(&mr_b).unwrap();
+    sim.mr_bytes_mut(&mr_a).unwrap()[..8].copy_from_slice(&[7; 8]);
+    let mut w = WrEx::new(
+        5,
+        WrOp::RdmaWrite {
+            rkey: ib.rkey,
+            remote_addr: ib.addr + 8,
+        },
+    );
+    w.wr_flags = SendFlags::SIGNALED;
+    let list = [Sge {
+        addr: ia.addr,
+        length: 8,
+        lkey: ia.lkey,
+    }];
+    w.data = WrData::SgeList(&list);
+    post_batch(&mut sim, &a.qp, &[w]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    assert_eq!(sim.poll_cq(&a.cq, &mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::Success));
+    assert_eq!(&sim.mr_bytes(&mr_b).unwrap()[8..16], &[7; 8]);
+}
+
+// ----------------------------------------------------- data in order
+
+#[test]
+fn data_in_order_per_profile_and_ooo() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx7, None, WcExFlags::empty());
+    let caps = sim
+        .query_qp_data_in_order(&a.qp, WrOpcode::RdmaWrite, DataInOrderFlags::RETURN_CAPS)
+        .unwrap();
+    assert_eq!(
+        caps,
+        DataInOrderCaps::WHOLE_MSG | DataInOrderCaps::ALIGNED_128_BYTES
+    );
+    let one = sim
+        .query_qp_data_in_order(&a.qp, WrOpcode::Send, DataInOrderFlags::empty())
+        .unwrap();
+    assert_eq!(one.bits(), 1);
+    let atomic = sim
+        .query_qp_data_in_order(
+            &a.qp,
+            WrOpcode::AtomicFetchAndAdd,
+            DataInOrderFlags::empty(),
+        )
+        .unwrap();
+    assert!(atomic.is_empty());
+    assert_eq!(
+        sim.query_qp_data_in_order(&a.qp, WrOpcode::Send, DataInOrderFlags(8))
+            .unwrap_err()
+            .errno(),
+        errno::EINVAL
+    );
+    // An OOO_DP QP: data is not in order.
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        send_cq: Some(&a.cq),
+        recv_cq: Some(&a.cq),
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        comp_mask: QpInitAttrMask::PD,
+        pd: Some(&a.pd),
+        ..QpInitAttrEx::default()
+    };
+    let ooo = sim
+        .mlx5dv_create_qp(
+            &a.ctx,
+            &mut attr,
+            &Mlx5QpInitAttr {
+                comp_mask: Mlx5QpInitAttrMask::QP_CREATE_FLAGS,
+                create_flags: Mlx5QpCreateFlags::OOO_DP,
+                ..Mlx5QpInitAttr::default()
+            },
+        )
+        .unwrap();
+    assert!(sim
+        .query_qp_data_in_order(&ooo, WrOpcode::RdmaWrite, DataInOrderFlags::RETURN_CAPS)
+        .unwrap()
+        .is_empty());
+    // rxe: libibverbs' default answer, 0.
+    let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    assert!(sim
+        .query_qp_data_in_order(&a.qp, WrOpcode::RdmaWrite, DataInOrderFlags::RETURN_CAPS)
+        .unwrap()
+        .is_empty());
+}
+
+// ------------------------------------------------------ memory windows
+
+fn write_via(
+    sim: &mut SimVerbs,
+    a: &Side,
+    src: &MrInfo,
+    rkey: u32,
+    remote_addr: u64,
+    wr_id: u64,
+) -> WcStatus {
+    let s = [Sge {
+        addr: src.addr,
+        length: 8,
+        lkey: src.lkey,
+    }];
+    let wr = SendWr::<SimVerbs> {
+        wr_id,
+        sg_list: &s,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        rdma: RdmaInfo { remote_addr, rkey },
+        ..SendWr::default()
+    };
+    send(sim, &a.qp, &[wr]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(sim.poll_cq(&a.cq, &mut wc).unwrap(), 1);
+    assert_eq!(wc[0].wr_id, wr_id);
+    wc[0].status
+}
+
+#[test]
+fn type1_window_grants_its_range_and_unbind_revokes() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
+    let old = sim.mw_info(&mw).unwrap().rkey;
+    // Post-time errors: an address without an MR, ZERO_BASED.
+    let bad = MwBind::<SimVerbs> {
+        wr_id: 1,
+        send_flags: SendFlags::SIGNALED,
+        bind_info: MwBindInfo {
+            mr: None,
+            addr: imr.addr,
+            length: 64,
+            mw_access_flags: AccessFlags::REMOTE_WRITE,
+        },
+    };
+    assert_eq!(
+        sim.bind_mw(&b.qp, &mw, &bad).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    assert_eq!(sim.mw_info(&mw).unwrap().rkey, old, "nothing changed");
+    let bind = MwBind::<SimVerbs> {
+        wr_id: 2,
+        send_flags: SendFlags::SIGNALED,
+        bind_info: MwBindInfo {
+            mr: Some(&mr),
+            addr: imr.addr + 1024,
+            length: 256,
+            mw_access_flags: AccessFlags::REMOTE_WRITE,
+        },
+    };
+    sim.bind_mw(&b.qp, &mw, &bind).unwrap();
+    let rkey = sim.mw_info(&mw).unwrap().rkey;
+    assert_eq!(rkey, inc_rkey(old));
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 2];
+    assert_eq!(sim.poll_cq(&b.cq, &mut wc).unwrap(), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].opcode),
+        (2, WcStatus::Success, WcOpcode::BindMw)
+    );
+    // The MR cannot be deregistered or re-registered while bound.
+    assert_eq!(sim.dereg_mr(&mr).unwrap_err().kind(), ErrorKind::Busy);
+    let r = ReregMr::<SimVerbs> {
+        flags: ReregMrFlags::CHANGE_ACCESS,
+        access: rw() | AccessFlags::MW_BIND,
+        ..ReregMr::default()
+    };
+    assert_eq!(sim.rereg_mr(&mr, &r).unwrap_err().errno(), errno::EBUSY);
+
+    sim.mr_bytes_mut(&src).unwrap()[..8].copy_from_slice(&[0x5a; 8]);
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr + 1024 + 8, 10),
+        WcStatus::Success
+    );
+    assert_eq!(&sim.mr_bytes(&mr).unwrap()[1032..1040], &[0x5a; 8]);
+    // Outside the window (but inside the MR): REM_ACCESS_ERR.
+    let (mut sim, a, b) = {
+        let _ = (sim, a, b);
+        pair(DeviceProfile::connectx6, None, WcExFlags::empty())
+    };
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
+    let bind = MwBind::<SimVerbs> {
+        wr_id: 2,
+        send_flags: SendFlags::empty(),
+        bind_info: MwBindInfo {
+            mr: Some(&mr),
+            addr: imr.addr + 1024,
+            length: 256,
+            mw_access_flags: AccessFlags::REMOTE_READ,
+        },
+    };
+    sim.bind_mw(&b.qp, &mw, &bind).unwrap();
+    let rkey = sim.mw_info(&mw).unwrap().rkey;
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr + 1024, 11),
+        WcStatus::RemAccessErr,
+        "the window grants READ only"
+    );
+}
+
+#[test]
+fn window_range_and_unbind() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
+    fn bind(mr: Option<&backend_sim::MrHandle>, addr: u64, length: u64) -> MwBind<'_, SimVerbs> {
+        MwBind {
+            wr_id: 3,
+            send_flags: SendFlags::empty(),
+            bind_info: MwBindInfo {
+                mr,
+                addr,
+                length,
+                mw_access_flags: AccessFlags::REMOTE_WRITE,
+            },
+        }
+    }
+    sim.bind_mw(&b.qp, &mw, &bind(Some(&mr), imr.addr, 64))
+        .unwrap();
+    let rkey = sim.mw_info(&mw).unwrap().rkey;
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr + 60, 1),
+        WcStatus::RemAccessErr,
+        "8 bytes at 60 leave a 64-byte window"
+    );
+    // The requester QP is in ERR now; a fresh pair for the unbind case.
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
+    sim.bind_mw(&b.qp, &mw, &bind(Some(&mr), imr.addr, 64))
+        .unwrap();
+    let rkey = sim.mw_info(&mw).unwrap().rkey;
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr, 1),
+        WcStatus::Success
+    );
+    sim.bind_mw(&b.qp, &mw, &bind(None, 0, 0)).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    sim.dereg_mr(&mr).unwrap_or_else(|e| panic!("unbound: {e}"));
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr, 2),
+        WcStatus::RemAccessErr,
+        "the old rkey of an unbound window"
+    );
+}
+
+#[test]
+fn bind_without_mw_bind_access_completes_with_mw_bind_err() {
+    let (mut sim, _a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let mr = sim.reg_mr(&b.pd, 4096, rw()).unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
+    let bind = MwBind::<SimVerbs> {
+        wr_id: 4,
+        send_flags: SendFlags::SIGNALED,
+        bind_info: MwBindInfo {
+            mr: Some(&mr),
+            addr: imr.addr,
+            length: 64,
+            mw_access_flags: AccessFlags::REMOTE_WRITE,
+        },
+    };
+    sim.bind_mw(&b.qp, &mw, &bind).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(sim.poll_cq(&b.cq, &mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (4, WcStatus::MwBindErr));
+}
+
+#[test]
+fn type2_window_binds_through_wr_api_and_invalidates() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type2).unwrap();
+    let rkey = inc_rkey(sim.mw_info(&mw).unwrap().rkey);
+    let info = MwBindInfo::<SimVerbs> {
+        mr: Some(&mr),
+        addr: imr.addr,
+        length: 128,
+        mw_access_flags: AccessFlags::REMOTE_WRITE,
+    };
+    let mut w = WrEx::new(
+        1,
+        WrOp::BindMw {
+            mw: &mw,
+            rkey,
+            bind_info: info.clone(),
+        },
+    );
+    w.wr_flags = SendFlags::SIGNALED;
+    post_batch(&mut sim, &b.qp, &[w]).unwrap();
+    assert_eq!(sim.mw_info(&mw).unwrap().rkey, rkey);
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(sim.poll_cq(&b.cq, &mut wc).unwrap(), 1);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr, 2),
+        WcStatus::Success
+    );
+    // ibv_bind_mw refuses a type 2 window.
+    let b1 = MwBind::<SimVerbs> {
+        wr_id: 0,
+        send_flags: SendFlags::empty(),
+        bind_info: info,
+    };
+    assert_eq!(
+        sim.bind_mw(&b.qp, &mw, &b1).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    // LOCAL_INV of the window: its rkey no longer grants access.
+    let mut w = WrEx::new(
+        3,
+        WrOp::LocalInv {
+            invalidate_rkey: rkey,
+        },
+    );
+    w.wr_flags = SendFlags::SIGNALED;
+    post_batch(&mut sim, &b.qp, &[w]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    assert_eq!(sim.poll_cq(&b.cq, &mut wc).unwrap(), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].opcode),
+        (3, WcStatus::Success, WcOpcode::LocalInv)
+    );
+    assert_eq!(
+        write_via(&mut sim, &a, &isrc, rkey, imr.addr, 4),
+        WcStatus::RemAccessErr
+    );
+}
+
+#[test]
+fn windows_are_eopnotsupp_without_the_profile() {
+    let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    for t in [MwType::Type1, MwType::Type2] {
+        let e = sim.alloc_mw(&a.pd, t).unwrap_err();
+        assert_eq!(e.errno(), errno::EOPNOTSUPP);
+    }
+    // And a window holds its PD.
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let pd = sim.alloc_pd(&a.ctx).unwrap();
+    let mw = sim.alloc_mw(&pd, MwType::Type2).unwrap();
+    assert_eq!(sim.dealloc_pd(&pd).unwrap_err().kind(), ErrorKind::Busy);
+    sim.dealloc_mw(&mw).unwrap();
+    assert!(sim.dealloc_mw(&mw).is_err(), "a stale handle");
+    sim.dealloc_pd(&pd).unwrap();
+}
+
+// ------------------------------------------------------- GIDs and ECE
+
+#[test]
+fn gid_entries_and_table() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx7, None, WcExFlags::empty());
+    let e = sim.query_gid_ex(&a.ctx, 1, 0, 0).unwrap();
+    assert_eq!(e.gid, sim.query_gid(&a.ctx, 1, 0).unwrap());
+    assert_eq!(
+        (e.gid_index, e.port_num, e.gid_type),
+        (0, 1, GidType::RoceV2)
+    );
+    assert_ne!(e.ndev_ifindex, 0);
+    assert_eq!(
+        sim.query_gid_ex(&a.ctx, 1, 5, 0).unwrap_err().errno(),
+        errno::ENODATA
+    );
+    assert_eq!(
+        sim.query_gid_ex(&a.ctx, 1, 999, 0).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    assert_eq!(
+        sim.query_gid_ex(&a.ctx, 2, 0, 0).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    assert_eq!(
+        sim.query_gid_ex(&a.ctx, 1, 0, 1).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    let t = sim.query_gid_table(&a.ctx, 16, 0).unwrap();
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[1], sim.query_gid_ex(&a.ctx, 1, 1, 0).unwrap());
+    assert_eq!(
+        sim.query_gid_table(&a.ctx, 1, 0).unwrap_err().errno(),
+        errno::EINVAL
+    );
+
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let e = sim.query_gid_ex(&a.ctx, 1, 0, 0).unwrap();
+    assert_eq!((e.gid_type, e.ndev_ifindex), (GidType::Ib, 0));
+}
+
+#[test]
+fn ece_on_mlx5_and_eopnotsupp_on_rxe() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let e = sim.query_ece(&a.qp).unwrap();
+    assert_eq!(e.vendor_id, 0x02c9);
+    assert_eq!(e.options, backend_sim::MLX5_ECE_OPTIONS);
+    let mut bad = Ece {
+        vendor_id: 0x1234,
+        ..e
+    };
+    assert_eq!(
+        sim.set_ece(&a.qp, &mut bad).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    let mut bad = Ece { comp_mask: 1, ..e };
+    assert_eq!(
+        sim.set_ece(&a.qp, &mut bad).unwrap_err().errno(),
+        errno::EINVAL
+    );
+    assert_eq!(sim.query_ece(&a.qp).unwrap(), e, "unchanged after errors");
+    let mut want = Ece {
+        options: 0xffff_0001,
+        ..e
+    };
+    sim.set_ece(&a.qp, &mut want).unwrap();
+    assert_eq!(want.options, 0x1, "only the supported bits are accepted");
+    assert_eq!(sim.query_ece(&a.qp).unwrap().options, 0x1);
+
+    let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    assert_eq!(sim.query_ece(&a.qp).unwrap_err().errno(), errno::EOPNOTSUPP);
+}
+
+#[test]
+fn post_send_refuses_bind_mw_without_bind_info() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let wrs = [
+        SendWr::<SimVerbs> {
+            wr_id: 1,
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ..SendWr::default()
+        },
+        SendWr::<SimVerbs> {
+            wr_id: 2,
+            opcode: WrOpcode::BindMw,
+            ..SendWr::default()
+        },
+    ];
+    let e = send(&mut sim, &a.qp, &wrs).unwrap_err();
+    assert_eq!((e.errno(), e.bad_wr()), (errno::EINVAL, Some(1)));
+    // The request before it was posted (and, with no receive, stays queued
+    // behind RNR retries; it is on the queue, which is what matters here).
+    assert_eq!(
+        sim.query_qp(&a.qp, QpAttrMask::STATE).unwrap().0.qp_state,
+        QpState::ReadyToSend
+    );
+}
+
+#[test]
+fn dereg_errno_with_a_bound_window_is_configurable() {
+    let mut config = SimConfig::for_profiles(3, vec![DeviceProfile::connectx6()]);
+    config.mw.dereg_bound_errno = errno::EINVAL;
+    let mut sim = SimVerbs::new(config);
+    let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+    let pd = sim.alloc_pd(&ctx).unwrap();
+    let cq = sim
+        .create_cq(
+            &ctx,
+            &CqInit {
+                cqe: 8,
+                ..CqInit::default()
+            },
+        )
+        .unwrap();
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        send_cq: Some(&cq),
+        recv_cq: Some(&cq),
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        ..QpInitAttrEx::default()
+    };
+    let qp = sim.create_qp(&pd, &mut attr).unwrap();
+    let ep = Endpoint::query(&mut sim, &ctx, &qp, 1).unwrap();
+    connect_qp(&mut sim, &qp, &ep, &ep, &ConnectOptions::default()).unwrap();
+    let mr = sim.reg_mr(&pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let addr = sim.mr_info(&mr).unwrap().addr;
+    let mw = sim.alloc_mw(&pd, MwType::Type1).unwrap();
+    let bind = MwBind::<SimVerbs> {
+        wr_id: 1,
+        send_flags: SendFlags::empty(),
+        bind_info: MwBindInfo {
+            mr: Some(&mr),
+            addr,
+            length: 16,
+            mw_access_flags: AccessFlags::REMOTE_READ,
+        },
+    };
+    sim.bind_mw(&qp, &mw, &bind).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    assert_eq!(sim.dereg_mr(&mr).unwrap_err().errno(), errno::EINVAL);
+    // Deallocating the window unbinds it; then the MR goes.
+    sim.dealloc_mw(&mw).unwrap();
+    sim.dereg_mr(&mr).unwrap();
+}

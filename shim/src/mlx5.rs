@@ -1,0 +1,237 @@
+//! The drop-in `libmlx5.so.1` (issue #14 item 1): mlx5 direct verbs over
+//! the simulator's mlx5 model: `mlx5dv_is_supported`, `mlx5dv_open_device`,
+//! `mlx5dv_query_device`, `mlx5dv_create_qp` (DCI, DCT, DCI streams,
+//! `MLX5DV_QP_CREATE_OOO_DP` and the other modelled create flags),
+//! `mlx5dv_qp_ex_from_ibv_qp_ex` with `mlx5dv_wr_set_dc_addr(_stream)`,
+//! `mlx5dv_dci_stream_id_reset`, and `mlx5dv_create_cq` without mlx5
+//! attributes. The rest of libmlx5 (DevX, steering, crypto, mkeys, VAR,
+//! UAR, …) fails with `EOPNOTSUPP` (`stubs.rs`).
+
+use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+
+use verbs_api::*;
+
+use crate::export::export;
+use crate::qp::QpAlloc;
+use crate::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+
+/// `struct mlx5dv_context` as upstream rdma-core extends it past v44
+/// (`max_dc_rd_atom`, `max_dc_init_rd_atom`, `reg_c0`, `ooo_recv_wrs_caps`):
+/// written only when the caller asks for those fields in `comp_mask`,
+/// which a caller can only do if it was compiled with them.
+#[repr(C)]
+#[derive(Default)]
+struct ContextUpstream {
+    base: c::mlx5dv_context,
+    max_dc_rd_atom: u64,
+    max_dc_init_rd_atom: u64,
+    reg_c0: [u32; 2],
+    ooo_recv_wrs_caps: [u32; 5],
+}
+
+const MASK_MAX_DC_RD_ATOM: u64 = 1 << 14;
+const MASK_OOO_RECV_WRS: u64 = 1 << 16;
+
+fn device_is_mlx5(shim: &Shim, dev: *mut c::ibv_device) -> Option<bool> {
+    let i = shim.devices.iter().position(|&d| d == dev as usize)?;
+    Some(
+        shim.sim
+            .world()
+            .device_profile(i)
+            .is_some_and(|p| p.mlx5.is_some()),
+    )
+}
+
+export! { "MLX5_1.8" fn mlx5dv_is_supported(device: *mut c::ibv_device) -> bool {
+    with(|shim| device_is_mlx5(shim, device).unwrap_or(false))
+}}
+
+export! { "MLX5_1.7" fn mlx5dv_open_device(device: *mut c::ibv_device, attr: *mut c::mlx5dv_context_attr) -> *mut c::ibv_context {
+    ret_ptr(with(|shim| {
+        let v = "mlx5dv_open_device";
+        match device_is_mlx5(shim, device) {
+            None => return Err(Fail::bad_ptr(v, "device", device.cast())),
+            Some(false) => return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device profile")),
+            Some(true) => {}
+        }
+        if !attr.is_null() {
+            // SAFETY: non-NULL; the caller's struct.
+            let a = unsafe { &*attr };
+            if a.flags & c::MLX5DV_CONTEXT_FLAGS_DEVX != 0 {
+                return Err(Fail::new(v, libc::EOPNOTSUPP, "DevX is not modelled"));
+            }
+            if a.flags & !c::MLX5DV_CONTEXT_FLAGS_DEVX != 0 || a.comp_mask != 0 {
+                return Err(Fail::new(v, libc::EOPNOTSUPP, "unknown mlx5dv_context_attr flags or comp_mask"));
+            }
+        }
+        crate::device::open_device(shim, device)
+    }))
+}}
+
+export! { "MLX5_1.0" fn mlx5dv_query_device(context: *mut c::ibv_context, attrs_out: *mut c::mlx5dv_context) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_query_device";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        if attrs_out.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "attrs_out is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct, at least the v44 layout.
+        let asked = unsafe { (*attrs_out).comp_mask };
+        let r = shim.sim.mlx5dv_query_device(&ctx, Mlx5ContextMask(asked)).at(v)?;
+        let mut o = ContextUpstream::default();
+        o.base.version = r.version;
+        o.base.flags = r.flags.bits();
+        o.base.comp_mask = r.comp_mask.bits() & asked;
+        o.base.dc_odp_caps = r.dc_odp_caps;
+        o.base.dci_streams_caps.max_log_num_concurent = r.dci_streams_caps.max_log_num_concurent;
+        o.base.dci_streams_caps.max_log_num_errored = r.dci_streams_caps.max_log_num_errored;
+        o.max_dc_rd_atom = r.max_dc_rd_atom;
+        o.max_dc_init_rd_atom = r.max_dc_init_rd_atom;
+        o.ooo_recv_wrs_caps = [r.ooo_recv_wrs_caps.max_rc, r.ooo_recv_wrs_caps.max_xrc, r.ooo_recv_wrs_caps.max_dct, r.ooo_recv_wrs_caps.max_ud, r.ooo_recv_wrs_caps.max_uc];
+        let upstream = asked & (MASK_MAX_DC_RD_ATOM | MASK_OOO_RECV_WRS | (1 << 15)) != 0;
+        let n = if upstream { size_of::<ContextUpstream>() } else { size_of::<c::mlx5dv_context>() };
+        // SAFETY: the caller's struct holds the v44 layout, and the
+        // upstream tail when it asked for an upstream-only field.
+        unsafe { core::ptr::copy_nonoverlapping((&o as *const ContextUpstream).cast::<u8>(), attrs_out.cast::<u8>(), n) };
+        Ok(())
+    }))
+}}
+
+export! { "MLX5_1.3" fn mlx5dv_create_qp(context: *mut c::ibv_context, qp_attr: *mut c::ibv_qp_init_attr_ex, mlx5_qp_attr: *mut c::mlx5dv_qp_init_attr) -> *mut c::ibv_qp {
+    ret_ptr(with(|shim| {
+        let v = "mlx5dv_create_qp";
+        if qp_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "qp_attr is NULL"));
+        }
+        let dv = if mlx5_qp_attr.is_null() {
+            Mlx5QpInitAttr::default()
+        } else {
+            // SAFETY: non-NULL; the caller's struct.
+            let m = unsafe { &*mlx5_qp_attr };
+            let dc_type = DcType::from_raw(m.dc_init_attr.dc_type);
+            // SAFETY: plain-data union read as the member dc_type selects.
+            let (key, streams) = unsafe { (m.dc_init_attr.__bindgen_anon_1.dct_access_key, m.dc_init_attr.__bindgen_anon_1.dci_streams) };
+            Mlx5QpInitAttr {
+                comp_mask: Mlx5QpInitAttrMask(m.comp_mask),
+                create_flags: Mlx5QpCreateFlags(m.create_flags),
+                dc_init_attr: DcInitAttr {
+                    dc_type,
+                    dct_access_key: if dc_type == DcType::Dct { key } else { 0 },
+                    dci_streams: if dc_type == DcType::Dci {
+                        DciStreams { log_num_concurent: streams.log_num_concurent, log_num_errored: streams.log_num_errored }
+                    } else {
+                        DciStreams::default()
+                    },
+                },
+                send_ops_flags: Mlx5SendOpsFlags(m.send_ops_flags),
+            }
+        };
+        // SAFETY: non-NULL; the caller's struct.
+        crate::qp::create_qp_dv(shim, v, context, unsafe { &mut *qp_attr }, Some(&dv))
+    }))
+}}
+
+export! { "MLX5_1.10" fn mlx5dv_qp_ex_from_ibv_qp_ex(qp: *mut c::ibv_qp_ex) -> *mut c::mlx5dv_qp_ex {
+    with(|shim| {
+        if !matches!(shim.get(qp.cast::<c_void>()).map(|e| e.obj), Some(Obj::Qp(_))) {
+            crate::guard::set_errno(libc::EINVAL);
+            return core::ptr::null_mut();
+        }
+        // SAFETY: a live QP of ours is a QpAlloc; `ex` is its first field.
+        unsafe { &raw mut (*qp.cast::<QpAlloc>()).dv }
+    })
+}}
+
+export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset(qp: *mut c::ibv_qp, stream_id: u16) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_dci_stream_id_reset";
+        let h = crate::objects::handle_of!(shim, v, qp, Qp, "QP")?;
+        shim.sim.mlx5dv_dci_stream_id_reset(&h, stream_id).at(v)
+    }))
+}}
+
+export! { "MLX5_1.1" fn mlx5dv_create_cq(context: *mut c::ibv_context, cq_attr: *mut c::ibv_cq_init_attr_ex, mlx5_cq_attr: *mut c::mlx5dv_cq_init_attr) -> *mut c::ibv_cq_ex {
+    ret_ptr(with(|shim| -> Res<*mut c::ibv_cq_ex> {
+        let v = "mlx5dv_create_cq";
+        if cq_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "cq_attr is NULL"));
+        }
+        // SAFETY: the caller's struct or NULL.
+        if !mlx5_cq_attr.is_null() && unsafe { (*mlx5_cq_attr).comp_mask } != 0 {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, "mlx5 CQ attributes (CQE compression, padding) are not modelled"));
+        }
+        // SAFETY: non-NULL; the caller's struct.
+        crate::cqex::create_cq(shim, v, context, unsafe { &*cq_attr }, true)
+    }))
+}}
+
+/// Fills a QP's `mlx5dv_qp_ex` table (the DC address setters).
+///
+/// Every other builder of `struct mlx5dv_qp_ex` (mkeys, memcpy, raw WQEs,
+/// signature and crypto) is set too, to [`dv_unsupported`]: the inline
+/// `mlx5dv_wr_*` wrappers call them unchecked, so a NULL would crash the
+/// program; instead the batch fails at `ibv_wr_complete` with `EOPNOTSUPP`.
+pub(crate) fn fill_dv(q: &mut QpAlloc) {
+    let d = &mut q.dv;
+    d.wr_set_dc_addr = Some(wr_set_dc_addr);
+    d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
+    type Unsupported = Option<unsafe extern "C" fn(*mut c::mlx5dv_qp_ex)>;
+    let f: Unsupported = Some(dv_unsupported);
+    macro_rules! set {
+        ($($slot:ident),*) => {$(
+            // SAFETY: the slot is an `Option<unsafe extern "C" fn(*mut
+            // mlx5dv_qp_ex, ...)>`, the same size and layout as `f`'s type;
+            // the function reads only its first argument (the same `struct
+            // mlx5dv_qp_ex *`) and returns nothing, so on the x86-64 SysV
+            // ABI a caller passing more arguments calls it soundly.
+            unsafe { (&raw mut d.$slot).cast::<Unsupported>().write(f) };
+        )*};
+    }
+    set!(
+        wr_mr_interleaved,
+        wr_mr_list,
+        wr_mkey_configure,
+        wr_set_mkey_access_flags,
+        wr_set_mkey_layout_list,
+        wr_set_mkey_layout_interleaved,
+        wr_set_mkey_sig_block,
+        wr_raw_wqe,
+        wr_memcpy,
+        wr_set_mkey_crypto
+    );
+}
+
+/// An mlx5 work-request builder the simulator does not model: the batch
+/// fails with `EOPNOTSUPP` at `ibv_wr_complete`.
+unsafe extern "C" fn dv_unsupported(mqp: *mut c::mlx5dv_qp_ex) {
+    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
+}
+
+/// The `ibv_qp_ex` of the allocation a `mlx5dv_qp_ex` lives in.
+fn qp_ex_of(mqp: *mut c::mlx5dv_qp_ex) -> *mut c::ibv_qp_ex {
+    (mqp as usize - offset_of!(QpAlloc, dv)) as *mut c::ibv_qp_ex
+}
+
+unsafe extern "C" fn wr_set_dc_addr(
+    mqp: *mut c::mlx5dv_qp_ex,
+    ah: *mut c::ibv_ah,
+    remote_dctn: u32,
+    remote_dc_key: u64,
+) {
+    if let Some(p) = crate::qpex::last(qp_ex_of(mqp)) {
+        p.dc = Some((ah as usize, remote_dctn, remote_dc_key, 0));
+    }
+}
+
+unsafe extern "C" fn wr_set_dc_addr_stream(
+    mqp: *mut c::mlx5dv_qp_ex,
+    ah: *mut c::ibv_ah,
+    remote_dctn: u32,
+    remote_dc_key: u64,
+    stream_id: u16,
+) {
+    if let Some(p) = crate::qpex::last(qp_ex_of(mqp)) {
+        p.dc = Some((ah as usize, remote_dctn, remote_dc_key, stream_id));
+    }
+}

@@ -1,0 +1,1056 @@
+//! The drop-in `librdmacm.so.1` (issue #14 item 2) over the simulator's
+//! connection manager: event channels with real file descriptors, ids in
+//! the asynchronous mode (events through `rdma_get_cm_event`) and the
+//! synchronous one (a NULL channel: each call waits for its own event, as
+//! librdmacm does), `rdma_create_qp` with its default PD and automatic CQs,
+//! `rdma_getaddrinfo` for numeric addresses, `rdma_create_ep` and
+//! `rdma_get_request`. What the simulator lacks (CM multicast, ECE over
+//! the CM, `rdma_establish` for external QPs) fails with `EOPNOTSUPP`.
+//!
+//! librdmacm's convention: 0, or -1 with `errno`.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::size_of;
+use core::ptr;
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+
+use backend_sim::*;
+use verbs_api::*;
+
+use crate::export::export;
+use crate::guard::set_errno;
+use crate::objects::handle_of;
+use crate::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
+
+/// `RAI_PASSIVE` (rdma_cma.h): the address is the local one, to listen on.
+const RAI_PASSIVE: c_int = 1;
+/// `RAI_NUMERICHOST`.
+const RAI_NUMERICHOST: c_int = 2;
+
+/// An id the library handed out.
+#[derive(Debug)]
+pub(crate) struct IdEntry {
+    handle: CmIdHandle,
+    /// Created with a NULL channel: calls wait for their own events.
+    sync: bool,
+    /// The channel its events go to (the internal one of a sync id).
+    channel: CmChannelHandle,
+}
+
+/// An event channel the library handed out.
+#[derive(Debug)]
+pub(crate) struct ChannelEntry {
+    pub(crate) handle: CmChannelHandle,
+    pub(crate) fd: c_int,
+    pub(crate) signaled: bool,
+}
+
+/// librdmacm's objects, by C pointer.
+#[derive(Debug, Default)]
+pub(crate) struct CmState {
+    pub(crate) channels: BTreeMap<usize, ChannelEntry>,
+    ids: BTreeMap<usize, IdEntry>,
+    id_ptrs: BTreeMap<CmIdHandle, usize>,
+    /// Events handed out and not acknowledged: the event and its private data.
+    events: BTreeMap<usize, (CmEvent<SimVerbs>, Box<[u8]>)>,
+    /// Contexts `rdma_get_devices` lists (one per device, opened once).
+    devices: Vec<usize>,
+    /// Arrays `rdma_get_devices` returned.
+    device_lists: BTreeMap<usize, ()>,
+}
+
+/// Sets every CM channel fd from the simulator's pending events.
+pub(crate) fn sync_fds(shim: &mut Shim) {
+    let world = shim.sim.world();
+    for ch in shim.cm.channels.values_mut() {
+        let on = world.cm_channel_pending(ch.handle).unwrap_or(0) > 0;
+        crate::channel::set_fd(ch.fd, &mut ch.signaled, on);
+    }
+}
+
+/// librdmacm's return: 0, or -1 with errno.
+fn ret(r: Res<()>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(f) => {
+            set_errno(f.errno);
+            -1
+        }
+    }
+}
+
+fn id_entry<'a>(shim: &'a Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<&'a IdEntry> {
+    shim.cm
+        .ids
+        .get(&(id as usize))
+        .ok_or_else(|| Fail::bad_ptr(v, "rdma_cm_id", id.cast()))
+}
+
+// ------------------------------------------------------------- sockaddrs
+
+/// Reads a C `struct sockaddr` (AF_INET or AF_INET6).
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn read_sockaddr(sa: *const c::sockaddr) -> Option<SocketAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract; the family selects the layout.
+    unsafe {
+        match c_int::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let s = &*sa.cast::<libc::sockaddr_in>();
+                let ip = Ipv4Addr::from(u32::from_be(s.sin_addr.s_addr));
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    ip,
+                    u16::from_be(s.sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                let s = &*sa.cast::<libc::sockaddr_in6>();
+                let ip = Ipv6Addr::from(s.sin6_addr.s6_addr);
+                Some(SocketAddr::V6(SocketAddrV6::new(
+                    ip,
+                    u16::from_be(s.sin6_port),
+                    s.sin6_flowinfo,
+                    s.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Writes `a` as a C sockaddr into `storage` (a `sockaddr_storage`).
+fn write_sockaddr(storage: &mut c::sockaddr_storage, a: Option<SocketAddr>) {
+    *storage = c::sockaddr_storage::default();
+    let dst = (storage as *mut c::sockaddr_storage).cast::<u8>();
+    match a {
+        Some(SocketAddr::V4(v4)) => {
+            let s = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage (128 bytes) holds a sockaddr_in.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    (&s as *const libc::sockaddr_in).cast::<u8>(),
+                    dst,
+                    size_of::<libc::sockaddr_in>(),
+                )
+            };
+        }
+        Some(SocketAddr::V6(v6)) => {
+            let s = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: v6.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: v6.ip().octets(),
+                },
+                sin6_scope_id: v6.scope_id(),
+            };
+            // SAFETY: sockaddr_storage holds a sockaddr_in6.
+            unsafe {
+                ptr::copy_nonoverlapping(
+                    (&s as *const libc::sockaddr_in6).cast::<u8>(),
+                    dst,
+                    size_of::<libc::sockaddr_in6>(),
+                )
+            };
+        }
+        None => {}
+    }
+}
+
+/// A malloc'd C sockaddr for `a` (freed by `rdma_freeaddrinfo`) and its length.
+fn malloc_sockaddr(a: SocketAddr) -> (*mut c::sockaddr, u32) {
+    let mut st = c::sockaddr_storage::default();
+    write_sockaddr(&mut st, Some(a));
+    let len = match a {
+        SocketAddr::V4(_) => size_of::<libc::sockaddr_in>(),
+        SocketAddr::V6(_) => size_of::<libc::sockaddr_in6>(),
+    };
+    // SAFETY: malloc of `len` bytes; copied from a live storage of ≥ len bytes.
+    unsafe {
+        let p = libc::malloc(len).cast::<u8>();
+        if !p.is_null() {
+            ptr::copy_nonoverlapping((&st as *const c::sockaddr_storage).cast::<u8>(), p, len);
+        }
+        (p.cast(), len as u32)
+    }
+}
+
+// ------------------------------------------------------------- channels
+
+export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut c::rdma_event_channel {
+    state::ret_ptr(with(|shim| {
+        let v = "rdma_create_event_channel";
+        let h = shim.sim.rdma_create_event_channel().at(v)?;
+        let fd = crate::channel::new_fd();
+        if fd < 0 {
+            let _ = shim.sim.rdma_destroy_event_channel(&h);
+            return Err(Fail::new(v, libc::EMFILE, "no file descriptor for the channel"));
+        }
+        let ch = state::alloc_zeroed::<c::rdma_event_channel>();
+        // SAFETY: just allocated.
+        unsafe { (*ch).fd = fd };
+        shim.cm.channels.insert(ch as usize, ChannelEntry { handle: h, fd, signaled: false });
+        Ok(ch)
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_destroy_event_channel(channel: *mut c::rdma_event_channel) {
+    with(|shim| {
+        let v = "rdma_destroy_event_channel";
+        let Some(e) = shim.cm.channels.get(&(channel as usize)) else {
+            crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
+            return;
+        };
+        // The C function returns nothing: a busy channel stays (and is logged).
+        match shim.sim.rdma_destroy_event_channel(&e.handle) {
+            Ok(()) => {
+                if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
+                    crate::channel::close_fd(e.fd);
+                }
+                // SAFETY: a live channel of ours, unregistered above, freed once.
+                unsafe { state::free(channel) };
+            }
+            Err(e) => {
+                Fail::sim(v, &e);
+            }
+        }
+    })
+}}
+
+// ------------------------------------------------------------------- ids
+
+/// Allocates the C id for a simulator id (for `rdma_create_id` and the ids
+/// a CONNECT_REQUEST brings), and fills it from the simulator.
+fn new_id(
+    shim: &mut Shim,
+    h: CmIdHandle,
+    channel: *mut c::rdma_event_channel,
+    ch: CmChannelHandle,
+    sync: bool,
+    context: *mut c_void,
+) -> Res<*mut c::rdma_cm_id> {
+    let id = state::alloc_zeroed::<c::rdma_cm_id>();
+    // SAFETY: just allocated, not shared yet.
+    unsafe {
+        (*id).channel = channel;
+        (*id).context = context;
+    }
+    shim.cm.ids.insert(
+        id as usize,
+        IdEntry {
+            handle: h,
+            sync,
+            channel: ch,
+        },
+    );
+    shim.cm.id_ptrs.insert(h, id as usize);
+    refresh(shim, "rdma_create_id", id)?;
+    Ok(id)
+}
+
+/// Copies the simulator's view of an id into the C struct C reads.
+fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
+    let h = id_entry(shim, v, id)?.handle;
+    let info = shim.sim.rdma_id_info(&h).at(v)?;
+    let verbs = match info.verbs {
+        Some(ctx) => crate::device::context_ptr(shim, v, ctx)?,
+        None => ptr::null_mut(),
+    };
+    let pd = info
+        .pd
+        .map_or(ptr::null_mut(), |p| crate::objects::wrap_pd(shim, p, verbs));
+    let chan = |shim: &mut Shim, h: Option<CompChannelHandle>| -> Res<*mut c::ibv_comp_channel> {
+        match h {
+            Some(h) => crate::objects::wrap_channel(shim, v, h, verbs),
+            None => Ok(ptr::null_mut()),
+        }
+    };
+    let send_cq_channel = chan(shim, info.send_cq_channel)?;
+    let recv_cq_channel = chan(shim, info.recv_cq_channel)?;
+    let send_cq = match info.send_cq {
+        Some(q) => {
+            crate::cqex::wrap_cq(shim, v, q, verbs, send_cq_channel, ptr::null_mut(), false)?.cast()
+        }
+        None => ptr::null_mut(),
+    };
+    let recv_cq = match info.recv_cq {
+        Some(q) => {
+            crate::cqex::wrap_cq(shim, v, q, verbs, recv_cq_channel, ptr::null_mut(), false)?.cast()
+        }
+        None => ptr::null_mut(),
+    };
+    let qp = info
+        .qp
+        .and_then(|q| shim.qp_ptrs.get(&q).copied())
+        .unwrap_or(0) as *mut c::ibv_qp;
+    // SAFETY: a live id of ours.
+    let r = unsafe { &mut *id };
+    r.verbs = verbs;
+    r.pd = pd;
+    r.qp = qp;
+    r.send_cq = send_cq;
+    r.recv_cq = recv_cq;
+    r.send_cq_channel = send_cq_channel;
+    r.recv_cq_channel = recv_cq_channel;
+    r.port_num = info.port_num;
+    r.ps = info.ps.to_raw();
+    r.qp_type = match info.ps {
+        PortSpace::Udp | PortSpace::Ipoib => c::IBV_QPT_UD,
+        _ => c::IBV_QPT_RC,
+    };
+    // SAFETY: the storage members of the two address unions.
+    unsafe {
+        write_sockaddr(
+            &mut r.route.addr.__bindgen_anon_1.src_storage,
+            info.addrs.local,
+        );
+        write_sockaddr(
+            &mut r.route.addr.__bindgen_anon_2.dst_storage,
+            info.addrs.peer,
+        );
+    }
+    Ok(())
+}
+
+fn create_id(
+    shim: &mut Shim,
+    channel: *mut c::rdma_event_channel,
+    id: *mut *mut c::rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+) -> Res<()> {
+    let v = "rdma_create_id";
+    if id.is_null() {
+        return Err(Fail::new(v, libc::EINVAL, "id is NULL"));
+    }
+    let (ch, sync) = if channel.is_null() {
+        (shim.sim.rdma_create_event_channel().at(v)?, true)
+    } else {
+        match shim.cm.channels.get(&(channel as usize)) {
+            Some(e) => (e.handle, false),
+            None => return Err(Fail::bad_ptr(v, "event channel", channel.cast())),
+        }
+    };
+    let h = match shim
+        .sim
+        .rdma_create_id(&ch, context as u64, PortSpace::from_raw(ps))
+    {
+        Ok(h) => h,
+        Err(e) => {
+            if sync {
+                let _ = shim.sim.rdma_destroy_event_channel(&ch);
+            }
+            return Err(Fail::sim(v, &e));
+        }
+    };
+    let p = new_id(shim, h, channel, ch, sync, context)?;
+    // SAFETY: non-NULL out-pointer.
+    unsafe { *id = p };
+    Ok(())
+}
+
+export! { "RDMACM_1.0" fn rdma_create_id(channel: *mut c::rdma_event_channel, id: *mut *mut c::rdma_cm_id, context: *mut c_void, ps: u32) -> c_int {
+    ret(with(|shim| create_id(shim, channel, id, context, ps)))
+}}
+
+/// Frees the C wrappers of objects the simulator no longer has (after
+/// `rdma_destroy_qp` / `rdma_destroy_id` destroyed automatic CQs, channels
+/// and QPs).
+fn reap(shim: &mut Shim) {
+    let dead_qps: Vec<QpHandle> = shim
+        .qp_ptrs
+        .keys()
+        .copied()
+        .filter(|h| shim.sim.world().qp_out_of_order(*h).is_err())
+        .collect();
+    for h in dead_qps {
+        if let Some(p) = shim.qp_ptrs.remove(&h) {
+            crate::qpex::drop_bounce(shim, p as *mut c::ibv_qp);
+            shim.objects.remove(&p);
+            // SAFETY: a QP wrapper of ours whose QP is gone; freed once.
+            drop(unsafe { Box::from_raw(p as *mut crate::qp::QpAlloc) });
+        }
+    }
+    let cqs: Vec<CqHandle> = shim.cq_ptrs.keys().copied().collect();
+    let dead_cqs: Vec<CqHandle> = cqs
+        .into_iter()
+        .filter(|h| shim.sim.cq_info(h).is_err())
+        .collect();
+    for h in dead_cqs {
+        if let Some(p) = shim.cq_ptrs.remove(&h) {
+            shim.objects.remove(&p);
+            // SAFETY: a CQ wrapper of ours whose CQ is gone; freed once.
+            drop(unsafe { Box::from_raw(p as *mut crate::cqex::CqAlloc) });
+        }
+    }
+    let dead_chs: Vec<usize> = shim
+        .fds
+        .channels
+        .iter()
+        .filter(|(_, w)| shim.sim.world().comp_channel_pending(w.handle).is_err())
+        .map(|(&p, _)| p)
+        .collect();
+    for p in dead_chs {
+        if let Some(w) = shim.fds.channels.remove(&p) {
+            crate::channel::close_fd(w.fd);
+        }
+        shim.objects.remove(&p);
+        // SAFETY: a channel wrapper of ours whose channel is gone; freed once.
+        unsafe { state::free(p as *mut c::ibv_comp_channel) };
+    }
+}
+
+export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_destroy_id";
+        let (h, sync, ch) = {
+            let e = id_entry(shim, v, id)?;
+            (e.handle, e.sync, e.channel)
+        };
+        shim.sim.rdma_destroy_id(&h).at(v)?;
+        shim.cm.ids.remove(&(id as usize));
+        shim.cm.id_ptrs.remove(&h);
+        if sync {
+            let _ = shim.sim.rdma_destroy_event_channel(&ch);
+        }
+        // SAFETY: a live id of ours, unregistered above, freed once.
+        unsafe { state::free(id) };
+        reap(shim);
+        Ok(())
+    }))
+}}
+
+/// For a sync id: waits for its next event, which must be `want`
+/// (`ADDR_ERROR`-like events become the errno librdmacm gives).
+fn wait_sync(
+    shim: &mut Shim,
+    v: &str,
+    id: *mut c::rdma_cm_id,
+    want: CmEventType,
+) -> Res<Option<CmEvent<SimVerbs>>> {
+    let e = id_entry(shim, v, id)?;
+    if !e.sync {
+        return Ok(None);
+    }
+    let ch = e.channel;
+    for _ in 0..64 {
+        if let Some(ev) = shim.sim.rdma_get_cm_event(&ch).at(v)? {
+            if ev.event == want {
+                return Ok(Some(ev));
+            }
+            let (event, status) = (ev.event, ev.status);
+            let _ = shim.sim.rdma_ack_cm_event(ev);
+            let errno = if status < 0 {
+                -status
+            } else {
+                libc::ECONNREFUSED
+            };
+            return Err(Fail::new(
+                v,
+                errno,
+                format!("{} instead of {}", event.name(), want.name()),
+            ));
+        }
+        crate::events::settle(shim);
+    }
+    Err(Fail::new(
+        v,
+        libc::ETIMEDOUT,
+        format!("no {} event", want.name()),
+    ))
+}
+
+/// Runs a CM verb, then for a sync id waits for (and acknowledges) its event.
+fn verb_then_wait(
+    shim: &mut Shim,
+    v: &str,
+    id: *mut c::rdma_cm_id,
+    want: Option<CmEventType>,
+    f: impl FnOnce(&mut SimVerbs, &CmIdHandle) -> Result<()>,
+) -> Res<()> {
+    let h = id_entry(shim, v, id)?.handle;
+    f(&mut shim.sim, &h).at(v)?;
+    if let Some(want) = want {
+        if let Some(ev) = wait_sync(shim, v, id, want)? {
+            shim.sim.rdma_ack_cm_event(ev).at(v)?;
+        }
+    }
+    refresh(shim, v, id)?;
+    sync_fds(shim);
+    Ok(())
+}
+
+export! { "RDMACM_1.0" fn rdma_bind_addr(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
+    ret(with(|shim| {
+        // SAFETY: the caller's sockaddr or NULL.
+        let a = unsafe { read_sockaddr(addr) }.ok_or_else(|| Fail::new("rdma_bind_addr", libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
+        verb_then_wait(shim, "rdma_bind_addr", id, None, |s, h| s.rdma_bind_addr(h, a))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_resolve_addr(id: *mut c::rdma_cm_id, src_addr: *mut c::sockaddr, dst_addr: *mut c::sockaddr, timeout_ms: c_int) -> c_int {
+    ret(with(|shim| {
+        // SAFETY: the caller's sockaddrs or NULL.
+        let (src, dst) = unsafe { (read_sockaddr(src_addr), read_sockaddr(dst_addr)) };
+        let dst = dst.ok_or_else(|| Fail::new("rdma_resolve_addr", libc::EINVAL, "dst_addr is NULL or not AF_INET/AF_INET6"))?;
+        let t = timeout_ms.max(0) as u32;
+        verb_then_wait(shim, "rdma_resolve_addr", id, Some(CmEventType::AddrResolved), |s, h| s.rdma_resolve_addr(h, src, dst, t))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_resolve_route(id: *mut c::rdma_cm_id, timeout_ms: c_int) -> c_int {
+    ret(with(|shim| {
+        let t = timeout_ms.max(0) as u32;
+        verb_then_wait(shim, "rdma_resolve_route", id, Some(CmEventType::RouteResolved), |s, h| s.rdma_resolve_route(h, t))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_listen(id: *mut c::rdma_cm_id, backlog: c_int) -> c_int {
+    ret(with(|shim| verb_then_wait(shim, "rdma_listen", id, None, |s, h| s.rdma_listen(h, backlog))))
+}}
+
+/// `struct rdma_conn_param` → [`ConnParam`].
+///
+/// # Safety
+/// `p` is NULL or a readable conn_param whose private data is readable.
+unsafe fn read_conn_param(p: *const c::rdma_conn_param) -> ConnParam {
+    if p.is_null() {
+        return ConnParam::default();
+    }
+    // SAFETY: the caller's contract.
+    let c = unsafe { &*p };
+    let data = if c.private_data.is_null() || c.private_data_len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: private_data_len readable bytes (the caller's contract).
+        unsafe {
+            core::slice::from_raw_parts(
+                c.private_data.cast::<u8>(),
+                usize::from(c.private_data_len),
+            )
+        }
+        .to_vec()
+    };
+    ConnParam {
+        private_data: data,
+        responder_resources: c.responder_resources,
+        initiator_depth: c.initiator_depth,
+        flow_control: c.flow_control,
+        retry_count: c.retry_count,
+        rnr_retry_count: c.rnr_retry_count,
+        srq: c.srq,
+        qp_num: c.qp_num,
+    }
+}
+
+export! { "RDMACM_1.0" fn rdma_connect(id: *mut c::rdma_cm_id, conn_param: *mut c::rdma_conn_param) -> c_int {
+    ret(with(|shim| {
+        // SAFETY: the caller's struct or NULL.
+        let p = unsafe { read_conn_param(conn_param) };
+        verb_then_wait(shim, "rdma_connect", id, Some(CmEventType::Established), |s, h| s.rdma_connect(h, &p))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_accept(id: *mut c::rdma_cm_id, conn_param: *mut c::rdma_conn_param) -> c_int {
+    ret(with(|shim| {
+        // SAFETY: the caller's struct or NULL.
+        let p = unsafe { read_conn_param(conn_param) };
+        verb_then_wait(shim, "rdma_accept", id, Some(CmEventType::Established), |s, h| s.rdma_accept(h, &p))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_reject(id: *mut c::rdma_cm_id, private_data: *const c_void, private_data_len: u8) -> c_int {
+    ret(with(|shim| {
+        let data = if private_data.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: private_data_len readable bytes.
+            unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
+        };
+        verb_then_wait(shim, "rdma_reject", id, None, |s, h| s.rdma_reject(h, &data))
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_disconnect(id: *mut c::rdma_cm_id) -> c_int {
+    ret(with(|shim| verb_then_wait(shim, "rdma_disconnect", id, None, |s, h| s.rdma_disconnect(h))))
+}}
+
+// ---------------------------------------------------------------- events
+
+/// Builds the C event for a simulator event (wrapping the new id a
+/// CONNECT_REQUEST brings).
+fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_cm_event> {
+    let listen = ev
+        .listen_id
+        .and_then(|l| shim.cm.id_ptrs.get(&l).copied())
+        .unwrap_or(0) as *mut c::rdma_cm_id;
+    let id = match shim.cm.id_ptrs.get(&ev.id) {
+        Some(&p) => p as *mut c::rdma_cm_id,
+        None => {
+            // A new id (CONNECT_REQUEST): on the listener's channel, with its context.
+            let (channel, ch, sync, context) = match shim.cm.ids.get(&(listen as usize)) {
+                // SAFETY: a live listener id of ours.
+                Some(e) => unsafe { ((*listen).channel, e.channel, e.sync, (*listen).context) },
+                None => {
+                    return Err(Fail::new(
+                        v,
+                        libc::EINVAL,
+                        "an event for an id this library does not know",
+                    ))
+                }
+            };
+            new_id(shim, ev.id, channel, ch, sync, context)?
+        }
+    };
+    refresh(shim, v, id)?;
+    let data: Box<[u8]> = ev.private_data.clone().into_boxed_slice();
+    let e = state::alloc_zeroed::<c::rdma_cm_event>();
+    // SAFETY: just allocated; the conn member of the param union.
+    unsafe {
+        (*e).id = id;
+        (*e).listen_id = listen;
+        (*e).event = ev.event.to_raw();
+        (*e).status = ev.status;
+        let p = &mut (*e).param.conn;
+        p.private_data = if data.is_empty() {
+            ptr::null()
+        } else {
+            data.as_ptr().cast()
+        };
+        p.private_data_len = data.len().min(255) as u8;
+        p.responder_resources = ev.conn.responder_resources;
+        p.initiator_depth = ev.conn.initiator_depth;
+        p.flow_control = ev.conn.flow_control;
+        p.retry_count = ev.conn.retry_count;
+        p.rnr_retry_count = ev.conn.rnr_retry_count;
+        p.srq = ev.conn.srq;
+        p.qp_num = ev.conn.qp_num;
+        (*id).event = e;
+    }
+    shim.cm.events.insert(e as usize, (ev, data));
+    Ok(e)
+}
+
+export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel, event: *mut *mut c::rdma_cm_event) -> c_int {
+    let v = "rdma_get_cm_event";
+    let fd = with(|shim| shim.cm.channels.get(&(channel as usize)).map(|e| e.fd));
+    let Some(fd) = fd else {
+        set_errno(libc::EINVAL);
+        return -1;
+    };
+    if event.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let r = crate::events::blocking(v, fd, || {
+        with(|shim| {
+            let ch = match shim.cm.channels.get(&(channel as usize)) {
+                Some(e) => e.handle,
+                None => return Err(Fail::bad_ptr(v, "event channel", channel.cast())),
+            };
+            let mut ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
+            if ev.is_none() {
+                crate::events::settle(shim);
+                ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
+            }
+            let out = match ev {
+                Some(ev) => Some(c_event(shim, v, ev)? as usize),
+                None => None,
+            };
+            sync_fds(shim);
+            Ok(out)
+        })
+    });
+    match r {
+        Ok(e) => {
+            // SAFETY: non-NULL out-pointer.
+            unsafe { *event = e as *mut c::rdma_cm_event };
+            0
+        }
+        Err(f) => {
+            set_errno(f.errno);
+            -1
+        }
+    }
+}}
+
+export! { "RDMACM_1.0" fn rdma_ack_cm_event(event: *mut c::rdma_cm_event) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_ack_cm_event";
+        let Some((ev, data)) = shim.cm.events.remove(&(event as usize)) else {
+            return Err(Fail::bad_ptr(v, "rdma_cm_event", event.cast()));
+        };
+        drop(data);
+        // SAFETY: a live event of ours; its id may point back at it.
+        unsafe {
+            let id = (*event).id;
+            if shim.cm.ids.contains_key(&(id as usize)) && (*id).event == event {
+                (*id).event = ptr::null_mut();
+            }
+            state::free(event);
+        }
+        shim.sim.rdma_ack_cm_event(ev).at(v)
+    }))
+}}
+
+/// `RDMA_CM_EVENT_*` names, indexed by event number.
+const EVENT_NAMES: [&CStr; 16] = [
+    c"RDMA_CM_EVENT_ADDR_RESOLVED",
+    c"RDMA_CM_EVENT_ADDR_ERROR",
+    c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+    c"RDMA_CM_EVENT_ROUTE_ERROR",
+    c"RDMA_CM_EVENT_CONNECT_REQUEST",
+    c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+    c"RDMA_CM_EVENT_CONNECT_ERROR",
+    c"RDMA_CM_EVENT_UNREACHABLE",
+    c"RDMA_CM_EVENT_REJECTED",
+    c"RDMA_CM_EVENT_ESTABLISHED",
+    c"RDMA_CM_EVENT_DISCONNECTED",
+    c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+    c"RDMA_CM_EVENT_MULTICAST_JOIN",
+    c"RDMA_CM_EVENT_MULTICAST_ERROR",
+    c"RDMA_CM_EVENT_ADDR_CHANGE",
+    c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+];
+
+export! { "RDMACM_1.0" fn rdma_event_str(event: u32) -> *const c_char {
+    EVENT_NAMES.get(event as usize).copied().unwrap_or(c"UNKNOWN EVENT").as_ptr()
+}}
+
+// -------------------------------------------------------------------- QPs
+
+export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv_pd, qp_init_attr: *mut c::ibv_qp_init_attr) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_create_qp";
+        let h = id_entry(shim, v, id)?.handle;
+        if qp_init_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "qp_init_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct.
+        let a = unsafe { &mut *qp_init_attr };
+        let pd_h = if pd.is_null() { None } else { Some(handle_of!(shim, v, pd, Pd, "PD")?) };
+        let opt_cq = |shim: &Shim, p: *mut c::ibv_cq| -> Res<Option<CqHandle>> {
+            if p.is_null() { Ok(None) } else { handle_of!(shim, v, p, Cq, "CQ").map(Some) }
+        };
+        let send_cq = opt_cq(shim, a.send_cq)?;
+        let recv_cq = opt_cq(shim, a.recv_cq)?;
+        let srq = if a.srq.is_null() { None } else { Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?) };
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            qp_context: a.qp_context as u64,
+            send_cq: send_cq.as_ref(),
+            recv_cq: recv_cq.as_ref(),
+            srq: srq.as_ref(),
+            cap: QpCap {
+                max_send_wr: a.cap.max_send_wr,
+                max_recv_wr: a.cap.max_recv_wr,
+                max_send_sge: a.cap.max_send_sge,
+                max_recv_sge: a.cap.max_recv_sge,
+                max_inline_data: a.cap.max_inline_data,
+            },
+            qp_type: QpType::from_raw(a.qp_type),
+            sq_sig_all: a.sq_sig_all != 0,
+            ..Default::default()
+        };
+        let q = shim.sim.rdma_create_qp(&h, pd_h.as_ref(), &mut attr).at(v)?;
+        a.cap.max_send_wr = attr.cap.max_send_wr;
+        a.cap.max_recv_wr = attr.cap.max_recv_wr;
+        a.cap.max_send_sge = attr.cap.max_send_sge;
+        a.cap.max_recv_sge = attr.cap.max_recv_sge;
+        a.cap.max_inline_data = attr.cap.max_inline_data;
+        refresh(shim, v, id)?;
+        // SAFETY: a live id of ours (refreshed above).
+        let (verbs, id_pd, id_scq, id_rcq) = unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
+        let objs = crate::qp::QpObjs {
+            context: verbs,
+            pd: if pd.is_null() { id_pd } else { pd },
+            send_cq: if a.send_cq.is_null() { id_scq } else { a.send_cq },
+            recv_cq: if a.recv_cq.is_null() { id_rcq } else { a.recv_cq },
+            srq: a.srq,
+        };
+        let qp = crate::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, false)?;
+        // SAFETY: a live id of ours.
+        unsafe { (*id).qp = qp };
+        Ok(())
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_destroy_qp(id: *mut c::rdma_cm_id) {
+    let _ = ret(with(|shim| {
+        let v = "rdma_destroy_qp";
+        let h = id_entry(shim, v, id)?.handle;
+        shim.sim.rdma_destroy_qp(&h).at(v)?;
+        reap(shim);
+        refresh(shim, v, id)
+    }));
+}}
+
+export! { "RDMACM_1.2" fn rdma_init_qp_attr(id: *mut c::rdma_cm_id, qp_attr: *mut c::ibv_qp_attr, qp_attr_mask: *mut c_int) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_init_qp_attr";
+        let h = id_entry(shim, v, id)?.handle;
+        if qp_attr.is_null() || qp_attr_mask.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "qp_attr or qp_attr_mask is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct (qp_state is the state asked for).
+        let want = QpState::from_raw(unsafe { (*qp_attr).qp_state });
+        let (a, m) = shim.sim.rdma_init_qp_attr(&h, want).at(v)?;
+        // SAFETY: both non-NULL; the caller's.
+        unsafe {
+            qp_attr.write(crate::qp::c_qp_attr(&a));
+            *qp_attr_mask = m.bits() as c_int;
+        }
+        Ok(())
+    }))
+}}
+
+// --------------------------------------------------- devices and options
+
+export! { "RDMACM_1.0" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut c::ibv_context {
+    with(|shim| {
+        let v = "rdma_get_devices";
+        if shim.cm.devices.is_empty() {
+            for i in 0..shim.devices.len() {
+                match shim.sim.open_device(i, ProcessId(0)).at(v).and_then(|h| crate::device::context_ptr(shim, v, h)) {
+                    Ok(p) => shim.cm.devices.push(p as usize),
+                    Err(f) => {
+                        set_errno(f.errno);
+                        return ptr::null_mut();
+                    }
+                }
+            }
+        }
+        let n = shim.cm.devices.len();
+        // SAFETY: calloc of n+1 pointers; freed by rdma_free_devices.
+        let list = unsafe { libc::calloc(n + 1, size_of::<*mut c::ibv_context>()) }.cast::<*mut c::ibv_context>();
+        if list.is_null() {
+            set_errno(libc::ENOMEM);
+            return ptr::null_mut();
+        }
+        for (i, &p) in shim.cm.devices.iter().enumerate() {
+            // SAFETY: i < n; the array has n+1 slots.
+            unsafe { *list.add(i) = p as *mut c::ibv_context };
+        }
+        shim.cm.device_lists.insert(list as usize, ());
+        if !num_devices.is_null() {
+            // SAFETY: the caller's int.
+            unsafe { *num_devices = n as c_int };
+        }
+        list
+    })
+}}
+
+export! { "RDMACM_1.0" fn rdma_free_devices(list: *mut *mut c::ibv_context) {
+    with(|shim| {
+        if shim.cm.device_lists.remove(&(list as usize)).is_some() {
+            // SAFETY: calloc'd by rdma_get_devices, freed once.
+            unsafe { libc::free(list.cast()) };
+        }
+    })
+}}
+
+export! { "RDMACM_1.0" fn rdma_set_option(id: *mut c::rdma_cm_id, level: c_int, optname: c_int, optval: *mut c_void, optlen: usize) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_set_option";
+        id_entry(shim, v, id)?;
+        let _ = (optval, optlen);
+        // The options librdmacm knows (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT,
+        // IB PATH) are accepted; the simulator's CM has no use for them.
+        match (level as u32, optname as u32) {
+            (c::RDMA_OPTION_ID, 0..=3) | (c::RDMA_OPTION_IB, 1) => Ok(()),
+            _ => Err(Fail::new(v, libc::ENOSYS, format!("unknown option level {level} name {optname}"))),
+        }
+    }))
+}}
+
+// ------------------------------------------------------ addrinfo and eps
+
+/// Parses a numeric host and a numeric service.
+fn parse_addr(node: *const c_char, service: *const c_char) -> Res<Option<SocketAddr>> {
+    let v = "rdma_getaddrinfo";
+    let text = |p: *const c_char| -> Option<String> {
+        // SAFETY: NULL or a NUL-terminated string of the caller.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    let port = match text(service) {
+        Some(s) => s.parse::<u16>().map_err(|_| {
+            Fail::new(
+                v,
+                libc::EINVAL,
+                format!("service {s:?} is not a port number"),
+            )
+        })?,
+        None => 0,
+    };
+    match text(node) {
+        None => Ok(None),
+        Some(n) => {
+            let ip: IpAddr = if n == "localhost" {
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            } else {
+                n.parse().map_err(|_| {
+                    Fail::new(
+                        v,
+                        libc::EINVAL,
+                        format!("node {n:?}: only numeric addresses resolve in the simulator"),
+                    )
+                })?
+            };
+            Ok(Some(SocketAddr::new(ip, port)))
+        }
+    }
+}
+
+export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const c_char, hints: *const c::rdma_addrinfo, res: *mut *mut c::rdma_addrinfo) -> c_int {
+    ret((|| {
+        let v = "rdma_getaddrinfo";
+        if res.is_null() || (node.is_null() && service.is_null()) {
+            return Err(Fail::new(v, libc::EINVAL, "res is NULL, or neither node nor service is given"));
+        }
+        // SAFETY: NULL or the caller's hints.
+        let h = if hints.is_null() { c::rdma_addrinfo::default() } else { unsafe { hints.read() } };
+        if h.ai_flags & RAI_NUMERICHOST == 0 && !node.is_null() {
+            // Names other than numeric ones and "localhost" fail in parse_addr.
+        }
+        let passive = h.ai_flags & RAI_PASSIVE != 0;
+        let mut a = parse_addr(node, service)?;
+        if a.is_none() && passive {
+            let port = parse_addr(c"0.0.0.0".as_ptr(), service)?.map_or(0, |s| s.port());
+            a = Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port));
+        }
+        let a = a.ok_or_else(|| Fail::new(v, libc::EINVAL, "no address"))?;
+        let ai = state::alloc_zeroed::<c::rdma_addrinfo>();
+        // SAFETY: just allocated.
+        let r = unsafe { &mut *ai };
+        r.ai_flags = h.ai_flags;
+        r.ai_family = if a.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        r.ai_qp_type = if h.ai_qp_type != 0 { h.ai_qp_type } else { c::IBV_QPT_RC as c_int };
+        r.ai_port_space = if h.ai_port_space != 0 { h.ai_port_space } else { c::RDMA_PS_TCP as c_int };
+        let (p, len) = malloc_sockaddr(a);
+        if passive {
+            r.ai_src_addr = p;
+            r.ai_src_len = len;
+        } else {
+            r.ai_dst_addr = p;
+            r.ai_dst_len = len;
+        }
+        // SAFETY: non-NULL out-pointer.
+        unsafe { *res = ai };
+        Ok(())
+    })())
+}}
+
+export! { "RDMACM_1.0" fn rdma_freeaddrinfo(res: *mut c::rdma_addrinfo) {
+    let mut p = res;
+    while !p.is_null() {
+        // SAFETY: a list rdma_getaddrinfo built: each node and its addresses
+        // were allocated there (Box and malloc) and are freed once.
+        unsafe {
+            let next = (*p).ai_next;
+            libc::free((*p).ai_src_addr.cast());
+            libc::free((*p).ai_dst_addr.cast());
+            state::free(p);
+            p = next;
+        }
+    }
+}}
+
+export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut c::rdma_addrinfo, pd: *mut c::ibv_pd, qp_init_attr: *mut c::ibv_qp_init_attr) -> c_int {
+    let v = "rdma_create_ep";
+    if id.is_null() || res.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: non-NULL; the caller's addrinfo.
+    let r = unsafe { &*res };
+    let mut new = ptr::null_mut();
+    if with(|shim| create_id(shim, ptr::null_mut(), &mut new, ptr::null_mut(), r.ai_port_space as u32)).is_err() {
+        return -1;
+    }
+    let rc = if r.ai_flags & RAI_PASSIVE != 0 {
+        // SAFETY: the exported function with the caller's addresses.
+        unsafe { rdma_bind_addr(new, r.ai_src_addr) }
+    } else {
+        // SAFETY: as above.
+        let rc = unsafe { rdma_resolve_addr(new, r.ai_src_addr, r.ai_dst_addr, 2000) };
+        // SAFETY: as above.
+        if rc == 0 { unsafe { rdma_resolve_route(new, 2000) } } else { rc }
+    };
+    // SAFETY: as above.
+    let rc = if rc == 0 && !qp_init_attr.is_null() { unsafe { rdma_create_qp(new, pd, qp_init_attr) } } else { rc };
+    if rc != 0 {
+        // SAFETY: errno of this thread.
+        let e = unsafe { *libc::__errno_location() };
+        // SAFETY: the id created above.
+        unsafe { rdma_destroy_id(new) };
+        crate::guard::log_err(v, e, &"a step of rdma_create_ep failed");
+        set_errno(e);
+        return -1;
+    }
+    // SAFETY: non-NULL out-pointer.
+    unsafe { *id = new };
+    0
+}}
+
+export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
+    // SAFETY: the exported functions, on the caller's id.
+    unsafe {
+        if with(|shim| shim.cm.ids.contains_key(&(id as usize))) && !(*id).qp.is_null() {
+            rdma_destroy_qp(id);
+        }
+        rdma_destroy_id(id);
+    }
+}}
+
+export! { "RDMACM_1.0" fn rdma_get_request(listen: *mut c::rdma_cm_id, id: *mut *mut c::rdma_cm_id) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_get_request";
+        if id.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "id is NULL"));
+        }
+        let e = id_entry(shim, v, listen)?;
+        if !e.sync {
+            return Err(Fail::new(v, libc::EINVAL, "the listening id has an event channel (rdma_get_request is for synchronous ids)"));
+        }
+        let ev = wait_sync(shim, v, listen, CmEventType::ConnectRequest)?
+            .ok_or_else(|| Fail::new(v, libc::EINVAL, "not a synchronous id"))?;
+        let e = c_event(shim, v, ev)?;
+        // SAFETY: the event just built.
+        let new = unsafe { (*e).id };
+        // SAFETY: the exported function on our own event.
+        unsafe { rdma_ack_cm_event_inner(shim, e) };
+        // SAFETY: non-NULL out-pointer.
+        unsafe { *id = new };
+        Ok(())
+    }))
+}}
+
+/// `rdma_ack_cm_event` under the lock already held.
+///
+/// # Safety
+/// `e` is an event this library built and has not freed.
+unsafe fn rdma_ack_cm_event_inner(shim: &mut Shim, e: *mut c::rdma_cm_event) {
+    if let Some((ev, _)) = shim.cm.events.remove(&(e as usize)) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let id = (*e).id;
+            if shim.cm.ids.contains_key(&(id as usize)) && (*id).event == e {
+                (*id).event = ptr::null_mut();
+            }
+            state::free(e);
+        }
+        let _ = shim.sim.rdma_ack_cm_event(ev);
+    }
+}
