@@ -1,4 +1,4 @@
-//! Runs of packets (world/run.rs): the middle packets of an in-order RC
+//! Runs of packets (world/exec/run.rs): the middle packets of an in-order RC
 //! message are taken in one step of the event loop, and the run stops
 //! wherever packet-by-packet handling would have seen something else: the
 //! horizon of `AdvanceNs`, a link going down, the end of the message.

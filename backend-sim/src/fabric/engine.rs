@@ -768,7 +768,7 @@ impl Fabric {
     /// due by `limit`, is a delivery waiting in a port's arrival FIFO (the
     /// in-order case, not a delayed or held packet), both of its links are
     /// up and `accept` takes its packet; otherwise changes nothing. For the
-    /// data path's runs of packets of one message (`world/run.rs`): the
+    /// data path's runs of packets of one message (`world/exec/run.rs`): the
     /// caller has checked that nothing else happens before it.
     pub fn take_delivery_if<S: FabricTraceSink + ?Sized>(
         &mut self,

@@ -15,7 +15,6 @@ mod ooo;
 mod post;
 mod qp;
 mod queues;
-mod run;
 mod srq;
 mod xrc;
 

@@ -24,14 +24,8 @@
 //! that may overlap are copied piece by piece, in packet order, as the
 //! general path would).
 
-use verbs_api::{QpClass, SendFlags};
-
-use super::exec::{copy_extents, extents, receives, Extent, Sink, EXTENTS_MAX};
-use super::World;
-use crate::datapath::Transport;
-use crate::fabric::{Opcode, Packet, PacketFlags, SegmentPosition, SimInstant};
-use crate::handles::QpHandle;
-use crate::trace::TraceEvent;
+use super::*;
+use crate::fabric::SegmentPosition;
 
 impl World {
     /// Called by the event loop right after it handled `p`: absorbs the
