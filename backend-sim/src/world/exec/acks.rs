@@ -106,10 +106,17 @@ impl World {
     /// receive is posted or a QP changes, which could end the wait (a
     /// parked QP that still finds no receive parks again after seven more
     /// RNR NAKs).
+    #[inline]
     pub(crate) fn unpark_rnr(&mut self) {
-        if self.rnr_parked.is_empty() {
-            return;
+        // Called after every post, modify and destroy: the common case (no
+        // requester parked) costs one test, not a call.
+        if !self.rnr_parked.is_empty() {
+            self.unpark_rnr_slow();
         }
+    }
+
+    #[inline(never)]
+    fn unpark_rnr_slow(&mut self) {
         for qp in core::mem::take(&mut self.rnr_parked) {
             let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
                 continue;

@@ -277,29 +277,50 @@ impl World {
                     class,
                     OpClass::Write | OpClass::AtomicWrite | OpClass::Flush
                 );
-                for (i, s) in segment(len, mtu).enumerate() {
-                    let flags = if s.position.ends_message() {
-                        last_flags
+                let position = |p| {
+                    if write {
+                        Opcode::RdmaWrite(p)
                     } else {
-                        PacketFlags::NONE
-                    };
+                        Opcode::Send(p)
+                    }
+                };
+                if npkts == 1 {
+                    // One packet (what `segment` yields for it), without the
+                    // iterator: the common small message.
                     self.wire_at(
                         Packet {
                             source: src,
                             destination: dest,
-                            psn: psn.add(i as u32),
-                            opcode: if write {
-                                Opcode::RdmaWrite(s.position)
-                            } else {
-                                Opcode::Send(s.position)
-                            },
-                            flags: flags | retry_flag,
-                            payload_len: s.len,
-                            offset: s.offset,
+                            psn,
+                            opcode: position(crate::fabric::SegmentPosition::Only),
+                            flags: last_flags | retry_flag,
+                            payload_len: len,
+                            offset: 0,
                             cookie: seq,
                         },
-                        at(i as u32, s.offset + s.len),
+                        at(0, len),
                     );
+                } else {
+                    for (i, s) in segment(len, mtu).enumerate() {
+                        let flags = if s.position.ends_message() {
+                            last_flags
+                        } else {
+                            PacketFlags::NONE
+                        };
+                        self.wire_at(
+                            Packet {
+                                source: src,
+                                destination: dest,
+                                psn: psn.add(i as u32),
+                                opcode: position(s.position),
+                                flags: flags | retry_flag,
+                                payload_len: s.len,
+                                offset: s.offset,
+                                cookie: seq,
+                            },
+                            at(i as u32, s.offset + s.len),
+                        );
+                    }
                 }
             }
         }
