@@ -16,6 +16,7 @@ mod post;
 mod qp;
 mod queues;
 mod srq;
+mod state;
 mod xrc;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -388,7 +389,7 @@ impl World {
     /// still moved to where the last event left it.
     pub fn advance_ns(&mut self, ns: u64) -> bool {
         let target = self.now_ns.saturating_add(ns);
-        let done = self.run_events(Some(target), exec::RUN_EVENT_BUDGET, |_| false);
+        let done = self.run_events(Some(target), state::RUN_EVENT_BUDGET, |_| false);
         if done {
             self.now_ns = self.now_ns.max(target);
         }

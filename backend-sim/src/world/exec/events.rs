@@ -163,7 +163,7 @@ impl World {
             + q.mcast.heap_bytes()
             + q.alt
                 .as_ref()
-                .map_or(0, |_| size_of::<crate::world::qp::AltPath>())
+                .map_or(0, |_| size_of::<crate::world::state::AltPath>())
             + q.rx.heap_bytes()
             + crate::world::QpnTable::ENTRY_BYTES;
         Some((own, q.sq.heap_bytes() + q.rq.heap_bytes()))

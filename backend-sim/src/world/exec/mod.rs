@@ -24,10 +24,11 @@ use verbs_api::{
     WcFlags, WcOpcode, WcStatus, WrOpcode,
 };
 
-use super::cq::{CqEntry, QueueKind};
-use super::post::transport_of;
-use super::qp::{Bound, QpPhase};
 use super::queues::Exec;
+use super::state::{
+    mr_view, transport_of, Bound, CqEntry, QpPhase, QueueKind, RecvRef, Rx, RxMsg, Tx,
+    ATOMIC_REPLAY, NOWHERE, RUN_EVENT_BUDGET,
+};
 use super::{Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
@@ -41,7 +42,7 @@ use crate::fabric::{
     FabricTraceSink, FaultRule, Opcode, Packet, PacketFlags, Psn, RuleScope, SimInstant,
     TimerEvent, TimerKind,
 };
-use crate::handles::{QpHandle, SrqHandle};
+use crate::handles::QpHandle;
 use crate::profile::DriverModel;
 use crate::trace::{Trace, TraceEvent};
 
@@ -54,140 +55,12 @@ mod requester;
 mod responder;
 mod run;
 
-/// Most events one `ibv_poll_cq` call processes while waiting for a
-/// completion (an endless RNR retry loop must not hang a poll).
-pub(crate) const POLL_EVENT_BUDGET: u64 = 200_000;
-
-/// Most events `RunUntilIdle` and `AdvanceNs` process in one call.
-pub(crate) const RUN_EVENT_BUDGET: u64 = 50_000_000;
-
-/// Atomic results a responder keeps to answer duplicate atomics without
-/// executing them again (data-path §5.2 "answered from the saved result").
-const ATOMIC_REPLAY: usize = 16;
-
 /// An unsignalled stream of requests asks for an ACK at least once per this
 /// many PSNs.
 const ACK_EVERY: u32 = 64;
 
 /// Most SGEs on either side of a copy (devices allow at most 32).
 pub(super) const EXTENTS_MAX: usize = 32;
-
-/// A destination that resolves to nothing: the fabric drops packets to it
-/// as unroutable.
-const NOWHERE: Endpoint = Endpoint {
-    qpn: 0,
-    device: DeviceIndex(u16::MAX),
-    port: 1,
-};
-
-/// The requester side of a QP.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Tx {
-    /// PSN of the next packet to transmit.
-    pub(crate) next_psn: Psn,
-    /// Sequence number of the next work request to transmit; `[sq.done,
-    /// send_seq)` are transmitted and not yet completed.
-    pub(crate) send_seq: u64,
-    /// READ/atomic requests transmitted and not yet answered.
-    pub(crate) rd_atomic: u32,
-    pub(crate) retry: RetryCounters,
-    /// Generation of the armed ACK timer (unique in the world).
-    pub(crate) ack_gen: u32,
-    /// When the ACK timer expires, while armed.
-    pub(crate) ack_deadline: Option<u64>,
-    /// This QP's ACK-timer event is in the fabric queue (at most one is:
-    /// re-arming moves the deadline, and an event that fires early
-    /// re-queues itself at the deadline).
-    pub(crate) ack_queued: bool,
-    pub(crate) rnr_gen: u32,
-    /// Waiting out an RNR NAK (until the RNR timer of generation
-    /// `rnr_gen` fires).
-    pub(crate) rnr_wait: bool,
-    /// A work request failed locally: nothing more is transmitted.
-    pub(crate) blocked: bool,
-    /// This QP's own endpoint.
-    pub(crate) src: Endpoint,
-    /// The connected peer (RC/UC), resolved at RTR.
-    pub(crate) dest: Endpoint,
-    /// Path MTU in bytes.
-    pub(crate) mtu: u32,
-    /// Adapter model: the QP's send engine is free (and the WQEs of the
-    /// last doorbell fetched) from then on (ns).
-    pub(crate) engine_free_ns: u64,
-}
-
-impl Default for Tx {
-    fn default() -> Self {
-        Self {
-            next_psn: Psn::default(),
-            send_seq: 0,
-            rd_atomic: 0,
-            retry: RetryCounters::default(),
-            ack_gen: 0,
-            ack_deadline: None,
-            ack_queued: false,
-            rnr_gen: 0,
-            rnr_wait: false,
-            blocked: false,
-            src: NOWHERE,
-            dest: NOWHERE,
-            mtu: 256,
-            engine_free_ns: 0,
-        }
-    }
-}
-
-/// A receive WQE a message has consumed.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RecvRef {
-    pub(crate) srq: Option<SrqHandle>,
-    pub(crate) seq: u64,
-    pub(crate) wr_id: u64,
-}
-
-/// The message a responder is in the middle of (RC/UC receive in order,
-/// so there is at most one).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RxMsg {
-    pub(crate) active: bool,
-    /// UC: a packet of this message was lost; drop the rest.
-    pub(crate) dropping: bool,
-    pub(crate) recv: Option<RecvRef>,
-    /// RDMA WRITE target: MR arena index and offset in it.
-    pub(crate) write: Option<(u32, u64)>,
-    pub(crate) byte_len: u32,
-}
-
-/// The responder side of a QP.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Rx {
-    /// Expected PSN.
-    pub(crate) epsn: Psn,
-    /// A sequence-error NAK was sent for the current gap.
-    pub(crate) nak_sent: bool,
-    pub(crate) msg: RxMsg,
-    /// The SGEs of a WQE taken from an SRQ (its slot may be reused before
-    /// the message ends); empty without an SRQ.
-    pub(crate) srq_sges: Box<[Sge]>,
-    pub(crate) srq_num_sge: u32,
-    /// `(psn + 1, original value)` of recent atomics; 0 = empty. Boxed and
-    /// allocated at the first atomic: most QPs (and every DCT slot's
-    /// share of `sim_dc_fanout`'s heap per DCT) never execute one.
-    pub(crate) atomics: Option<Box<[(u32, u64); ATOMIC_REPLAY]>>,
-    pub(crate) atomic_next: u8,
-}
-
-impl Rx {
-    /// Heap bytes the responder state owns (SRQ SGE buffer, atomic replay
-    /// table).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.srq_sges.len() * size_of::<Sge>()
-            + self
-                .atomics
-                .as_ref()
-                .map_or(0, |_| size_of::<[(u32, u64); ATOMIC_REPLAY]>())
-    }
-}
 
 /// A piece of a copy: `len` bytes at `off` in MR arena slot `mr`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -201,18 +74,6 @@ pub(super) struct Extent {
 pub(crate) struct DevMrs<'a> {
     pub(crate) mrs: &'a Arena<Mr>,
     pub(crate) device: u32,
-}
-
-pub(crate) fn mr_view(m: &Mr) -> MrView {
-    MrView {
-        addr: m.addr,
-        length: m.bytes.len() as u64,
-        lkey: m.lkey,
-        rkey: m.rkey,
-        access: m.access,
-        pd: m.pd.index,
-        valid: !m.invalidated,
-    }
 }
 
 impl MrLookup for DevMrs<'_> {

@@ -11,9 +11,9 @@ impl World {
         loop {
             // DCI: per-request target and streams (world/dc.rs).
             match self.dc_gate(qp) {
-                crate::world::dc::Gate::Go => {}
-                crate::world::dc::Gate::Stop => return,
-                crate::world::dc::Gate::Again => continue,
+                crate::world::state::Gate::Go => {}
+                crate::world::state::Gate::Stop => return,
+                crate::world::state::Gate::Again => continue,
             }
             let Some(q) = self.qps.get(qp.index, qp.generation) else {
                 return;
