@@ -268,7 +268,8 @@ impl HwVerbs {
         let v = Verb::ReregMr;
         self.check_owner(&mr.0.obj.ctx, v, "MR")?;
         let p = mr.0.obj.get(v)?;
-        if args.flags.contains(ReregMrFlags::CHANGE_TRANSLATION) {
+        // A zero length is libibverbs' EINVAL, passed through below.
+        if args.flags.contains(ReregMrFlags::CHANGE_TRANSLATION) && args.length != 0 {
             return Err(Error::from_errno(
                 v,
                 EOPNOTSUPP,
@@ -542,6 +543,30 @@ impl HwVerbs {
                     EOPNOTSUPP,
                     at("the provider lacks wr_start/wr_complete or the data setter"),
                 ));
+            }
+            match (qp.0.qp_type, w.ud.is_some(), w.xrc_srqn.is_some()) {
+                (QpType::Ud, false, _) => {
+                    return Err(Error::invalid(v, at("a UD QP needs ibv_wr_set_ud_addr")));
+                }
+                (QpType::XrcSend, _, false) => {
+                    return Err(Error::invalid(
+                        v,
+                        at("an XRC_SEND QP needs ibv_wr_set_xrc_srqn"),
+                    ));
+                }
+                (t, true, _) if t != QpType::Ud => {
+                    return Err(Error::invalid(
+                        v,
+                        at("ibv_wr_set_ud_addr on a QP that is not UD"),
+                    ));
+                }
+                (t, _, true) if t != QpType::XrcSend => {
+                    return Err(Error::invalid(
+                        v,
+                        at("ibv_wr_set_xrc_srqn on a QP that is not XRC_SEND"),
+                    ));
+                }
+                _ => {}
             }
             let ud = match &w.ud {
                 Some(u) => {

@@ -2520,6 +2520,27 @@ pub(crate) fn ensure_chan_nonblocking(ch: &HwCompChannel, verb: Verb) -> Result<
     Ok(())
 }
 
+/// The file that stands for XRCD number `n`: `$VERBSIM_XRCD_DIR/<n>`, or
+/// `<temp dir>/verbsim-xrcd/<n>`, created if missing.
+fn xrcd_file(n: u64) -> std::io::Result<std::fs::File> {
+    let dir = std::env::var_os("VERBSIM_XRCD_DIR").map_or_else(
+        || std::env::temp_dir().join("verbsim-xrcd"),
+        std::path::PathBuf::from,
+    );
+    xrcd_file_in(&dir, n)
+}
+
+/// [`xrcd_file`] in `dir`.
+fn xrcd_file_in(dir: &std::path::Path, n: u64) -> std::io::Result<std::fs::File> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(n.to_string()))
+}
+
 fn open_xrcd_impl(
     hw: &HwVerbs,
     ctx: &HwContext,
@@ -2531,23 +2552,32 @@ fn open_xrcd_impl(
     let (c, inner) = hw.ctx(ctx, verb)?;
     let mut a: sys::ibv_xrcd_init_attr = zeroed();
     a.comp_mask = mask.bits();
+    // A file named by number is a real file, one per number, so that every
+    // handle naming the same number names the same inode (the kernel keys
+    // shared XRC domains by inode). It stays open for the call only: the
+    // domain holds its own reference.
+    let file = match fd {
+        XrcdFile::Inode(n) => Some(xrcd_file(n).map_err(|e| {
+            Error::from_errno(
+                verb,
+                e.raw_os_error().unwrap_or(errno::EIO),
+                format!("the file for XRCD number {n} cannot be opened: {e}"),
+            )
+        })?),
+        _ => None,
+    };
     a.fd = match fd {
         XrcdFile::None => -1,
         // An fd no process can have open: the kernel answers EBADF.
         XrcdFile::BadDescriptor => c_int::MAX,
-        XrcdFile::Inode(_) => {
-            return Err(Error::new(
-                verb,
-                ErrorKind::Unsupported,
-                "an XRCD file named by inode is a simulator notion; the hw backend shares domains only with fd -1",
-            ))
-        }
+        XrcdFile::Inode(_) => file.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd),
     };
     a.oflags = oflags.bits() as c_int;
-    // SAFETY: live context; `a` is valid; its fd is -1 or one that the
-    // kernel validates.
+    // SAFETY: live context; `a` is valid; its fd is -1, one that the kernel
+    // validates, or `file`'s, open until after the call.
     let x =
         unsafe { fv::ibv_open_xrcd(c, &mut a) }.map_err(|e| c_error(verb, e, "ibv_open_xrcd"))?;
+    drop(file);
     Ok(HwXrcd(Arc::new(XrcdInner {
         obj: Owned::new(x, inner),
         id: NEXT_XRCD_ID.fetch_add(1, Ordering::Relaxed),
@@ -2645,6 +2675,22 @@ mod tests {
         assert_eq!(e.verb(), Verb::OpenDevice);
         assert!(hw.capabilities().is_empty());
         assert_eq!(hw.backend(), BackendKind::Hw);
+    }
+
+    #[test]
+    fn xrcd_numbers_name_one_inode_each() {
+        // Goal: every handle naming XRCD file number n reaches the same
+        // inode (the kernel shares domains by inode), different numbers
+        // different inodes. Method: a private directory, two opens of one
+        // number and one of another, inodes compared.
+        use std::os::unix::fs::MetadataExt;
+        let dir = std::env::temp_dir().join(format!("verbsim-xrcd-test-{}", std::process::id()));
+        let a = xrcd_file_in(&dir, 7).unwrap().metadata().unwrap().ino();
+        let b = xrcd_file_in(&dir, 7).unwrap().metadata().unwrap().ino();
+        let c = xrcd_file_in(&dir, 8).unwrap().metadata().unwrap().ino();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl SimVerbs {
     }
 
     /// What is alive in the world, by kind: contexts, PDs, CQs, channels,
-    /// MRs and their bytes and pins, SRQs, QPs, AHs, XRC domains, DC
+    /// MRs and their bytes and pins, SRQs, QPs, AHs, MWs, XRC domains, DC
     /// connections, rdma_cm ids and channels, unacknowledged async events.
     /// After a complete teardown [`crate::LiveObjects::is_empty`] holds:
     ///
@@ -801,7 +801,11 @@ impl Verbs for SimVerbs {
         pd: Option<&PdHandle>,
         attr: &mut QpInitAttrEx<'_, Self>,
     ) -> Result<QpHandle> {
-        self.world.rdma_create_qp(*id, Some(pd.copied()), attr)
+        let qp = self.world.rdma_create_qp(*id, Some(pd.copied()), attr)?;
+        if attr.comp_mask.contains(QpInitAttrMask::SEND_OPS_FLAGS) {
+            self.world.record_send_ops(qp, attr.send_ops_flags);
+        }
+        Ok(qp)
     }
 
     fn rdma_create_qp_ex(
@@ -809,7 +813,11 @@ impl Verbs for SimVerbs {
         id: &CmIdHandle,
         attr: &mut QpInitAttrEx<'_, Self>,
     ) -> Result<QpHandle> {
-        self.world.rdma_create_qp(*id, None, attr)
+        let qp = self.world.rdma_create_qp(*id, None, attr)?;
+        if attr.comp_mask.contains(QpInitAttrMask::SEND_OPS_FLAGS) {
+            self.world.record_send_ops(qp, attr.send_ops_flags);
+        }
+        Ok(qp)
     }
 
     fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {

@@ -1005,3 +1005,325 @@ fn dereg_errno_with_a_bound_window_is_configurable() {
     sim.dealloc_mw(&mw).unwrap();
     sim.dereg_mr(&mr).unwrap();
 }
+
+/// Another connected RC pair on the devices of `a` and `b`, in their PDs
+/// and on their CQs.
+fn second_pair(
+    sim: &mut SimVerbs,
+    a: &Side,
+    b: &Side,
+) -> (backend_sim::QpHandle, backend_sim::QpHandle) {
+    let mut make = |s: &Side| {
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            send_cq: Some(&s.cq),
+            recv_cq: Some(&s.cq),
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: QpType::Rc,
+            ..QpInitAttrEx::default()
+        };
+        sim.create_qp(&s.pd, &mut attr).unwrap()
+    };
+    let (c, d) = (make(a), make(b));
+    let ec = Endpoint::query(sim, &a.ctx, &c, 1).unwrap();
+    let ed = Endpoint::query(sim, &b.ctx, &d, 1).unwrap();
+    let opts = ConnectOptions::default();
+    connect_qp(sim, &c, &ec, &ed, &opts).unwrap();
+    connect_qp(sim, &d, &ed, &ec, &opts).unwrap();
+    (c, d)
+}
+
+/// Binds a type 2 window over the first 128 bytes of a fresh MR of `b`
+/// through `post_wr` on `b.qp`; gives (window rkey, MR info, source MR info).
+fn bound_type2(
+    sim: &mut SimVerbs,
+    a: &Side,
+    b: &Side,
+) -> (backend_sim::MwHandle, u32, MrInfo, MrInfo) {
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
+    let imr = sim.mr_info(&mr).unwrap();
+    let mw = sim.alloc_mw(&b.pd, MwType::Type2).unwrap();
+    let rkey = inc_rkey(sim.mw_info(&mw).unwrap().rkey);
+    let mut w = WrEx::new(
+        77,
+        WrOp::BindMw {
+            mw: &mw,
+            rkey,
+            bind_info: MwBindInfo {
+                mr: Some(&mr),
+                addr: imr.addr,
+                length: 128,
+                mw_access_flags: AccessFlags::REMOTE_WRITE,
+            },
+        },
+    );
+    w.wr_flags = SendFlags::SIGNALED;
+    post_batch(sim, &b.qp, &[w]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(sim.poll_cq(&b.cq, &mut wc).unwrap(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (77, WcStatus::Success));
+    (mw, rkey, imr, isrc)
+}
+
+fn write_on(
+    sim: &mut SimVerbs,
+    qp: &backend_sim::QpHandle,
+    cq: &backend_sim::CqHandle,
+    src: &MrInfo,
+    rkey: u32,
+    remote_addr: u64,
+) -> WcStatus {
+    let s = [Sge {
+        addr: src.addr,
+        length: 8,
+        lkey: src.lkey,
+    }];
+    let wr = SendWr::<SimVerbs> {
+        wr_id: 0xabc,
+        sg_list: &s,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        rdma: RdmaInfo { remote_addr, rkey },
+        ..SendWr::default()
+    };
+    send(sim, qp, &[wr]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(sim.poll_cq(cq, &mut wc).unwrap(), 1);
+    assert_eq!(wc[0].wr_id, 0xabc);
+    wc[0].status
+}
+
+#[test]
+fn type2b_window_is_usable_only_through_its_qp_unless_configured_2a() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
+    let (c, _d) = second_pair(&mut sim, &a, &b);
+    let (_mw, rkey, imr, isrc) = bound_type2(&mut sim, &a, &b);
+    // c reaches d, a QP of the window's PD but not the one that bound it.
+    assert_eq!(
+        write_on(&mut sim, &c, &a.cq, &isrc, rkey, imr.addr),
+        WcStatus::RemAccessErr
+    );
+    // Through b, the QP it is bound to, the same write lands.
+    assert_eq!(
+        write_on(&mut sim, &a.qp, &a.cq, &isrc, rkey, imr.addr),
+        WcStatus::Success
+    );
+
+    // SimConfig::mw.type2_qp_bound = false: type 2A semantics.
+    let mut config = SimConfig::for_profiles(7, vec![DeviceProfile::connectx6(); 2]);
+    config.mw.type2_qp_bound = false;
+    let mut sim2 = SimVerbs::new(config);
+    let (a2, b2) = sides_in(&mut sim2);
+    let (c2, _d2) = second_pair(&mut sim2, &a2, &b2);
+    let (_mw2, rkey2, imr2, isrc2) = bound_type2(&mut sim2, &a2, &b2);
+    assert_eq!(
+        write_on(&mut sim2, &c2, &a2.cq, &isrc2, rkey2, imr2.addr),
+        WcStatus::Success
+    );
+}
+
+/// `pair`'s sides in a simulator the caller configured.
+fn sides_in(sim: &mut SimVerbs) -> (Side, Side) {
+    let mut sides = Vec::new();
+    for dev in 0..2 {
+        let ctx = sim.open_device(dev, ProcessId(dev as u32)).unwrap();
+        let pd = sim.alloc_pd(&ctx).unwrap();
+        let cq = sim
+            .create_cq_ex(
+                &ctx,
+                &CqInitAttrEx {
+                    cqe: 64,
+                    ..CqInitAttrEx::default()
+                },
+            )
+            .unwrap();
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            send_cq: Some(&cq),
+            recv_cq: Some(&cq),
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                max_inline_data: 64,
+            },
+            qp_type: QpType::Rc,
+            comp_mask: QpInitAttrMask::PD | QpInitAttrMask::SEND_OPS_FLAGS,
+            pd: Some(&pd),
+            send_ops_flags: ALL_OPS,
+            ..QpInitAttrEx::default()
+        };
+        let qp = sim.create_qp_ex(&ctx, &mut attr).unwrap();
+        sides.push(Side { ctx, pd, cq, qp });
+    }
+    let b = sides.pop().unwrap();
+    let a = sides.pop().unwrap();
+    let ea = Endpoint::query(sim, &a.ctx, &a.qp, 1).unwrap();
+    let eb = Endpoint::query(sim, &b.ctx, &b.qp, 1).unwrap();
+    let opts = ConnectOptions::default();
+    connect_qp(sim, &a.qp, &ea, &eb, &opts).unwrap();
+    connect_qp(sim, &b.qp, &eb, &ea, &opts).unwrap();
+    (a, b)
+}
+
+#[test]
+fn send_with_invalidate_unbinds_a_type2_window_and_a_second_bind_fails() {
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
+    let (_mw, rkey, imr, isrc) = bound_type2(&mut sim, &a, &b);
+    // a sends SEND_WITH_INV naming the window: b's receive reports it.
+    let sge = [Sge {
+        addr: imr.addr + 1024,
+        length: 16,
+        lkey: imr.lkey,
+    }];
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 8,
+            sg_list: &sge,
+        }],
+    )
+    .unwrap();
+    let mut w = WrEx::new(
+        9,
+        WrOp::SendInv {
+            invalidate_rkey: rkey,
+        },
+    );
+    w.wr_flags = SendFlags::SIGNALED;
+    w.data = WrData::Sge(Sge {
+        addr: isrc.addr,
+        length: 8,
+        lkey: isrc.lkey,
+    });
+    post_batch(&mut sim, &a.qp, &[w]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let got = poll_ex(&mut sim, &b.cq);
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].wr_id, got[0].status), (8, WcStatus::Success));
+    assert!(got[0].wc_flags.contains(WcFlags::WITH_INV));
+    let s = poll_ex(&mut sim, &a.cq);
+    assert_eq!((s[0].wr_id, s[0].status), (9, WcStatus::Success));
+    assert_eq!(
+        write_on(&mut sim, &a.qp, &a.cq, &isrc, rkey, imr.addr),
+        WcStatus::RemAccessErr,
+        "the invalidated window's rkey"
+    );
+    // Binding a bound type 2 window again: MW_BIND_ERR (o10-37.2.30). b
+    // is in ERR after the access error: a fresh pair.
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
+    let (mw, rkey, _imr, _isrc) = bound_type2(&mut sim, &a, &b);
+    let mr = sim.reg_mr(&b.pd, 64, rw() | AccessFlags::MW_BIND).unwrap();
+    let i = sim.mr_info(&mr).unwrap();
+    let mut again = WrEx::new(
+        5,
+        WrOp::BindMw {
+            mw: &mw,
+            rkey: inc_rkey(rkey),
+            bind_info: MwBindInfo {
+                mr: Some(&mr),
+                addr: i.addr,
+                length: 8,
+                mw_access_flags: AccessFlags::REMOTE_WRITE,
+            },
+        },
+    );
+    again.wr_flags = SendFlags::SIGNALED;
+    post_batch(&mut sim, &b.qp, &[again]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let got = poll_ex(&mut sim, &b.cq);
+    assert_eq!((got[0].wr_id, got[0].status), (5, WcStatus::MwBindErr));
+}
+
+#[test]
+fn post_wr_inline_and_ud() {
+    // Inline data through ibv_wr_set_inline_data_list: copied at post time.
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::BYTE_LEN);
+    let src = sim.reg_mr(&a.pd, 4096, rw()).unwrap();
+    let isrc = sim.mr_info(&src).unwrap();
+    let dst = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let idst = sim.mr_info(&dst).unwrap();
+    sim.mr_bytes_mut(&src).unwrap()[..4].copy_from_slice(b"wrex");
+    let sge = [Sge {
+        addr: idst.addr,
+        length: 64,
+        lkey: idst.lkey,
+    }];
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 1,
+            sg_list: &sge,
+        }],
+    )
+    .unwrap();
+    let list = [Sge {
+        addr: isrc.addr,
+        length: 4,
+        lkey: 0,
+    }];
+    let mut w = WrEx::new(2, WrOp::Send);
+    w.data = WrData::InlineList(&list);
+    post_batch(&mut sim, &a.qp, &[w]).unwrap();
+    // The source may change now: the bytes were copied.
+    sim.mr_bytes_mut(&src).unwrap()[..4].copy_from_slice(b"XXXX");
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let got = poll_ex(&mut sim, &b.cq);
+    assert_eq!(got[0].byte_len, Some(4));
+    assert_eq!(&sim.mr_bytes(&dst).unwrap()[..4], b"wrex");
+    // Inline data longer than max_inline_data: the batch fails.
+    let cap = sim.query_qp(&a.qp, QpAttrMask::CAP).unwrap().0.cap;
+    let long = [Sge {
+        addr: isrc.addr,
+        length: cap.max_inline_data + 1,
+        lkey: 0,
+    }];
+    let mut w = WrEx::new(3, WrOp::Send);
+    w.data = WrData::InlineList(&long);
+    let e = post_batch(&mut sim, &a.qp, &[w]).unwrap_err();
+    assert_eq!(e.errno(), errno::ENOMEM, "{e}");
+    // ibv_wr_set_ud_addr on an RC QP is refused.
+    let ah = sim
+        .create_ah(
+            &a.pd,
+            &AhAttr {
+                dlid: 3,
+                port_num: 1,
+                ..AhAttr::default()
+            },
+        )
+        .unwrap();
+    let mut w = WrEx::new(4, WrOp::Send);
+    w.ud = Some(UdInfo {
+        ah: &ah,
+        remote_qpn: 1,
+        remote_qkey: 1,
+    });
+    assert_eq!(
+        post_batch(&mut sim, &a.qp, &[w]).unwrap_err().errno(),
+        errno::EINVAL
+    );
+}
+
+#[test]
+fn live_objects_count_windows() {
+    let (mut sim, a, _b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let mw = sim.alloc_mw(&a.pd, MwType::Type1).unwrap();
+    assert_eq!(sim.live_objects().mws, 1);
+    assert!(sim.live_objects().to_string().contains("mws=1"));
+    sim.dealloc_mw(&mw).unwrap();
+    assert_eq!(sim.live_objects().mws, 0);
+}

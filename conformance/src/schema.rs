@@ -112,6 +112,15 @@ fn mtu_ok(s: &str) -> bool {
 fn mig_ok(s: &str) -> bool {
     PathMigState::from_name(s).is_some()
 }
+fn wc_ex_flags_ok(s: &str) -> bool {
+    verbs_api::WcExFlags::from_names(s).is_some()
+}
+fn rereg_flags_ok(s: &str) -> bool {
+    verbs_api::ReregMrFlags::from_names(s).is_some()
+}
+fn data_in_order_flags_ok(s: &str) -> bool {
+    verbs_api::DataInOrderFlags::from_names(s).is_some()
+}
 fn access_ok(s: &str) -> bool {
     AccessFlags::from_names(s).is_some()
 }
@@ -403,6 +412,34 @@ pub(crate) const WC_FIELDS: &[Key] = &[
     ("dlid_path_bits", Int),
 ];
 
+/// The fields of an extended completion (`poll_cq_ex`).
+pub(crate) const WC_EX_FIELDS: &[Key] = &[
+    ("completion_timestamp", Int),
+    ("wr_id", Int),
+    (
+        "status",
+        Enum("a completion status (SUCCESS LOC_PROT_ERR …)", wc_status_ok),
+    ),
+    (
+        "opcode",
+        Enum("a completion opcode (SEND RDMA_WRITE RECV …)", wc_opcode_ok),
+    ),
+    ("byte_len", Int),
+    ("imm_data", Int),
+    ("invalidated_rkey", Int),
+    ("qp_num", Int),
+    ("src_qp", Int),
+    (
+        "wc_flags",
+        Flags("completion flags (GRH|WITH_IMM|…)", wc_flags_ok),
+    ),
+    ("vendor_err", Int),
+    ("pkey_index", Int),
+    ("slid", Int),
+    ("sl", Int),
+    ("dlid_path_bits", Int),
+];
+
 /// `get_async_event -> …` fields.
 const ASYNC_FIELDS: &[Key] = &[
     (
@@ -542,6 +579,93 @@ pub(crate) const SPECS: &[Spec] = &[
     spec!("poll", ["CQ"], NO_KEYS, Expects::Fields(WC_FIELDS)),
     spec!("reg_mr", ["PD"], &[&[("length", Int), ("access", ACCESS)]]),
     spec!("dereg_mr", ["MR"], NO_KEYS),
+    // Extended verbs (runner/ext.rs), and `value` to keep a value for later.
+    spec!("value", ["VALUE"], NO_KEYS),
+    spec!(
+        "create_cq_ex",
+        ["CTX"],
+        &[&[
+            ("cqe", Int),
+            ("comp_vector", Int),
+            ("channel", Name),
+            ("cq_context", Int),
+            (
+                "wc_flags",
+                Flags("extended CQ fields (BYTE_LEN|IMM|QP_NUM|…)", wc_ex_flags_ok)
+            ),
+            ("comp_mask", Int),
+            ("flags", Int)
+        ]]
+    ),
+    spec!("poll_cq_ex", ["CQ"], NO_KEYS, Expects::Fields(WC_EX_FIELDS)),
+    spec!("resize_cq", ["CQ"], &[&[("cqe", Int)]]),
+    spec!(
+        "rereg_mr",
+        ["MR"],
+        &[&[
+            (
+                "flags",
+                Flags(
+                    "rereg flags (CHANGE_TRANSLATION|CHANGE_PD|CHANGE_ACCESS)",
+                    rereg_flags_ok
+                )
+            ),
+            ("pd", Name),
+            ("length", Int),
+            ("access", ACCESS)
+        ]]
+    ),
+    spec!("query_device_ex", ["CTX"], NO_KEYS),
+    spec!(
+        "query_gid_ex",
+        ["CTX"],
+        &[&[("port_num", Int), ("gid_index", Int), ("flags", Int)]]
+    ),
+    spec!(
+        "query_gid_table",
+        ["CTX"],
+        &[&[("max_entries", Int), ("flags", Int)]]
+    ),
+    spec!("query_ece", ["QP"], NO_KEYS),
+    spec!(
+        "set_ece",
+        ["QP"],
+        &[&[("vendor_id", Int), ("options", Int), ("comp_mask", Int)]]
+    ),
+    spec!("alloc_mw", ["PD"], &[&[("type", Int)]]),
+    spec!("dealloc_mw", ["MW"], NO_KEYS),
+    spec!(
+        "bind_mw",
+        ["QP", "MW"],
+        &[&[
+            ("mr", Name),
+            ("addr", Int),
+            ("length", Int),
+            ("mw_access_flags", ACCESS),
+            ("wr_id", Int),
+            (
+                "send_flags",
+                Flags("send flags (SIGNALED|FENCE)", send_flags_ok)
+            )
+        ]]
+    ),
+    spec!(
+        "query_qp_data_in_order",
+        ["QP"],
+        &[&[
+            (
+                "opcode",
+                Enum(
+                    "a work request opcode (SEND RDMA_WRITE RDMA_READ …)",
+                    wr_opcode_ok
+                )
+            ),
+            (
+                "flags",
+                Flags("data-in-order flags (RETURN_CAPS)", data_in_order_flags_ok)
+            )
+        ]]
+    ),
     // SRQ
     spec!(
         "create_srq",
@@ -624,6 +748,16 @@ pub(crate) const SPECS: &[Spec] = &[
     // data path
     Spec {
         name: "post_send",
+        positionals: Positionals::Names {
+            roles: &["QP"],
+            optional: 0,
+        },
+        keys: &[SEND_WR_KEYS],
+        wr_list: true,
+        expects: Expects::Plain,
+    },
+    Spec {
+        name: "post_wr",
         positionals: Positionals::Names {
             roles: &["QP"],
             optional: 0,

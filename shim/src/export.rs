@@ -9,6 +9,11 @@
 //! and a `.symver` alias that gives the public name its node,
 //! `ibv_get_device_name@@IBVERBS_1.1`, exactly as rdma-core's library
 //! exports it (`dlvsym` lookups, NCCL's among them, need the exact node).
+//! Never call an exported function from Rust: a release build may then
+//! place its definition in another codegen unit than its `.symver`, and the
+//! assembler refuses the alias ("default version symbol … must be
+//! defined"). Put the body in an ordinary function both can call.
+//!
 //! The body runs inside [`crate::guard::catch`]: a panic becomes the
 //! function's failure value (an errno, NULL with `errno`, …) and a log
 //! line, never an unwind into C.

@@ -8,6 +8,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
+use crate::guard::set_errno;
 use crate::objects::handle_of;
 use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
@@ -24,15 +25,27 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         let known = c::IBV_REREG_MR_CHANGE_TRANSLATION | c::IBV_REREG_MR_CHANGE_PD | c::IBV_REREG_MR_CHANGE_ACCESS;
         if f & !known != 0 || f == 0 {
             crate::guard::log_err(v, libc::EINVAL, &format!("flags {flags:#x}: none or unknown"));
-            crate::guard::set_errno(libc::EINVAL);
+            set_errno(libc::EINVAL);
             return Ok(REREG_ERR_INPUT);
+        }
+        let input = |why: &str| {
+            crate::guard::log_err(v, libc::EINVAL, &why);
+            set_errno(libc::EINVAL);
+            Ok(REREG_ERR_INPUT)
+        };
+        // libibverbs' own input checks come before the provider's.
+        if f & c::IBV_REREG_MR_CHANGE_TRANSLATION != 0 && (addr.is_null() || length == 0) {
+            return input("CHANGE_TRANSLATION with a NULL address or length 0");
+        }
+        if f & c::IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
+            return input("CHANGE_PD with a NULL pd");
         }
         if f & c::IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
             // The MR describes the application's buffer; a new translation
             // would need a new external memory under the same keys.
             let _ = (addr, length);
             crate::guard::log_err(v, libc::EOPNOTSUPP, &"IBV_REREG_MR_CHANGE_TRANSLATION over application memory is not modelled");
-            crate::guard::set_errno(libc::EOPNOTSUPP);
+            set_errno(libc::EOPNOTSUPP);
             return Ok(REREG_ERR_CMD);
         }
         let new_pd = if f & c::IBV_REREG_MR_CHANGE_PD != 0 { Some(handle_of!(shim, v, pd, Pd, "PD")?) } else { None };
@@ -45,7 +58,7 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         };
         if let Err(e) = shim.sim.rereg_mr(&h, &args) {
             let f = Fail::sim(v, &e);
-            crate::guard::set_errno(f.errno);
+            set_errno(f.errno);
             return Ok(REREG_ERR_CMD);
         }
         let info = shim.sim.mr_info(&h).at(v)?;
@@ -62,7 +75,7 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
     match r {
         Ok(rc) => rc,
         Err(f) => {
-            crate::guard::set_errno(f.errno);
+            set_errno(f.errno);
             REREG_ERR_INPUT
         }
     }

@@ -413,7 +413,12 @@ fn reap(shim: &mut Shim) {
     }
 }
 
-export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
+/// The body of `rdma_destroy_id` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_destroy_id` takes them.
+unsafe fn rdma_destroy_id_impl(id: *mut c::rdma_cm_id) -> c_int {
     ret(with(|shim| {
         let v = "rdma_destroy_id";
         let (h, sync, ch) = {
@@ -431,6 +436,11 @@ export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
         reap(shim);
         Ok(())
     }))
+}
+
+export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_destroy_id_impl(id) }
 }}
 
 /// For a sync id: waits for its next event, which must be `want`
@@ -493,29 +503,90 @@ fn verb_then_wait(
     Ok(())
 }
 
-export! { "RDMACM_1.0" fn rdma_bind_addr(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
+/// The body of `rdma_bind_addr` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_bind_addr` takes them.
+unsafe fn rdma_bind_addr_impl(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
     ret(with(|shim| {
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) }.ok_or_else(|| Fail::new("rdma_bind_addr", libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
-        verb_then_wait(shim, "rdma_bind_addr", id, None, |s, h| s.rdma_bind_addr(h, a))
+        let a = unsafe { read_sockaddr(addr) }.ok_or_else(|| {
+            Fail::new(
+                "rdma_bind_addr",
+                libc::EINVAL,
+                "addr is NULL or not AF_INET/AF_INET6",
+            )
+        })?;
+        verb_then_wait(shim, "rdma_bind_addr", id, None, |s, h| {
+            s.rdma_bind_addr(h, a)
+        })
     }))
+}
+
+export! { "RDMACM_1.0" fn rdma_bind_addr(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_bind_addr_impl(id, addr) }
 }}
 
-export! { "RDMACM_1.0" fn rdma_resolve_addr(id: *mut c::rdma_cm_id, src_addr: *mut c::sockaddr, dst_addr: *mut c::sockaddr, timeout_ms: c_int) -> c_int {
+/// The body of `rdma_resolve_addr` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_resolve_addr` takes them.
+unsafe fn rdma_resolve_addr_impl(
+    id: *mut c::rdma_cm_id,
+    src_addr: *mut c::sockaddr,
+    dst_addr: *mut c::sockaddr,
+    timeout_ms: c_int,
+) -> c_int {
     ret(with(|shim| {
         // SAFETY: the caller's sockaddrs or NULL.
         let (src, dst) = unsafe { (read_sockaddr(src_addr), read_sockaddr(dst_addr)) };
-        let dst = dst.ok_or_else(|| Fail::new("rdma_resolve_addr", libc::EINVAL, "dst_addr is NULL or not AF_INET/AF_INET6"))?;
+        let dst = dst.ok_or_else(|| {
+            Fail::new(
+                "rdma_resolve_addr",
+                libc::EINVAL,
+                "dst_addr is NULL or not AF_INET/AF_INET6",
+            )
+        })?;
         let t = timeout_ms.max(0) as u32;
-        verb_then_wait(shim, "rdma_resolve_addr", id, Some(CmEventType::AddrResolved), |s, h| s.rdma_resolve_addr(h, src, dst, t))
+        verb_then_wait(
+            shim,
+            "rdma_resolve_addr",
+            id,
+            Some(CmEventType::AddrResolved),
+            |s, h| s.rdma_resolve_addr(h, src, dst, t),
+        )
     }))
+}
+
+export! { "RDMACM_1.0" fn rdma_resolve_addr(id: *mut c::rdma_cm_id, src_addr: *mut c::sockaddr, dst_addr: *mut c::sockaddr, timeout_ms: c_int) -> c_int {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_resolve_addr_impl(id, src_addr, dst_addr, timeout_ms) }
 }}
 
-export! { "RDMACM_1.0" fn rdma_resolve_route(id: *mut c::rdma_cm_id, timeout_ms: c_int) -> c_int {
+/// The body of `rdma_resolve_route` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_resolve_route` takes them.
+unsafe fn rdma_resolve_route_impl(id: *mut c::rdma_cm_id, timeout_ms: c_int) -> c_int {
     ret(with(|shim| {
         let t = timeout_ms.max(0) as u32;
-        verb_then_wait(shim, "rdma_resolve_route", id, Some(CmEventType::RouteResolved), |s, h| s.rdma_resolve_route(h, t))
+        verb_then_wait(
+            shim,
+            "rdma_resolve_route",
+            id,
+            Some(CmEventType::RouteResolved),
+            |s, h| s.rdma_resolve_route(h, t),
+        )
     }))
+}
+
+export! { "RDMACM_1.0" fn rdma_resolve_route(id: *mut c::rdma_cm_id, timeout_ms: c_int) -> c_int {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_resolve_route_impl(id, timeout_ms) }
 }}
 
 export! { "RDMACM_1.0" fn rdma_listen(id: *mut c::rdma_cm_id, backlog: c_int) -> c_int {
@@ -732,7 +803,16 @@ export! { "RDMACM_1.0" fn rdma_event_str(event: u32) -> *const c_char {
 
 // -------------------------------------------------------------------- QPs
 
-export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv_pd, qp_init_attr: *mut c::ibv_qp_init_attr) -> c_int {
+/// The body of `rdma_create_qp` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_create_qp` takes them.
+unsafe fn rdma_create_qp_impl(
+    id: *mut c::rdma_cm_id,
+    pd: *mut c::ibv_pd,
+    qp_init_attr: *mut c::ibv_qp_init_attr,
+) -> c_int {
     ret(with(|shim| {
         let v = "rdma_create_qp";
         let h = id_entry(shim, v, id)?.handle;
@@ -741,13 +821,25 @@ export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv
         }
         // SAFETY: non-NULL; the caller's struct.
         let a = unsafe { &mut *qp_init_attr };
-        let pd_h = if pd.is_null() { None } else { Some(handle_of!(shim, v, pd, Pd, "PD")?) };
+        let pd_h = if pd.is_null() {
+            None
+        } else {
+            Some(handle_of!(shim, v, pd, Pd, "PD")?)
+        };
         let opt_cq = |shim: &Shim, p: *mut c::ibv_cq| -> Res<Option<CqHandle>> {
-            if p.is_null() { Ok(None) } else { handle_of!(shim, v, p, Cq, "CQ").map(Some) }
+            if p.is_null() {
+                Ok(None)
+            } else {
+                handle_of!(shim, v, p, Cq, "CQ").map(Some)
+            }
         };
         let send_cq = opt_cq(shim, a.send_cq)?;
         let recv_cq = opt_cq(shim, a.recv_cq)?;
-        let srq = if a.srq.is_null() { None } else { Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?) };
+        let srq = if a.srq.is_null() {
+            None
+        } else {
+            Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?)
+        };
         let mut attr = QpInitAttrEx::<SimVerbs> {
             qp_context: a.qp_context as u64,
             send_cq: send_cq.as_ref(),
@@ -764,7 +856,10 @@ export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv
             sq_sig_all: a.sq_sig_all != 0,
             ..Default::default()
         };
-        let q = shim.sim.rdma_create_qp(&h, pd_h.as_ref(), &mut attr).at(v)?;
+        let q = shim
+            .sim
+            .rdma_create_qp(&h, pd_h.as_ref(), &mut attr)
+            .at(v)?;
         a.cap.max_send_wr = attr.cap.max_send_wr;
         a.cap.max_recv_wr = attr.cap.max_recv_wr;
         a.cap.max_send_sge = attr.cap.max_send_sge;
@@ -772,12 +867,21 @@ export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv
         a.cap.max_inline_data = attr.cap.max_inline_data;
         refresh(shim, v, id)?;
         // SAFETY: a live id of ours (refreshed above).
-        let (verbs, id_pd, id_scq, id_rcq) = unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
+        let (verbs, id_pd, id_scq, id_rcq) =
+            unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
         let objs = crate::qp::QpObjs {
             context: verbs,
             pd: if pd.is_null() { id_pd } else { pd },
-            send_cq: if a.send_cq.is_null() { id_scq } else { a.send_cq },
-            recv_cq: if a.recv_cq.is_null() { id_rcq } else { a.recv_cq },
+            send_cq: if a.send_cq.is_null() {
+                id_scq
+            } else {
+                a.send_cq
+            },
+            recv_cq: if a.recv_cq.is_null() {
+                id_rcq
+            } else {
+                a.recv_cq
+            },
             srq: a.srq,
         };
         let qp = crate::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, false)?;
@@ -785,9 +889,19 @@ export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv
         unsafe { (*id).qp = qp };
         Ok(())
     }))
+}
+
+export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv_pd, qp_init_attr: *mut c::ibv_qp_init_attr) -> c_int {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_create_qp_impl(id, pd, qp_init_attr) }
 }}
 
-export! { "RDMACM_1.0" fn rdma_destroy_qp(id: *mut c::rdma_cm_id) {
+/// The body of `rdma_destroy_qp` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
+/// an exported function called from Rust would break its symbol version).
+///
+/// # Safety
+/// The pointers are the caller's, as `rdma_destroy_qp` takes them.
+unsafe fn rdma_destroy_qp_impl(id: *mut c::rdma_cm_id) {
     let _ = ret(with(|shim| {
         let v = "rdma_destroy_qp";
         let h = id_entry(shim, v, id)?.handle;
@@ -795,6 +909,11 @@ export! { "RDMACM_1.0" fn rdma_destroy_qp(id: *mut c::rdma_cm_id) {
         reap(shim);
         refresh(shim, v, id)
     }));
+}
+
+export! { "RDMACM_1.0" fn rdma_destroy_qp(id: *mut c::rdma_cm_id) {
+    // SAFETY: the C caller's arguments, as the verb takes them.
+    unsafe { rdma_destroy_qp_impl(id) }
 }}
 
 export! { "RDMACM_1.2" fn rdma_init_qp_attr(id: *mut c::rdma_cm_id, qp_attr: *mut c::ibv_qp_attr, qp_attr_mask: *mut c_int) -> c_int {
@@ -981,20 +1100,20 @@ export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut 
     }
     let rc = if r.ai_flags & RAI_PASSIVE != 0 {
         // SAFETY: the exported function with the caller's addresses.
-        unsafe { rdma_bind_addr(new, r.ai_src_addr) }
+        unsafe { rdma_bind_addr_impl(new, r.ai_src_addr) }
     } else {
         // SAFETY: as above.
-        let rc = unsafe { rdma_resolve_addr(new, r.ai_src_addr, r.ai_dst_addr, 2000) };
+        let rc = unsafe { rdma_resolve_addr_impl(new, r.ai_src_addr, r.ai_dst_addr, 2000) };
         // SAFETY: as above.
-        if rc == 0 { unsafe { rdma_resolve_route(new, 2000) } } else { rc }
+        if rc == 0 { unsafe { rdma_resolve_route_impl(new, 2000) } } else { rc }
     };
     // SAFETY: as above.
-    let rc = if rc == 0 && !qp_init_attr.is_null() { unsafe { rdma_create_qp(new, pd, qp_init_attr) } } else { rc };
+    let rc = if rc == 0 && !qp_init_attr.is_null() { unsafe { rdma_create_qp_impl(new, pd, qp_init_attr) } } else { rc };
     if rc != 0 {
         // SAFETY: errno of this thread.
         let e = unsafe { *libc::__errno_location() };
         // SAFETY: the id created above.
-        unsafe { rdma_destroy_id(new) };
+        unsafe { rdma_destroy_id_impl(new) };
         crate::guard::log_err(v, e, &"a step of rdma_create_ep failed");
         set_errno(e);
         return -1;
@@ -1008,9 +1127,9 @@ export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
     // SAFETY: the exported functions, on the caller's id.
     unsafe {
         if with(|shim| shim.cm.ids.contains_key(&(id as usize))) && !(*id).qp.is_null() {
-            rdma_destroy_qp(id);
+            rdma_destroy_qp_impl(id);
         }
-        rdma_destroy_id(id);
+        rdma_destroy_id_impl(id);
     }
 }}
 

@@ -52,3 +52,58 @@ fn writes_land_in_the_applications_memory() {
         "nothing past the last WRITE"
     );
 }
+
+/// Looks a function up in the loaded library.
+fn sym(lib: *mut core::ffi::c_void, name: &str) -> *mut core::ffi::c_void {
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: a live dlopen handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    assert!(!p.is_null(), "{name} is not exported");
+    p
+}
+
+#[test]
+fn null_and_unknown_pointers_are_einval_not_a_crash() {
+    let path = std::ffi::CString::new(shim().into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: dlopen of the library this build made.
+    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null());
+    type Ptr = *mut core::ffi::c_void;
+    // SAFETY: each symbol is called with its rdma-core signature; the
+    // pointers are NULL or addresses the library never handed out, which it
+    // must refuse without reading them.
+    unsafe {
+        let alloc_pd: unsafe extern "C" fn(Ptr) -> Ptr =
+            core::mem::transmute(sym(lib, "ibv_alloc_pd"));
+        let dealloc_pd: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "ibv_dealloc_pd"));
+        let destroy_qp: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "ibv_destroy_qp"));
+        let dereg_mr: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "ibv_dereg_mr"));
+        let close_device: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "ibv_close_device"));
+        let rdma_destroy_id: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "rdma_destroy_id"));
+        let bogus = 0x1234_5678usize as Ptr;
+        *libc::__errno_location() = 0;
+        assert!(alloc_pd(core::ptr::null_mut()).is_null());
+        assert_eq!(*libc::__errno_location(), libc::EINVAL);
+        assert!(alloc_pd(bogus).is_null());
+        assert_eq!(dealloc_pd(bogus), libc::EINVAL);
+        assert_eq!(dealloc_pd(core::ptr::null_mut()), libc::EINVAL);
+        assert_eq!(destroy_qp(bogus), libc::EINVAL);
+        assert_eq!(dereg_mr(bogus), libc::EINVAL);
+        assert_eq!(close_device(bogus), libc::EINVAL);
+        // librdmacm's convention: -1 and errno.
+        assert_eq!(rdma_destroy_id(bogus), -1);
+        assert_eq!(*libc::__errno_location(), libc::EINVAL);
+        // An unmodelled verb fails cleanly instead of crashing.
+        let devx: unsafe extern "C" fn(Ptr, Ptr, usize, Ptr, usize) -> i32 =
+            core::mem::transmute(sym(lib, "mlx5dv_devx_general_cmd"));
+        assert_eq!(
+            devx(bogus, core::ptr::null_mut(), 0, core::ptr::null_mut(), 0),
+            libc::EOPNOTSUPP
+        );
+    }
+}

@@ -997,6 +997,79 @@ mod tests {
         assert_eq!(unsafe { ibv_poll_cq(&mut cq, 4, ptr::null_mut()) }, 3);
     }
 
+    unsafe extern "C" fn fake_bind(_: *mut ibv_qp, _: *mut ibv_mw, _: *mut ibv_mw_bind) -> c_int {
+        7
+    }
+
+    #[test]
+    fn bind_mw_checks_what_the_header_checks_before_the_provider() {
+        let mut v = fake_extended();
+        /// # Safety
+        /// All-zero bytes are a valid `T` (a plain C struct).
+        unsafe fn z<T>() -> T {
+            // SAFETY: the caller's contract.
+            unsafe { MaybeUninit::zeroed().assume_init() }
+        }
+        // SAFETY: `ibv_pd`, `ibv_mr`, `ibv_mw` and `ibv_mw_bind` are plain C
+        // structs of pointers and integers: all-zero is valid.
+        let (mut pd, mut pd2, mut other, mut same, mut mw, mut bind): (
+            ibv_pd,
+            ibv_pd,
+            rdma_sys::ibv_mr,
+            rdma_sys::ibv_mr,
+            ibv_mw,
+            ibv_mw_bind,
+        ) = unsafe { (z(), z(), z(), z(), z(), z()) };
+        other.pd = &raw mut pd2;
+        same.pd = &raw mut pd;
+        mw.context = &raw mut v.context;
+        mw.pd = &raw mut pd;
+        mw.type_ = ibv_mw_type::IBV_MW_TYPE_2;
+        let qp = ptr::null_mut();
+        let call = |mw: &mut ibv_mw, bind: &mut ibv_mw_bind| {
+            // SAFETY: live fake objects; a provider entry, when reached, is
+            // `fake_bind`, which touches nothing.
+            unsafe { ibv_bind_mw(qp, mw, bind) }
+        };
+        assert_eq!(call(&mut mw, &mut bind), 22, "type 2: EINVAL");
+        mw.type_ = ibv_mw_type::IBV_MW_TYPE_1;
+        bind.bind_info.length = 8;
+        assert_eq!(call(&mut mw, &mut bind), 22, "length without MR");
+        bind.bind_info.mr = &raw mut other;
+        assert_eq!(call(&mut mw, &mut bind), 1, "other PD: EPERM");
+        bind.bind_info.mr = &raw mut same;
+        assert_eq!(call(&mut mw, &mut bind), EOPNOTSUPP, "no provider entry");
+        v.context.ops.bind_mw = Some(fake_bind);
+        assert_eq!(call(&mut mw, &mut bind), 7, "the provider's answer");
+    }
+
+    #[test]
+    fn missing_mw_and_cq_ex_entries_are_eopnotsupp() {
+        let mut v = fake_extended();
+        // SAFETY: all-zero `ibv_pd` and `ibv_cq_init_attr_ex` are valid.
+        let (mut pd, mut attr): (ibv_pd, ibv_cq_init_attr_ex) = unsafe {
+            (
+                MaybeUninit::zeroed().assume_init(),
+                MaybeUninit::zeroed().assume_init(),
+            )
+        };
+        pd.context = &raw mut v.context;
+        // SAFETY: live fake PD and context; the NULL op is not called.
+        let mw = unsafe { ibv_alloc_mw(&mut pd, ibv_mw_type::IBV_MW_TYPE_1) };
+        assert_eq!(mw.err(), Some(EOPNOTSUPP));
+        // SAFETY: live fake context, valid attributes; nothing is called.
+        let cq = unsafe { ibv_create_cq_ex(&raw mut v.context, &mut attr) };
+        assert_eq!(cq.err(), Some(EOPNOTSUPP));
+        attr.comp_mask = 1 << 2;
+        // SAFETY: as above.
+        let cq = unsafe { ibv_create_cq_ex(&raw mut v.context, &mut attr) };
+        assert_eq!(
+            cq.err(),
+            Some(22),
+            "comp_mask past IBV_CQ_INIT_ATTR_MASK_RESERVED: EINVAL"
+        );
+    }
+
     #[test]
     fn xrc_srq_request_does_not_take_the_legacy_path() {
         let v = fake_extended();

@@ -677,6 +677,9 @@ impl World {
         let _ = pd;
         // Binds are known to the executor before the post runs them.
         let tail = q.sq.tail;
+        if !binds.is_empty() {
+            self.prune_binds();
+        }
         for (i, b) in &binds {
             self.ext
                 .binds
@@ -1068,6 +1071,7 @@ impl World {
         }
         let new_rkey = inc_rkey(user_rkey);
         let tail = self.qp(qp, v)?.sq.tail;
+        self.prune_binds();
         let key = (qp.index, qp.generation, tail);
         self.ext.binds.insert(
             key,
@@ -1098,6 +1102,15 @@ impl World {
                 Err(Error::from_errno(v, e.errno(), e.message().to_owned()))
             }
         }
+    }
+
+    /// Forgets binds that will never execute: their QP is gone, or their
+    /// request was flushed (it is behind the queue's completion point).
+    fn prune_binds(&mut self) {
+        let qps = &self.qps;
+        self.ext.binds.retain(|&(index, generation, seq), _| {
+            qps.get(index, generation).is_some_and(|q| seq >= q.sq.done)
+        });
     }
 
     /// Whether `key` is a memory window's rkey.
@@ -1314,4 +1327,72 @@ impl World {
 /// Virtual nanoseconds as ticks of the simulated mlx5 core clock.
 fn ns_to_ticks(ns: u64) -> u64 {
     (u128::from(ns) * u128::from(MLX5_HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{SimConfig, SimVerbs};
+    use verbs_api::*;
+
+    #[test]
+    fn flushed_binds_are_forgotten() {
+        // Goal: a bind posted on a QP in ERR is flushed, never executed; its
+        // pending entry must not stay behind (a loop of such posts would
+        // otherwise grow the table without bound).
+        let mut sim = SimVerbs::new(SimConfig::default());
+        let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+        let pd = sim.alloc_pd(&ctx).unwrap();
+        let cq = sim
+            .create_cq(
+                &ctx,
+                &CqInit {
+                    cqe: 64,
+                    ..CqInit::default()
+                },
+            )
+            .unwrap();
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            send_cq: Some(&cq),
+            recv_cq: Some(&cq),
+            cap: QpCap {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: QpType::Rc,
+            ..QpInitAttrEx::default()
+        };
+        let qp = sim.create_qp(&pd, &mut attr).unwrap();
+        let ep = Endpoint::query(&mut sim, &ctx, &qp, 1).unwrap();
+        connect_qp(&mut sim, &qp, &ep, &ep, &ConnectOptions::default()).unwrap();
+        let to_err = QpAttr {
+            qp_state: QpState::Error,
+            ..QpAttr::default()
+        };
+        sim.modify_qp(&qp, &to_err, QpAttrMask::STATE).unwrap();
+        let mw = sim.alloc_mw(&pd, MwType::Type1).unwrap();
+        let unbind = MwBind::<SimVerbs> {
+            wr_id: 1,
+            send_flags: SendFlags::empty(),
+            bind_info: MwBindInfo {
+                mr: None,
+                addr: 0,
+                length: 0,
+                mw_access_flags: AccessFlags::empty(),
+            },
+        };
+        for _ in 0..3 {
+            sim.bind_mw(&qp, &mw, &unbind).unwrap();
+            let mut wc = [Wc::default(); 1];
+            assert_eq!(sim.poll_cq(&cq, &mut wc).unwrap(), 1);
+            assert_eq!(wc[0].status, WcStatus::WrFlushErr);
+        }
+        assert!(
+            sim.world().ext.binds.len() <= 1,
+            "{} pending binds kept for flushed requests",
+            sim.world().ext.binds.len()
+        );
+    }
 }

@@ -38,6 +38,8 @@ pub struct LiveObjects {
     pub qps: usize,
     /// Address handles.
     pub ahs: usize,
+    /// Memory windows (`ibv_alloc_mw`).
+    pub mws: usize,
     /// XRC domain handles (`ibv_open_xrcd`, `ibv_open_xrc_domain`).
     pub xrcd_handles: usize,
     /// XRC domains (shared by their handles).
@@ -77,6 +79,7 @@ impl LiveObjects {
             self.srqs,
             self.qps,
             self.ahs,
+            self.mws,
             self.xrcd_handles,
             self.xrc_domains,
             self.dc_connections,
@@ -92,7 +95,7 @@ impl LiveObjects {
 /// `nothing`.
 impl fmt::Display for LiveObjects {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds: [(&str, u64); 19] = [
+        let kinds: [(&str, u64); 20] = [
             ("contexts", self.contexts as u64),
             ("pds", self.pds as u64),
             ("cqs", self.cqs as u64),
@@ -104,6 +107,7 @@ impl fmt::Display for LiveObjects {
             ("srqs", self.srqs as u64),
             ("qps", self.qps as u64),
             ("ahs", self.ahs as u64),
+            ("mws", self.mws as u64),
             ("xrcd_handles", self.xrcd_handles as u64),
             ("xrc_domains", self.xrc_domains as u64),
             ("dc_connections", self.dc_connections as u64),
@@ -167,6 +171,7 @@ impl World {
             srqs: self.srqs.len(),
             qps: self.qps.len(),
             ahs: self.ahs.len(),
+            mws: self.ext.mws.len(),
             xrcd_handles: self.xrc_handle_count(),
             xrc_domains: self.xrc_domain_count(),
             dc_connections: self.dc_connection_count(),

@@ -18,6 +18,7 @@
 //! script that deregisters or rewrites an MR early does so on purpose (the
 //! simulator reports it as `ApiMisuse`, `EFAULT`).
 
+mod ext;
 mod statements;
 pub(crate) mod value;
 
@@ -360,6 +361,16 @@ impl<V: Verbs> Runner<'_, V> {
                     from(value::qp_attr_record(&attr, &init))
                 }
             },
+            Value::Mw(m) => {
+                let i = self.v.mw_info(m).map_err(fail)?;
+                let mut r = Record::new();
+                r.insert("rkey".to_owned(), Scalar::Int(i.rkey.into()));
+                r.insert(
+                    "type".to_owned(),
+                    value::enum_sym!(verbs_api::MwType, i.mw_type),
+                );
+                from(r)
+            }
             Value::CmEvent { fields, .. } => from(fields.clone()),
             Value::Record(r) => from(r.clone()),
             other => Err(format!(

@@ -71,18 +71,18 @@ impl<V: Verbs> InitParts<V> {
 }
 
 /// One send work request, owned, so that a [`SendWr`] can borrow it.
-struct SendParts<V: Verbs> {
-    wr_id: u64,
-    opcode: WrOpcode,
-    send_flags: SendFlags,
-    imm_data: u32,
-    sges: Vec<Sge>,
-    rdma: RdmaInfo,
-    atomic: AtomicInfo,
-    ud: Option<(V::Ah, u32, u32)>,
-    remote_srqn: u32,
-    dc: Option<(V::Ah, u32, u64, u16)>,
-    flush: FlushInfo,
+pub(crate) struct SendParts<V: Verbs> {
+    pub(crate) wr_id: u64,
+    pub(crate) opcode: WrOpcode,
+    pub(crate) send_flags: SendFlags,
+    pub(crate) imm_data: u32,
+    pub(crate) sges: Vec<Sge>,
+    pub(crate) rdma: RdmaInfo,
+    pub(crate) atomic: AtomicInfo,
+    pub(crate) ud: Option<(V::Ah, u32, u32)>,
+    pub(crate) remote_srqn: u32,
+    pub(crate) dc: Option<(V::Ah, u32, u64, u16)>,
+    pub(crate) flush: FlushInfo,
 }
 
 /// Something `modify_qp`-like can be applied to: a QP handle, or a legacy
@@ -140,7 +140,7 @@ impl<V: Verbs> Runner<'_, V> {
     getter!(cm_id, V::CmId, "an rdma_cm id", Value::CmId(c) => c);
 
     /// An optional handle argument (`key=NAME` or `key=none`).
-    fn opt<T>(
+    pub(crate) fn opt<T>(
         &mut self,
         stmt: &Statement,
         key: &str,
@@ -585,6 +585,7 @@ impl<V: Verbs> Runner<'_, V> {
             "assert" => self.assert(stmt)?,
             "sim" => self.sim(stmt)?,
             verb if verb.starts_with("rdma_") => self.rdma(stmt, &p0)?,
+            verb if Self::is_ext(verb) => self.ext(stmt, &p0)?,
             other => {
                 return Err(format!(
                     "statement `{other}` is not supported by this runner"
@@ -861,7 +862,7 @@ impl<V: Verbs> Runner<'_, V> {
     /// reached (then `Ok(None)`). On the simulator, after a first empty
     /// answer, virtual time is run until idle once (the simulated analogue of
     /// waiting), since only `poll_cq` and `rdma_get_cm_event` advance it themselves.
-    fn wait_for<T>(
+    pub(crate) fn wait_for<T>(
         &mut self,
         mut f: impl FnMut(&mut V) -> Result<Option<T>, Error>,
     ) -> Result<Option<T>, Error> {
@@ -893,7 +894,7 @@ impl<V: Verbs> Runner<'_, V> {
     }
 
     /// Checks that `f` yields nothing (on hardware, for [`super::RunOptions::empty_grace`]).
-    fn check_empty<T>(
+    pub(crate) fn check_empty<T>(
         &mut self,
         mut f: impl FnMut(&mut V) -> Result<Option<T>, Error>,
     ) -> Result<Option<T>, Error> {
@@ -910,7 +911,7 @@ impl<V: Verbs> Runner<'_, V> {
         }
     }
 
-    fn wait_bound(&self) -> String {
+    pub(crate) fn wait_bound(&self) -> String {
         if self.v.backend() == BackendKind::Sim {
             format!("{} polls", self.options.wait_polls.min(64))
         } else {
@@ -1174,7 +1175,7 @@ impl<V: Verbs> Runner<'_, V> {
     // ---------------------------------------------------------------- data path
 
     /// The work requests of a `post_*` statement, split at `;`.
-    fn wr_groups(stmt: &Statement) -> Vec<Vec<(&str, &str)>> {
+    pub(crate) fn wr_groups(stmt: &Statement) -> Vec<Vec<(&str, &str)>> {
         let mut groups = vec![Vec::new()];
         for a in &stmt.args {
             match a {
@@ -1218,7 +1219,7 @@ impl<V: Verbs> Runner<'_, V> {
         })
     }
 
-    fn send_parts(&mut self, group: &[(&str, &str)]) -> Step<SendParts<V>> {
+    pub(crate) fn send_parts(&mut self, group: &[(&str, &str)]) -> Step<SendParts<V>> {
         let mut p = SendParts {
             wr_id: 0,
             opcode: WrOpcode::Send,

@@ -62,6 +62,7 @@ macro_rules! flags_sym {
     }};
 }
 pub(crate) use enum_sym;
+pub(crate) use flags_sym;
 
 fn mtu_sym(m: Mtu) -> Scalar {
     Scalar::Sym {
@@ -198,6 +199,8 @@ pub(crate) enum Value<V: Verbs> {
     },
     CmChannel(V::CmChannel),
     CmId(V::CmId),
+    /// A memory window (`alloc_mw`).
+    Mw(V::Mw),
     CmEvent {
         id: V::CmId,
         listen_id: Option<V::CmId>,
@@ -235,6 +238,7 @@ impl<V: Verbs> Clone for Value<V> {
             },
             Self::CmChannel(c) => Self::CmChannel(c.clone()),
             Self::CmId(c) => Self::CmId(c.clone()),
+            Self::Mw(m) => Self::Mw(m.clone()),
             Self::CmEvent {
                 id,
                 listen_id,
@@ -266,6 +270,7 @@ impl<V: Verbs> Value<V> {
             Self::XrcRcvQp { .. } => "a legacy XRC receive QP",
             Self::CmChannel(_) => "an rdma_cm event channel",
             Self::CmId(_) => "an rdma_cm id",
+            Self::Mw(_) => "a memory window",
             Self::CmEvent { .. } => "an rdma_cm event",
             Self::Record(_) => "a set of fields",
             Self::Scalar(_) => "a value",
