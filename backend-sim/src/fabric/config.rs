@@ -52,7 +52,7 @@ impl PortConfig {
     }
 
     /// A RoCE v2 (Ethernet) port at this rate; give it GIDs with
-    /// [`Fabric::add_gid`].
+    /// [`Fabric::add_gid`](super::Fabric::add_gid).
     pub const fn roce_v2(rate_mbps: u64) -> Self {
         Self {
             link_layer: LinkLayer::Ethernet,

@@ -273,6 +273,10 @@ pub struct World {
     pub(crate) live_timers: u32,
     /// Requesters parked in an endless RNR wait (`exec::unpark_rnr`).
     pub(crate) rnr_parked: Vec<QpHandle>,
+    /// The QP and PSN of the packet the event being handled placed in
+    /// order as the first or a middle packet of an RC message: where a
+    /// run of packets may continue (`exec/run.rs`); cleared per event.
+    pub(crate) run_from: Option<(QpHandle, crate::fabric::Psn)>,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
     /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
@@ -344,6 +348,7 @@ impl World {
             drops: Vec::new(),
             live_timers: 0,
             rnr_parked: Vec::new(),
+            run_from: None,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),

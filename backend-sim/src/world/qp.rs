@@ -79,7 +79,7 @@ pub(crate) struct Qp {
     #[allow(dead_code)] // read by the data path (e.g. BLOCK_SELF_MCAST_LB)
     pub(crate) create_flags: QpCreateFlags,
     pub(crate) phase: QpPhase,
-    /// The alternate path of the phase's [`Path`] (`None` whenever the
+    /// The alternate path of the phase's [`Path`](super::state::Path) (`None` whenever the
     /// phase has no path; [`World::set_state`] clears it).
     pub(crate) alt: Option<Box<AltPath>>,
     pub(crate) mcast: McastList,

@@ -5,7 +5,7 @@
 //! the executor (`exec/`) import their types from here and from nothing
 //! of each other, so the files stand in layers: this one, then `cq.rs`
 //! and `qp.rs`, then `post.rs`, `dc.rs` and `exec/` (which call one
-//! another's methods on [`World`] but import no names from each other).
+//! another's methods on [`World`](super::World) but import no names from each other).
 
 use verbs_api::{AccessFlags, AhAttr, DciStreams, Mtu, PathMigState, QpClass, QpState, Sge, Wc};
 
@@ -45,7 +45,7 @@ pub(crate) struct Bound {
 }
 
 /// The alternate path (`IBV_QP_ALT_PATH`): part of the responder path, but
-/// kept out of line in [`Qp::alt`] (rarely set, 40 bytes).
+/// kept out of line in [`Qp::alt`](super::qp::Qp::alt) (rarely set, 40 bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AltPath {
     pub(crate) ah: AhAttr,

@@ -123,6 +123,7 @@ impl World {
             self.settle_drops();
             if let Some((t, event)) = popped {
                 self.now_ns = self.now_ns.max(t.as_nanos());
+                self.run_from = None;
                 self.on_event(event);
                 // The rest of an in-order message in one step (world/exec/run.rs).
                 if let FabricEvent::Delivered(p) = event {

@@ -41,6 +41,9 @@ impl World {
                 r.rx.epsn = p.psn.next();
                 if pos.ends_message() {
                     self.end_message(rq, req, p);
+                } else {
+                    // Accepted in order mid-message: a run may follow.
+                    self.run_from = Some((rq, p.psn));
                 }
                 if p.flags.contains(PacketFlags::ACK_REQUEST)
                     && self

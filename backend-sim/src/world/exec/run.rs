@@ -49,9 +49,14 @@ impl World {
         if budget == 0 || seg == 0 {
             return 0;
         }
+        // Only after the event placed `p` in order, mid-message, at its
+        // destination (not after a duplicate, a stale or refused packet).
         let (Some(rq), Some(req)) = (self.qp_at(p.destination), self.qp_at(p.source)) else {
             return 0;
         };
+        if self.run_from.take() != Some((rq, p.psn)) {
+            return 0;
+        }
         let (Some(r), Some(s)) = (
             self.qps.get(rq.index, rq.generation),
             self.qps.get(req.index, req.generation),
@@ -70,6 +75,8 @@ impl World {
             || !msg.active
             || r.rx.epsn != p.psn.next()
             || start >= msg.byte_len
+            || p.cookie < s.sq.done
+            || p.cookie >= s.tx.send_seq
         {
             return 0;
         }
