@@ -70,6 +70,7 @@
 //! * **Software NICs**: a rxe port is modelled by its 10 GbE link only; the
 //!   kernel processing that limits rxe well below line rate is not.
 
+mod config;
 mod engine;
 pub mod packet;
 pub mod psn;
@@ -83,9 +84,8 @@ pub mod trace;
 mod tests;
 
 pub use crate::rng::SimRng;
-pub use engine::{
-    Fabric, FabricConfig, FabricEvent, PortConfig, PortCounters, RuleId, SendOutcome,
-};
+pub use config::{FabricConfig, PortConfig, PortCounters};
+pub use engine::{Fabric, FabricEvent, RuleId, SendOutcome};
 pub use packet::{
     AckSyndrome, Address, DeviceIndex, Endpoint, Opcode, Packet, PacketFlags, PortRef,
 };

@@ -1450,10 +1450,10 @@ impl World {
                 break;
             };
             rounds += 1;
-            if rounds > super::exec::RUN_EVENT_BUDGET {
+            if rounds > super::state::RUN_EVENT_BUDGET {
                 break;
             }
-            self.run_events(Some(next.as_nanos()), super::exec::RUN_EVENT_BUDGET, has);
+            self.run_events(Some(next.as_nanos()), super::state::RUN_EVENT_BUDGET, has);
             self.now_ns = self.now_ns.max(next.as_nanos());
         }
         let Some(ev) = self

@@ -4,31 +4,11 @@ use std::collections::VecDeque;
 
 use verbs_api::{AsyncEventType, Error, ErrorKind, Result, Verb, Wc, WcStatus};
 
+use super::state::{CqEntry, QueueKind};
 use super::{busy, invalid, misuse, AsyncSubject, CompChannel, World};
-use crate::handles::{CompChannelHandle, ContextHandle, CqHandle, QpHandle, SrqHandle};
+use crate::handles::{CompChannelHandle, ContextHandle, CqHandle, QpHandle};
 use crate::profile::DriverModel;
 use crate::trace::TraceEvent;
-
-/// Which work queue of a QP a completion came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum QueueKind {
-    Send,
-    Recv,
-    /// A receive WQE of this SRQ, consumed by the entry's QP.
-    Srq(SrqHandle),
-}
-
-/// A completion waiting in a CQ, with the work request it frees when polled.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CqEntry {
-    pub(crate) wc: Wc,
-    pub(crate) qp: QpHandle,
-    pub(crate) queue: QueueKind,
-    pub(crate) seq: u64,
-    /// Virtual time (ns) the completion was written (extended CQs report
-    /// it as the completion timestamp); set by `push_completion`.
-    pub(crate) ts_ns: u64,
-}
 
 #[derive(Debug)]
 pub(crate) struct Cq {
@@ -274,7 +254,7 @@ impl World {
     ) -> Result<usize> {
         let c = self.cq_mut(cq, verb)?;
         if c.entries.len() < want && !c.overrun {
-            self.run_events(None, super::exec::POLL_EVENT_BUDGET, |w| {
+            self.run_events(None, super::state::POLL_EVENT_BUDGET, |w| {
                 w.cqs
                     .get(cq.index, cq.generation)
                     .is_none_or(|c| c.entries.len() >= want || c.overrun)

@@ -36,8 +36,8 @@ use verbs_api::{
     QpInitAttrMask, QpState, QpType, Result, SendWr, Sge, Verb, WcStatus,
 };
 
-use super::exec::RxMsg;
 use super::queues::Exec;
+use super::state::{DvQp, Gate, RxMsg};
 use super::{invalid, unsupported, World};
 use crate::datapath::RetryCounters;
 use crate::fabric::{AckSyndrome, Address, Endpoint, Packet, Psn};
@@ -45,23 +45,6 @@ use crate::handles::{AhHandle, ContextHandle, QpHandle};
 use crate::profile::DriverModel;
 use crate::rng::{SimRng, Stream};
 use crate::{DcKeyViolation, SimVerbs};
-
-/// The mlx5dv attributes of a QP (all default for a plain verbs QP).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct DvQp {
-    /// DCT: its `dct_access_key`.
-    pub(crate) dct_key: u64,
-    /// DCT: reached RTR, so it exists in "firmware" and has its number.
-    pub(crate) dct_created: bool,
-    /// DCI: its stream configuration, if created with DCI streams.
-    pub(crate) streams: Option<DciStreams>,
-    /// DCI: the streams in error (bit `stream_id`).
-    pub(crate) errored: u32,
-    /// `MLX5DV_QP_CREATE_OOO_DP`.
-    pub(crate) ooo: bool,
-    /// DCI: connected to the target in its `tx.dest`.
-    pub(crate) connected: bool,
-}
 
 /// A DCT's responder state for one connected DCI (kept per DCI, reused
 /// from connection to connection).
@@ -138,16 +121,6 @@ impl DcState {
             key_violations: 0,
         }
     }
-}
-
-/// What the DCI gate tells the transmit loop.
-pub(crate) enum Gate {
-    /// Go on with the request at `send_seq` (or the loop's own checks).
-    Go,
-    /// Wait: the request needs another target while requests are outstanding.
-    Stop,
-    /// The request was flushed (its stream is in error): look again.
-    Again,
 }
 
 /// `send_ops_flags` (mlx5dv part) each QP class may ask for
@@ -550,7 +523,7 @@ impl World {
             + q.mcast.heap_bytes()
             + q.alt
                 .as_ref()
-                .map_or(0, |_| size_of::<super::qp::AltPath>())
+                .map_or(0, |_| size_of::<super::state::AltPath>())
             + q.rx.heap_bytes()
             + super::QpnTable::ENTRY_BYTES;
         let conns: usize = self
@@ -869,7 +842,7 @@ impl World {
         if r.dv.ooo == s.dv.ooo {
             return false;
         }
-        let reliable = super::post::transport_of(r.class).is_reliable();
+        let reliable = super::state::transport_of(r.class).is_reliable();
         self.discard(p, "OOO_DP set on one side only");
         if reliable {
             self.send_ack(p, AckSyndrome::InvalidRequest, p.psn, 0);

@@ -16,7 +16,7 @@ use verbs_api::{
     UdInfo, Verb, WcEx, WcExFlags, WcStatus, WrData, WrEx, WrOp, WrOpcode,
 };
 
-use super::exec::mr_view;
+use super::state::mr_view;
 use super::{busy, invalid, misuse, unsupported, World};
 use crate::arena::Arena;
 use crate::datapath::{check_post_send, MrView, SendQueueView, SendWrView};
@@ -647,7 +647,7 @@ impl World {
         let occupied = q.sq.occupied();
         for (i, s) in wrs.iter().enumerate() {
             let view = SendQueueView {
-                transport: super::post::transport_of(q.class),
+                transport: super::state::transport_of(q.class),
                 state: q.phase.state(),
                 cap: q.cap,
                 outstanding: u32::try_from(occupied + i as u64).unwrap_or(u32::MAX),

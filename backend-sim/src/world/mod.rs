@@ -16,6 +16,7 @@ mod post;
 mod qp;
 mod queues;
 mod srq;
+mod state;
 mod xrc;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -272,6 +273,10 @@ pub struct World {
     pub(crate) live_timers: u32,
     /// Requesters parked in an endless RNR wait (`exec::unpark_rnr`).
     pub(crate) rnr_parked: Vec<QpHandle>,
+    /// The QP and PSN of the packet the event being handled placed in
+    /// order as the first or a middle packet of an RC message: where a
+    /// run of packets may continue (`exec/run.rs`); cleared per event.
+    pub(crate) run_from: Option<(QpHandle, crate::fabric::Psn)>,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
     /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
@@ -343,6 +348,7 @@ impl World {
             drops: Vec::new(),
             live_timers: 0,
             rnr_parked: Vec::new(),
+            run_from: None,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),
@@ -388,7 +394,7 @@ impl World {
     /// still moved to where the last event left it.
     pub fn advance_ns(&mut self, ns: u64) -> bool {
         let target = self.now_ns.saturating_add(ns);
-        let done = self.run_events(Some(target), exec::RUN_EVENT_BUDGET, |_| false);
+        let done = self.run_events(Some(target), state::RUN_EVENT_BUDGET, |_| false);
         if done {
             self.now_ns = self.now_ns.max(target);
         }

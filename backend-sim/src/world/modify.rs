@@ -6,7 +6,7 @@ use verbs_api::{
     QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
 };
 
-use super::qp::{AltPath, Bound, Path, QpPhase, Requester};
+use super::state::{AltPath, Bound, Path, QpPhase, Requester};
 use super::{invalid, AsyncSubject, World};
 use crate::handles::QpHandle;
 use crate::profile::DriverModel;
@@ -473,7 +473,7 @@ impl World {
             }
             // SQE (UD/UC send-side error): the send queue is flushed.
             QpState::SendQueueError if from != QpState::SendQueueError => {
-                self.flush_queue(qp, super::cq::QueueKind::Send);
+                self.flush_queue(qp, super::state::QueueKind::Send);
             }
             _ => {}
         }

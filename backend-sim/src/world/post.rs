@@ -14,35 +14,21 @@
 //! which transmits them at the current virtual time when the QP is in RTS.
 
 use verbs_api::{
-    FlushInfo, QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc,
-    WcOpcode, WcStatus, WrOpcode,
+    FlushInfo, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc, WcOpcode,
+    WcStatus, WrOpcode,
 };
 
-use super::cq::{CqEntry, QueueKind};
 use super::queues::{RecvWqe, SendWqe};
+use super::state::{transport_of, CqEntry, QueueKind};
 use super::{invalid, Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
     check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload, opcode_info,
-    RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView, Transport,
+    RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView,
 };
 use crate::handles::{QpHandle, SrqHandle};
 use crate::trace::TraceEvent;
 use crate::SimVerbs;
-
-/// The data-path transport of a QP class (data-path §2.1 columns).
-pub(crate) const fn transport_of(class: QpClass) -> Transport {
-    match class {
-        QpClass::Rc => Transport::Rc,
-        QpClass::Uc => Transport::Uc,
-        QpClass::Ud => Transport::Ud,
-        QpClass::RawPacket => Transport::RawPacket,
-        QpClass::XrcIni => Transport::XrcSend,
-        QpClass::XrcTgt => Transport::XrcRecv,
-        QpClass::Dci => Transport::Dci,
-        QpClass::Dct => Transport::Dct,
-    }
-}
 
 /// Ring occupancy as the `u32` the post checks compare with the caps.
 fn occupancy(n: u64) -> u32 {
@@ -283,7 +269,7 @@ impl World {
                 .get_by_index(s.lkey >> 8)
                 .filter(|(_, m)| m.lkey == s.lkey && m.device == q.device)
                 .and_then(|(_, m)| {
-                    super::exec::mr_view(m)
+                    super::state::mr_view(m)
                         .offset_of(s.addr, len)
                         .map(|o| (s.lkey >> 8, o as usize))
                 });

@@ -2,112 +2,18 @@
 //! rounding, query, destroy, multicast attachment.
 
 use verbs_api::{
-    AccessFlags, AhAttr, AtomicCap, Error, ErrorKind, Gid, Mtu, PathMigState, QpAttr, QpAttrMask,
-    QpCap, QpClass, QpCreateFlags, QpInitAttrEx, QpInitAttrMask, QpInitInfo, QpState, QpType,
-    Result, SendOpsFlags, Sge, Verb,
+    AtomicCap, Error, ErrorKind, Gid, QpAttr, QpAttrMask, QpCap, QpClass, QpCreateFlags,
+    QpInitAttrEx, QpInitAttrMask, QpInitInfo, QpState, QpType, Result, SendOpsFlags, Sge, Verb,
 };
 
-use super::cq::QueueKind;
 use super::queues::{RecvWqe, Ring, SendWqe};
 use super::srq::ring_size_minus_one;
+use super::state::{AltPath, QpPhase, QueueKind};
 use super::{busy, invalid, no_mem, unsupported, World};
 use crate::handles::*;
 use crate::profile::{DriverModel, Mlx5Limits};
 use crate::trace::TraceEvent;
 use crate::SimVerbs;
-
-/// What a QP knows once it is bound to a port (from INIT on).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Bound {
-    pub(crate) port_num: u8,
-    pub(crate) pkey_index: u16,
-    pub(crate) qkey: u32,
-    pub(crate) access: AccessFlags,
-}
-
-/// The alternate path (`IBV_QP_ALT_PATH`): part of the responder path, but
-/// kept out of line in [`Qp::alt`] (rarely set, 40 bytes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct AltPath {
-    pub(crate) ah: AhAttr,
-    pub(crate) pkey_index: u16,
-    pub(crate) port_num: u8,
-    pub(crate) timeout: u8,
-}
-
-/// What the responder side knows from RTR on (for UD only defaults).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Path {
-    pub(crate) ah: AhAttr,
-    pub(crate) path_mtu: Mtu,
-    pub(crate) dest_qpn: u32,
-    /// Next expected PSN (24 bits).
-    pub(crate) rq_psn: u32,
-    pub(crate) max_dest_rd_atomic: u8,
-    pub(crate) min_rnr_timer: u8,
-    pub(crate) path_mig_state: PathMigState,
-}
-
-/// What the requester side knows from RTS on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Requester {
-    /// Next PSN to send (24 bits).
-    pub(crate) sq_psn: u32,
-    pub(crate) timeout: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retry: u8,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) rate_limit: u32,
-    pub(crate) en_sqd_async_notify: bool,
-}
-
-/// The QP's phase: the public state plus only the data valid in it (R6).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum QpPhase {
-    /// RESET: nothing configured.
-    #[default]
-    Reset,
-    /// INIT: bound to a port.
-    Init(Bound),
-    /// RTR: responder path set.
-    ReadyToReceive(Bound, Path),
-    /// RTS: requester set too.
-    ReadyToSend(Bound, Path, Requester),
-    /// SQD (`draining` while in-flight messages finish).
-    SendQueueDrain(Bound, Path, Requester, bool),
-    /// SQE (device-entered, UD/UC).
-    SendQueueError(Bound, Path, Requester),
-    /// ERR: what was configured before, kept for `ibv_query_qp`.
-    Error(Option<Bound>, Option<Path>, Option<Requester>),
-}
-
-impl QpPhase {
-    /// The public state (derived, never stored beside the phase).
-    pub(crate) fn state(&self) -> QpState {
-        match self {
-            Self::Reset => QpState::Reset,
-            Self::Init(..) => QpState::Init,
-            Self::ReadyToReceive(..) => QpState::ReadyToReceive,
-            Self::ReadyToSend(..) => QpState::ReadyToSend,
-            Self::SendQueueDrain(..) => QpState::SendQueueDrain,
-            Self::SendQueueError(..) => QpState::SendQueueError,
-            Self::Error(..) => QpState::Error,
-        }
-    }
-
-    /// The configured parts, whatever the phase.
-    pub(crate) fn parts(&self) -> (Option<Bound>, Option<Path>, Option<Requester>) {
-        match *self {
-            Self::Reset => (None, None, None),
-            Self::Init(b) => (Some(b), None, None),
-            Self::ReadyToReceive(b, p) => (Some(b), Some(p), None),
-            Self::ReadyToSend(b, p, r)
-            | Self::SendQueueDrain(b, p, r, _)
-            | Self::SendQueueError(b, p, r) => (Some(b), Some(p), Some(r)),
-            Self::Error(b, p, r) => (b, p, r),
-        }
-    }
-}
 
 /// The multicast groups a UD QP is attached to: out of line, since most
 /// QPs never attach one (8 bytes in the QP instead of a `Vec`'s 24).
@@ -173,18 +79,18 @@ pub(crate) struct Qp {
     #[allow(dead_code)] // read by the data path (e.g. BLOCK_SELF_MCAST_LB)
     pub(crate) create_flags: QpCreateFlags,
     pub(crate) phase: QpPhase,
-    /// The alternate path of the phase's [`Path`] (`None` whenever the
+    /// The alternate path of the phase's [`Path`](super::state::Path) (`None` whenever the
     /// phase has no path; [`World::set_state`] clears it).
     pub(crate) alt: Option<Box<AltPath>>,
     pub(crate) mcast: McastList,
     pub(crate) sq: Ring<SendWqe>,
     pub(crate) rq: Ring<RecvWqe>,
     /// Requester execution state.
-    pub(crate) tx: super::exec::Tx,
+    pub(crate) tx: super::state::Tx,
     /// Responder execution state.
-    pub(crate) rx: super::exec::Rx,
+    pub(crate) rx: super::state::Rx,
     /// mlx5dv attributes: DC role, DC key, DCI streams, OOO (`world/dc.rs`).
-    pub(crate) dv: super::dc::DvQp,
+    pub(crate) dv: super::state::DvQp,
 }
 
 /// `send_ops_flags` each type may ask for on mlx5 (rdma-core
@@ -699,8 +605,8 @@ impl World {
             mcast: McastList::default(),
             sq: Ring::with_inline(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
             rq: Ring::new(cap.max_recv_wr, cap.max_recv_sge),
-            tx: super::exec::Tx::default(),
-            rx: super::exec::Rx {
+            tx: super::state::Tx::default(),
+            rx: super::state::Rx {
                 srq_sges: vec![
                     Sge::default();
                     if class == QpClass::Dct {
@@ -712,7 +618,7 @@ impl World {
                 .into_boxed_slice(),
                 ..Default::default()
             },
-            dv: super::dc::DvQp::default(),
+            dv: super::state::DvQp::default(),
         };
         let h = QpHandle::from_parts(self.qps.insert(qp));
         debug_assert_eq!(h.index, index);
@@ -779,8 +685,8 @@ impl World {
             mcast: McastList::default(),
             sq: Ring::new(0, 0),
             rq: Ring::new(0, 0),
-            tx: super::exec::Tx::default(),
-            rx: super::exec::Rx {
+            tx: super::state::Tx::default(),
+            rx: super::state::Rx {
                 srq_sges: vec![
                     Sge::default();
                     self.device(device).profile.attr.max_srq_sge as usize
@@ -788,7 +694,7 @@ impl World {
                 .into_boxed_slice(),
                 ..Default::default()
             },
-            dv: super::dc::DvQp::default(),
+            dv: super::state::DvQp::default(),
         };
         let real = QpHandle::from_parts(self.qps.insert(qp));
         debug_assert_eq!(real.index, index);

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use verbs_api::{Gid, LinkLayer};
 
+use super::config::{FabricConfig, PortConfig, PortCounters};
 use super::packet::{Address, DeviceIndex, Packet, PortRef};
 use super::queue::{EventQueue, QueueFull, TimerEvent};
 use super::rules::{draw_ppm, FabricRule, NetworkFaults, NetworkRngs, Verdict};
@@ -13,164 +14,7 @@ use super::trace::{DropReason, FabricTrace, FabricTraceSink};
 use super::FabricError;
 use crate::rng::{SimRng, Stream};
 
-/// The configuration of one port's link.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PortConfig {
-    /// InfiniBand (addressed by LID) or Ethernet (RoCE v2, addressed by
-    /// GID).
-    pub link_layer: LinkLayer,
-    /// The port's LID on InfiniBand (unicast, `0x0001..=0xBFFF`); `0` on
-    /// Ethernet.
-    pub lid: u16,
-    /// Data rate in megabits per second (after line coding).
-    pub rate_mbps: u64,
-    /// One-way delay from the last bit leaving this port to the packet
-    /// arriving, in nanoseconds (cable plus the far NIC's pipeline).
-    pub propagation_ns: u64,
-    /// Bytes every packet carries besides its payload and transport
-    /// extension headers (link, network and base transport headers, CRCs,
-    /// and on Ethernet the preamble and inter-frame gap).
-    pub header_overhead_bytes: u32,
-}
-
-impl PortConfig {
-    /// Default one-way propagation delay: 500 ns, about a back-to-back
-    /// cable plus NIC pipeline, so a small RC SEND takes roughly 1 µs like
-    /// the published ConnectX figures (perf.md anchors).
-    pub const PROPAGATION_NS_DEFAULT: u64 = 500;
-    /// InfiniBand per-packet overhead: LRH 8 + BTH 12 + ICRC 4 + VCRC 2
-    /// bytes (IBTA vol. 1 §7.7, §9.2, §7.8).
-    pub const IB_HEADER_OVERHEAD_BYTES: u32 = 26;
-    /// RoCE v2 over IPv4 per-packet overhead: preamble and SFD 8, Ethernet
-    /// 14, IPv4 20, UDP 8, BTH 12, ICRC 4, FCS 4, inter-frame gap 12 bytes
-    /// (IBTA RoCE v2 annex A17).
-    pub const ROCE_V2_HEADER_OVERHEAD_BYTES: u32 = 82;
-
-    /// An InfiniBand port with this LID and rate, default delay and
-    /// overhead.
-    pub const fn infiniband(lid: u16, rate_mbps: u64) -> Self {
-        Self {
-            link_layer: LinkLayer::Infiniband,
-            lid,
-            rate_mbps,
-            propagation_ns: Self::PROPAGATION_NS_DEFAULT,
-            header_overhead_bytes: Self::IB_HEADER_OVERHEAD_BYTES,
-        }
-    }
-
-    /// A RoCE v2 (Ethernet) port at this rate; give it GIDs with
-    /// [`Fabric::add_gid`].
-    pub const fn roce_v2(rate_mbps: u64) -> Self {
-        Self {
-            link_layer: LinkLayer::Ethernet,
-            lid: 0,
-            rate_mbps,
-            propagation_ns: Self::PROPAGATION_NS_DEFAULT,
-            header_overhead_bytes: Self::ROCE_V2_HEADER_OVERHEAD_BYTES,
-        }
-    }
-
-    /// ConnectX-6 on HDR InfiniBand: 4x lanes at 50 Gb/s, 200 Gb/s.
-    pub const fn connectx6_hdr(lid: u16) -> Self {
-        Self::infiniband(lid, 200_000)
-    }
-
-    /// ConnectX-7 on NDR InfiniBand: 4x lanes at 100 Gb/s, 400 Gb/s.
-    pub const fn connectx7_ndr(lid: u16) -> Self {
-        Self::infiniband(lid, 400_000)
-    }
-
-    /// ConnectX-6 Dx on 100 GbE, RoCE v2.
-    pub const fn connectx6_roce_100g() -> Self {
-        Self::roce_v2(100_000)
-    }
-
-    /// Soft-RoCE (rxe) on a 10 GbE interface.
-    pub const fn rxe_10gbe() -> Self {
-        Self::roce_v2(10_000)
-    }
-
-    /// The data rate in Mb/s of an InfiniBand port from its
-    /// `ibv_port_attr` encodings: `active_width` (1 = 1x, 2 = 4x, 4 = 8x,
-    /// 8 = 12x, 16 = 2x) times the per-lane data rate of `active_speed`
-    /// after line coding (1 SDR 2 Gb/s, 2 DDR 4, 4 QDR 8, 8 FDR10 10,
-    /// 16 FDR 13.64, 32 EDR 25, 64 HDR 50, 128 NDR 100, 256 XDR 200).
-    /// `None` for an encoding not listed.
-    pub const fn ib_rate_mbps(active_width: u8, active_speed: u32) -> Option<u64> {
-        let lanes = match active_width {
-            1 => 1,
-            2 => 4,
-            4 => 8,
-            8 => 12,
-            16 => 2,
-            _ => return None,
-        };
-        let lane_mbps = match active_speed {
-            1 => 2_000,
-            2 => 4_000,
-            4 => 8_000,
-            8 => 10_000,
-            16 => 13_636,
-            32 => 25_000,
-            64 => 50_000,
-            128 => 100_000,
-            256 => 200_000,
-            _ => return None,
-        };
-        Some(lanes * lane_mbps)
-    }
-}
-
-/// Counters of one port (as `perfquery` would show them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PortCounters {
-    /// Packets put on the wire from this port.
-    pub tx_packets: u64,
-    /// Bytes put on the wire, headers included.
-    pub tx_bytes: u64,
-    /// Packets delivered to this port.
-    pub rx_packets: u64,
-    /// Packets from this port that were lost (fault, down link, no route).
-    pub dropped_packets: u64,
-}
-
-/// Fabric-wide settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FabricConfig {
-    /// The root seed of every random stream the fabric uses.
-    pub seed: u64,
-    /// Background network imperfections (all zero: a perfect network).
-    pub network: NetworkFaults,
-    /// Longest time a reordered packet waits for its overtakers before it
-    /// is delivered anyway (so the last packet of a burst is not held
-    /// forever), in nanoseconds.
-    pub reorder_hold_ns_max: u64,
-    /// Most packets held for reordering at once; a reorder verdict beyond
-    /// it is delivered in order instead.
-    pub held_packets_max: u32,
-    /// Most events (packets in flight, timers) queued at once.
-    pub events_max: usize,
-}
-
-impl FabricConfig {
-    /// Defaults with the given seed: a perfect network, reordered packets
-    /// held at most 10 µs, at most 4 096 held packets and 4 Mi events.
-    pub const fn with_seed(seed: u64) -> Self {
-        Self {
-            seed,
-            network: NetworkFaults::PERFECT,
-            reorder_hold_ns_max: 10_000,
-            held_packets_max: 4_096,
-            events_max: 1 << 22,
-        }
-    }
-}
-
-impl Default for FabricConfig {
-    fn default() -> Self {
-        Self::with_seed(0)
-    }
-}
+mod internals;
 
 /// What the fabric hands back when an event is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -764,6 +608,41 @@ impl Fabric {
         }
     }
 
+    /// Takes the next event as [`Self::pop_due`] would, but only if it is
+    /// due by `limit`, is a delivery waiting in a port's arrival FIFO (the
+    /// in-order case, not a delayed or held packet), both of its links are
+    /// up and `accept` takes its packet; otherwise changes nothing. For the
+    /// data path's runs of packets of one message (`world/exec/run.rs`): the
+    /// caller has checked that nothing else happens before it.
+    pub fn take_delivery_if<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        limit: SimInstant,
+        accept: impl FnOnce(&Packet) -> bool,
+        sink: &mut S,
+    ) -> Option<(SimInstant, Packet)> {
+        let (at, Queued::PortHead(port)) = self.queue.peek_due(limit)? else {
+            return None;
+        };
+        let packet = self.ports[port as usize].arrivals.front()?.packet;
+        if !accept(&packet) {
+            return None;
+        }
+        let src = self.port_index(packet.source.port_ref())?;
+        let dst = self.port_index(packet.destination.port_ref())?;
+        if !self.ports[src].up || !self.ports[dst].up {
+            return None;
+        }
+        if at > self.latest {
+            self.latest = at;
+        }
+        let packet = self.take_arrival(port as usize, at);
+        self.deliveries_queued -= 1;
+        self.ports[dst].counters.rx_packets += 1;
+        sink.record(FabricTrace::Delivered { at, packet });
+        self.events_handled += 1;
+        Some((at, packet))
+    }
+
     /// Runs the fabric from `now` until no event is left, handing each
     /// event to `handle` (which may send packets and schedule timers
     /// through the `&mut Fabric` it gets). Returns the virtual time of the
@@ -822,301 +701,6 @@ impl Fabric {
     pub fn seed(&self) -> u64 {
         self.seed
     }
-
-    // ----- internals ----------------------------------------------------
-
-    fn observe(&mut self, now: SimInstant) -> Result<(), FabricError> {
-        if now < self.latest {
-            return Err(FabricError::TimeWentBackwards {
-                now,
-                latest: self.latest,
-            });
-        }
-        self.latest = now;
-        Ok(())
-    }
-
-    /// Occupies the source port for the packet's wire time and returns
-    /// when it arrives.
-    fn serialise(&mut self, src: usize, now: SimInstant, packet: &Packet) -> SimInstant {
-        let port = &mut self.ports[src];
-        // Payload is padded to a multiple of 4 bytes (BTH PadCnt).
-        let payload = u64::from(packet.payload_len).div_ceil(4) * 4;
-        let wire_bytes = payload
-            + u64::from(port.config.header_overhead_bytes)
-            + u64::from(packet.wire_header_extra_bytes());
-        let serialisation_ps = (wire_bytes * port.ps_per_byte_q16) >> 16;
-        let start_ps = now.0.saturating_mul(1_000).max(port.busy_until_ps);
-        port.busy_until_ps = start_ps.saturating_add(serialisation_ps);
-        let arrive_ps = port
-            .busy_until_ps
-            .saturating_add(port.config.propagation_ns.saturating_mul(1_000));
-        port.counters.tx_packets += 1;
-        port.counters.tx_bytes += wire_bytes;
-        SimInstant(arrive_ps.div_ceil(1_000))
-    }
-
-    /// Asks the rules in order, then the background network.
-    fn decide(&mut self, packet: &Packet) -> Decision {
-        let mut decision = Decision {
-            verdict: Verdict::Pass,
-            by: None,
-            overtakers: 0,
-        };
-        let mut spent = false;
-        // Rate rules share one draw per packet (drawn at the first of them
-        // in scope); each owns the next `ppm` slice of 0..10^6.
-        let mut draw: Option<u64> = None;
-        let mut slice_start = 0u64;
-        for installed in &mut self.rules {
-            let verdict = match installed.rule.rate_ppm(packet) {
-                Some(ppm) => {
-                    let x = *draw.get_or_insert_with(|| u64::from(draw_ppm(&mut self.rule_rng)));
-                    let end = slice_start + u64::from(ppm);
-                    let hit = x >= slice_start && x < end;
-                    slice_start = end;
-                    if hit {
-                        installed.rule.fire()
-                    } else {
-                        Verdict::Pass
-                    }
-                }
-                None => installed.rule.on_packet(packet, &mut self.rule_rng),
-            };
-            if verdict != Verdict::Pass {
-                if let Verdict::Reorder(window) = verdict {
-                    if window > 0 {
-                        decision.overtakers = 1 + self.rule_rng.below(u64::from(window)) as u32;
-                    }
-                }
-                decision.verdict = verdict;
-                decision.by = Some(installed.id);
-                spent = installed.rule.is_spent();
-                break;
-            }
-        }
-        if spent {
-            self.rules.retain(|r| !r.rule.is_spent());
-            self.refresh_faultless();
-        }
-        if decision.verdict == Verdict::Pass && !self.network.is_perfect() {
-            decision.verdict = self.network.decide(&mut self.network_rngs);
-            if let Verdict::Reorder(window) = decision.verdict {
-                decision.overtakers = 1 + self.network_rngs.reorder.below(u64::from(window)) as u32;
-            }
-        }
-        decision
-    }
-
-    fn drop_packet<S: FabricTraceSink + ?Sized>(
-        &mut self,
-        now: SimInstant,
-        src: usize,
-        packet: Packet,
-        reason: DropReason,
-        sink: &mut S,
-    ) -> SendOutcome {
-        self.ports[src].counters.dropped_packets += 1;
-        sink.record(FabricTrace::Dropped {
-            at: now,
-            packet,
-            reason,
-        });
-        SendOutcome::Dropped(reason)
-    }
-
-    /// Queues `packet` to arrive at `at`: in its source port's FIFO when
-    /// `in_port_order` and it does not arrive before the FIFO's last packet
-    /// (the usual case), else in the heap. Either way it comes out in
-    /// `(at, sequence)` order.
-    fn schedule_delivery(
-        &mut self,
-        src: usize,
-        at: SimInstant,
-        packet: Packet,
-        in_port_order: bool,
-    ) -> Result<(), FabricError> {
-        self.check_room()?;
-        let fifo_ok = in_port_order
-            && self.ports[src]
-                .arrivals
-                .back()
-                .is_none_or(|last| last.at <= at.0);
-        if fifo_ok {
-            let seq = self.queue.reserve_seq();
-            if self.ports[src].arrivals.is_empty() {
-                self.queue
-                    .push_reserved(at, seq, Queued::PortHead(src as u32))?;
-            }
-            self.ports[src].arrivals.push_back(Arrival {
-                at: at.0,
-                seq,
-                packet,
-            });
-            self.arrivals_queued += 1;
-        } else {
-            self.queue.push(at, Queued::Deliver(packet))?;
-        }
-        self.deliveries_queued += 1;
-        Ok(())
-    }
-
-    /// Fails when heap and FIFOs together hold `events_max` events.
-    fn check_room(&self) -> Result<(), FabricError> {
-        if self.events_queued() >= self.events_max {
-            return Err(FabricError::QueueFull(QueueFull {
-                limit: self.events_max,
-            }));
-        }
-        Ok(())
-    }
-
-    /// Takes the head of port `port`'s FIFO, due at `at`, whose `PortHead`
-    /// entry is the heap's top: the entry becomes the next head's, or goes.
-    fn take_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
-        let arrivals = &mut self.ports[port].arrivals;
-        let head = arrivals
-            .pop_front()
-            .expect("a PortHead entry always has its packet");
-        debug_assert_eq!(head.at, at.0);
-        self.arrivals_queued -= 1;
-        match arrivals.front() {
-            Some(next) => {
-                self.queue.replace_top(
-                    SimInstant(next.at),
-                    next.seq,
-                    Queued::PortHead(port as u32),
-                );
-            }
-            None => {
-                self.queue.pop_next();
-            }
-        }
-        head.packet
-    }
-
-    /// A packet falls due at `at`: hand it out unless a link of its is down.
-    fn arrive<S: FabricTraceSink + ?Sized>(
-        &mut self,
-        at: SimInstant,
-        packet: Packet,
-        sink: &mut S,
-    ) -> Option<FabricEvent> {
-        // Both ports existed when the packet was sent and ports are never
-        // removed.
-        let src = self.port_index(packet.source.port_ref())?;
-        let dst = self.port_index(packet.destination.port_ref())?;
-        if !self.ports[src].up || !self.ports[dst].up {
-            self.ports[src].counters.dropped_packets += 1;
-            sink.record(FabricTrace::Dropped {
-                at,
-                packet,
-                reason: DropReason::LinkDown,
-            });
-            return None;
-        }
-        self.ports[dst].counters.rx_packets += 1;
-        sink.record(FabricTrace::Delivered { at, packet });
-        Some(FabricEvent::Delivered(packet))
-    }
-
-    fn hold<S: FabricTraceSink + ?Sized>(
-        &mut self,
-        now: SimInstant,
-        packet: Packet,
-        arrive_at: SimInstant,
-        overtakers: u32,
-        sink: &mut S,
-    ) -> Result<(), FabricError> {
-        debug_assert!(overtakers > 0);
-        let (slot, generation) = match self.held_free.pop() {
-            Some(slot) => (slot, self.held[slot as usize].generation),
-            None => {
-                let slot = u32::try_from(self.held.len())
-                    .map_err(|_| FabricError::TooMany("held packets"))?;
-                self.held.push(HeldSlot {
-                    packet,
-                    arrive_at,
-                    overtakers_left: 0,
-                    generation: 0,
-                    occupied: false,
-                });
-                (slot, 0)
-            }
-        };
-        let expires_at = arrive_at + self.reorder_hold;
-        let room = self.check_room();
-        if let Err(full) = room.and_then(|()| {
-            self.queue
-                .push(expires_at, Queued::Release { slot, generation })
-                .map_err(FabricError::from)
-        }) {
-            self.held_free.push(slot);
-            return Err(full);
-        }
-        self.held[slot as usize] = HeldSlot {
-            packet,
-            arrive_at,
-            overtakers_left: overtakers,
-            generation,
-            occupied: true,
-        };
-        self.held_count += 1;
-        sink.record(FabricTrace::Held {
-            at: now,
-            packet,
-            overtakers,
-        });
-        Ok(())
-    }
-
-    fn free_held(&mut self, slot: u32) {
-        let s = &mut self.held[slot as usize];
-        debug_assert!(s.occupied);
-        s.occupied = false;
-        s.generation = s.generation.wrapping_add(1);
-        self.held_count -= 1;
-        self.held_free.push(slot);
-    }
-
-    /// `packet`, arriving at `arrive_at`, overtakes every held packet of its
-    /// flow; those whose count reaches zero are released to arrive right
-    /// after it.
-    fn overtake<S: FabricTraceSink + ?Sized>(
-        &mut self,
-        now: SimInstant,
-        src: usize,
-        packet: &Packet,
-        arrive_at: SimInstant,
-        sink: &mut S,
-    ) -> Result<(), FabricError> {
-        if self.held_count == 0 {
-            return Ok(());
-        }
-        for slot in 0..self.held.len() {
-            let held = &mut self.held[slot];
-            if !held.occupied
-                || held.packet.source != packet.source
-                || held.packet.destination != packet.destination
-            {
-                continue;
-            }
-            held.overtakers_left -= 1;
-            if held.overtakers_left > 0 {
-                continue;
-            }
-            let (released, due) = (held.packet, held.arrive_at.max(arrive_at));
-            self.free_held(slot as u32);
-            sink.record(FabricTrace::Released {
-                at: now,
-                packet: released,
-            });
-            // Pushed after the overtaker, so it comes out after it even when
-            // both are due at the same instant.
-            self.schedule_delivery(src, due, released, true)?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -1129,18 +713,5 @@ mod tests {
         // (perf.md: small Copy events).
         // Method: assert the size of the internal event; the key adds 16.
         assert!(size_of::<Queued>() <= 48, "{}", size_of::<Queued>());
-    }
-
-    #[test]
-    fn ib_rates_follow_the_port_attribute_encodings() {
-        // Goal: the rate table matches the published link speeds.
-        // Method: HDR 4x is 200 Gb/s, NDR 4x 400, EDR 4x 100, QDR 4x 32;
-        // unknown encodings give None.
-        assert_eq!(PortConfig::ib_rate_mbps(2, 64), Some(200_000));
-        assert_eq!(PortConfig::ib_rate_mbps(2, 128), Some(400_000));
-        assert_eq!(PortConfig::ib_rate_mbps(2, 32), Some(100_000));
-        assert_eq!(PortConfig::ib_rate_mbps(2, 4), Some(32_000));
-        assert_eq!(PortConfig::ib_rate_mbps(3, 4), None);
-        assert_eq!(PortConfig::ib_rate_mbps(1, 3), None);
     }
 }

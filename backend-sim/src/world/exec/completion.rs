@@ -1,0 +1,361 @@
+//! Answers and completions at the requester: READ responses and atomic
+//! ACKs landing, send completions in order, leaving service after an
+//! error, and unreliable requests finishing on departure.
+
+use super::*;
+
+impl World {
+    pub(super) fn on_read_response(&mut self, p: &Packet) {
+        let Some(qp) = self.requester_for(p) else {
+            return;
+        };
+        let seq = p.cookie;
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        if seq < q.sq.done || seq >= q.tx.send_seq {
+            return;
+        }
+        let w = *q.sq.get(seq).0;
+        if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
+            return;
+        }
+        let ooo = self.ooo_read_response(qp, p);
+        if ooo == Some(false) {
+            return;
+        }
+        if ooo.is_none() && p.psn != Psn::new(w.psn).add(w.received) {
+            return; // out of order: the timer retries the READ
+        }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let sges = q.sq.get(seq).1;
+        // Place the response: responder MR (by rkey) → local SGEs.
+        let device = q.device;
+        let sges = &sges[..w.num_sge as usize];
+        let (mut one, mut many);
+        let dst: &mut [Extent] = if sges.len() <= 1 {
+            one = [Extent::default(); 1];
+            &mut one
+        } else {
+            many = [Extent::default(); EXTENTS_MAX];
+            &mut many
+        };
+        let nd = extents(
+            sges,
+            &self.mrs,
+            device,
+            u64::from(p.offset),
+            u64::from(p.payload_len),
+            dst,
+        );
+        // A zero-length READ names no memory (data-path §3.3).
+        let src = if p.payload_len == 0 {
+            Some(Extent::default())
+        } else {
+            self.remote_extent(
+                u32::from(p.source.device.0),
+                w.rdma.rkey,
+                w.rdma.remote_addr + u64::from(p.offset),
+                u64::from(p.payload_len),
+            )
+        };
+        match (nd, src) {
+            (Some(nd), Some(src)) => {
+                copy_extents(&mut self.mrs, &[src], &dst[..nd]);
+                if p.payload_len > 0 {
+                    self.record(TraceEvent::Placement {
+                        device,
+                        qpn: p.destination.qpn,
+                        offset: p.offset,
+                        len: p.payload_len,
+                    });
+                }
+            }
+            (None, _) => return,
+            // The responder's MR went away since it answered: the response
+            // is lost, the timer retries and the responder refuses then.
+            (_, None) => return,
+        }
+        // An answer implies everything before the READ was received.
+        self.acknowledge(qp, Psn::new(w.psn), false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        // Forward progress (which alone reloads the retry counter) is new
+        // data for the oldest request: responses to a later request, or
+        // answers repeated by a retry, do not count.
+        let oldest = seq == q.sq.done;
+        let w = q.sq.get_mut(seq);
+        if ooo.is_none() {
+            w.received += 1;
+        }
+        if w.received >= w.npkts {
+            w.exec = Exec::Done;
+            q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+        }
+        if oldest {
+            q.tx.retry.on_progress();
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    /// The landing buffer of a READ or atomic is checked when its response
+    /// is scattered, after the responder's checks (data-path §10.3; google
+    /// rdma-unit-test: a bad lkey with a bad rkey completes
+    /// `REM_ACCESS_ERR`, and an atomic with a bad lkey still executes at the
+    /// responder). On failure the request completes `LOC_PROT_ERR` and the
+    /// QP leaves service; returns whether it failed.
+    pub(super) fn landing_fails(&mut self, qp: QpHandle, seq: u64) -> bool {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return true;
+        };
+        let (w, sges, _) = q.sq.get(seq);
+        let psn = Psn::new(w.psn);
+        let mrs = DevMrs {
+            mrs: &self.mrs,
+            device: q.device,
+        };
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        if check_local_sges(&sges[..w.num_sge as usize], &mrs, pd, true).is_ok() {
+            return false;
+        }
+        // An answer implies everything before the request was received.
+        self.acknowledge(qp, psn, false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        if q.sq.get(seq).0.exec == Exec::Sent {
+            q.sq.get_mut(seq).exec = Exec::Failed(WcStatus::LocProtErr);
+            q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+            q.tx.blocked = true;
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+        true
+    }
+
+    pub(super) fn on_atomic_ack(&mut self, p: &Packet) {
+        let Some(qp) = self.requester_for(p) else {
+            return;
+        };
+        let Some(seq) = self.wqe_with_psn(qp, p.psn) else {
+            return;
+        };
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        let w = *q.sq.get(seq).0;
+        if w.exec != Exec::Sent
+            || !matches!(
+                w.opcode,
+                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            )
+        {
+            return;
+        }
+        if self.landing_fails(qp, seq) {
+            return;
+        }
+        let q = self.qps.get(qp.index, qp.generation).expect("live");
+        let sges = &q.sq.get(seq).1[..w.num_sge as usize];
+        let (mut one, mut many);
+        let dst: &mut [Extent] = if sges.len() <= 1 {
+            one = [Extent::default(); 1];
+            &mut one
+        } else {
+            many = [Extent::default(); EXTENTS_MAX];
+            &mut many
+        };
+        if let Some(nd) = extents(sges, &self.mrs, q.device, 0, 8, dst) {
+            copy_bytes(&mut self.mrs, &p.cookie.to_le_bytes(), &dst[..nd]);
+        }
+        self.acknowledge(qp, Psn::new(w.psn), false);
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.sq.get_mut(seq).exec = Exec::Done;
+        q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
+        // An atomic answered behind an unfinished READ is no progress: the
+        // READ still holds the queue (issue #12 item 1).
+        if seq == q.sq.done {
+            q.tx.retry.on_progress();
+        }
+        self.complete_sq(qp);
+        self.kick(qp);
+        self.rearm(qp);
+    }
+
+    /// `len` bytes at `addr` of the MR `rkey` names on `device`.
+    pub(super) fn remote_extent(
+        &self,
+        device: u32,
+        rkey: u32,
+        addr: u64,
+        len: u64,
+    ) -> Option<Extent> {
+        // An MW rkey names a window of an MR (world/ext.rs).
+        if let Some(t) = self.mw_target(device, rkey, None) {
+            let (view, slot, base) = t?;
+            let off = view.offset_of(addr, len)?;
+            return Some(Extent {
+                mr: slot,
+                off: (base + off) as usize,
+                len: len as usize,
+            });
+        }
+        let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
+        if m.rkey != rkey || m.device != device {
+            return None;
+        }
+        let off = mr_view(m).offset_of(addr, len)?;
+        Some(Extent {
+            mr: rkey >> 8,
+            off: off as usize,
+            len: len as usize,
+        })
+    }
+
+    /// Completes finished send requests in posting order: a CQE for each
+    /// signalled success and for every failure; a failure then moves the
+    /// QP to ERR (reliable) or SQE (unreliable).
+    pub(crate) fn complete_sq(&mut self, qp: QpHandle) {
+        let flavor = self.config.errno_flavor;
+        loop {
+            let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                return;
+            };
+            let seq = q.sq.done;
+            if seq >= q.tx.send_seq || seq >= q.sq.tail {
+                break;
+            }
+            let w = *q.sq.get(seq).0;
+            let (status, fate) = match w.exec {
+                Exec::Done => (WcStatus::Success, None),
+                Exec::Failed(s) => (
+                    s,
+                    Some(if transport_of(q.class).is_reliable() {
+                        QpFate::Error
+                    } else {
+                        QpFate::SendQueueError
+                    }),
+                ),
+                _ => break,
+            };
+            q.sq.done += 1;
+            let info = opcode_info(w.opcode);
+            let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+            let wc = if status == WcStatus::Success {
+                Wc {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode: info.map_or(WcOpcode::Send, |i| i.requester_opcode),
+                    byte_len: requester_byte_len(w.opcode, len, flavor),
+                    wc_flags: requester_wc_flags(w.opcode, flavor),
+                    qp_num: q.qp_num,
+                    ..Wc::default()
+                }
+            } else {
+                Wc {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode: info.map_or(WcOpcode::Send, |i| i.requester_opcode),
+                    qp_num: q.qp_num,
+                    ..Wc::default()
+                }
+            };
+            let cq = q.send_cq;
+            if w.signaled || status != WcStatus::Success {
+                let entry = CqEntry {
+                    wc,
+                    qp,
+                    queue: QueueKind::Send,
+                    seq,
+                    ts_ns: 0,
+                };
+                match cq {
+                    Some(cq) => self.push_completion(cq, entry, false),
+                    None => self.release_wqes(qp, QueueKind::Send, seq),
+                }
+            }
+            if let Some(fate) = fate {
+                // DCI streams: only the request's stream may enter error.
+                if self.dci_stream_absorbs(qp, w.stream, status) {
+                    continue;
+                }
+                self.leave_service(qp, fate);
+                return;
+            }
+            // A CQ overrun may have moved the QP to ERR.
+            if self
+                .qps
+                .get(qp.index, qp.generation)
+                .is_none_or(|q| q.phase.state() == QpState::Error)
+            {
+                return;
+            }
+        }
+        self.check_drained(qp);
+    }
+
+    /// The device moves a QP to ERR or SQE after an error (§4.3).
+    pub(crate) fn leave_service(&mut self, qp: QpHandle, fate: QpFate) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        // A DCT serves many DCIs: one initiator's error does not stop it.
+        if q.class == QpClass::Dct {
+            return;
+        }
+        let state = q.phase.state();
+        let (b, p, r) = q.phase.parts();
+        match fate {
+            QpFate::Unchanged => {}
+            QpFate::Error if state != QpState::Error => {
+                self.set_state(qp, QpPhase::Error(b, p, r));
+            }
+            QpFate::SendQueueError
+                if matches!(state, QpState::ReadyToSend | QpState::SendQueueDrain) =>
+            {
+                self.set_state(
+                    qp,
+                    QpPhase::SendQueueError(
+                        b.unwrap_or_default(),
+                        p.unwrap_or_default(),
+                        r.unwrap_or_default(),
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// An unreliable request's last packet arrived or was dropped: the
+    /// request is done (the responder, if any, has read its bytes).
+    pub(super) fn unreliable_departed(&mut self, p: &Packet) {
+        if let Some(qp) = self.qp_at(p.source) {
+            self.unreliable_done(qp, p);
+        }
+    }
+
+    /// [`Self::unreliable_departed`] with the sender already looked up.
+    pub(super) fn unreliable_done(&mut self, qp: QpHandle, p: &Packet) {
+        if !p.opcode.ends_message() {
+            return;
+        }
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        if transport_of(q.class).is_reliable() {
+            return;
+        }
+        let seq = p.cookie;
+        if seq < q.sq.done || seq >= q.tx.send_seq {
+            return;
+        }
+        let w = q.sq.get_mut(seq);
+        if w.exec == Exec::Sent {
+            w.exec = Exec::Done;
+        }
+        self.complete_sq(qp);
+    }
+}

@@ -1,0 +1,269 @@
+//! Execution of posted work requests over the fabric (data-path.md §2–§7):
+//! the requester (transmission, ACK/NAK handling, go-back-N retransmission,
+//! RNR waits, `max_rd_atomic`, FENCE), the responder (PSN checks, receive
+//! WQE consumption, placement, READ responses, atomics with replay of
+//! duplicates) and the event loop that drives both in virtual time.
+//!
+//! Everything here is driven by three inputs: a post (which transmits at
+//! the current virtual time), a fabric event (a packet delivered, a timer
+//! due) and a state change. Decisions are the pure rules of
+//! [`crate::datapath`]; this module only moves bytes and state.
+//!
+//! Payload is copied once, at the receiving end, straight from the source
+//! MR to the destination MR ([`copy_extents`]): a packet carries the
+//! requester's work-request number (its cookie) and the offset of its
+//! payload in the message, and the responder reads the bytes from the
+//! requester's gather list (or its inline copy) when the packet arrives. A
+//! reliable requester keeps the work request until it is acknowledged, so
+//! the bytes are there; an unreliable one completes it only once its last
+//! packet has arrived or been dropped (so the same holds), which is the
+//! one timing divergence this design brings (see `docs/divergence.md`).
+
+use verbs_api::{
+    AccessFlags, AsyncEventType, FlushInfo, LinkLayer, QpClass, QpState, SendFlags, Sge, Wc,
+    WcFlags, WcOpcode, WcStatus, WrOpcode,
+};
+
+use super::queues::Exec;
+use super::state::{
+    mr_view, transport_of, Bound, CqEntry, QpPhase, QueueKind, RecvRef, Rx, RxMsg, Tx,
+    ATOMIC_REPLAY, NOWHERE, RUN_EVENT_BUDGET,
+};
+use super::{Mr, World};
+use crate::arena::Arena;
+use crate::datapath::{
+    apply_atomic, check_invalidate, check_local_sges, check_remote, check_requester_local,
+    error_outcome, opcode_info, requester_byte_len, requester_wc_flags, scatter_plan, AtomicOp,
+    ErrorScenario, MrLookup, MrView, OpClass, QpFate, RemoteOp, RemoteRequest, ResponderView,
+    RetryCounters, RetryVerdict, Transport, UD_GRH_BYTES,
+};
+use crate::fabric::{
+    packet_count, segment, AckSyndrome, Address, DeviceIndex, Endpoint, FabricEvent, FabricTrace,
+    FabricTraceSink, FaultRule, Opcode, Packet, PacketFlags, Psn, RuleScope, SimInstant,
+    TimerEvent, TimerKind,
+};
+use crate::handles::QpHandle;
+use crate::profile::DriverModel;
+use crate::trace::{Trace, TraceEvent};
+
+mod acks;
+mod completion;
+mod events;
+mod receive;
+mod remote_ops;
+mod requester;
+mod responder;
+mod run;
+
+/// An unsignalled stream of requests asks for an ACK at least once per this
+/// many PSNs.
+const ACK_EVERY: u32 = 64;
+
+/// Most SGEs on either side of a copy (devices allow at most 32).
+pub(super) const EXTENTS_MAX: usize = 32;
+
+/// A piece of a copy: `len` bytes at `off` in MR arena slot `mr`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Extent {
+    pub(super) mr: u32,
+    pub(super) off: usize,
+    pub(super) len: usize,
+}
+
+/// The MRs of one device, as the datapath rules see them.
+pub(crate) struct DevMrs<'a> {
+    pub(crate) mrs: &'a Arena<Mr>,
+    pub(crate) device: u32,
+}
+
+impl MrLookup for DevMrs<'_> {
+    fn by_lkey(&self, lkey: u32) -> Option<MrView> {
+        let (_, m) = self.mrs.get_by_index(lkey >> 8)?;
+        (m.lkey == lkey && m.device == self.device).then(|| mr_view(m))
+    }
+
+    fn by_rkey(&self, rkey: u32) -> Option<MrView> {
+        let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
+        (m.rkey == rkey && m.device == self.device).then(|| mr_view(m))
+    }
+}
+
+/// The pieces of MR memory that bytes `[off, off + len)` of the stream an
+/// SGE list describes occupy (skipping zero-length SGEs). `None` if an SGE
+/// names no MR of `device` or leaves its MR.
+pub(super) fn extents(
+    sges: &[Sge],
+    mrs: &Arena<Mr>,
+    device: u32,
+    mut off: u64,
+    mut len: u64,
+    out: &mut [Extent],
+) -> Option<usize> {
+    let mut n = 0;
+    for sge in sges {
+        if len == 0 {
+            break;
+        }
+        let sl = u64::from(sge.length);
+        if off >= sl {
+            off -= sl;
+            continue;
+        }
+        let take = (sl - off).min(len);
+        let (_, m) = mrs.get_by_index(sge.lkey >> 8)?;
+        if m.lkey != sge.lkey || m.device != device {
+            return None;
+        }
+        let view = mr_view(m);
+        let mr_off = view.offset_of(sge.addr + off, take)?;
+        if n == out.len() {
+            return None;
+        }
+        out[n] = Extent {
+            mr: sge.lkey >> 8,
+            off: mr_off as usize,
+            len: take as usize,
+        };
+        n += 1;
+        len -= take;
+        off = 0;
+    }
+    (len == 0).then_some(n)
+}
+
+/// Copies the bytes of `src` into `dst` (both lists cover the same number
+/// of bytes), MR to MR, without a bounce buffer.
+pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
+    let (mut si, mut di) = (0, 0);
+    let (mut so, mut d_o) = (0usize, 0usize);
+    while si < src.len() && di < dst.len() {
+        let s = src[si];
+        let d = dst[di];
+        let n = (s.len - so).min(d.len - d_o);
+        if s.mr == d.mr {
+            if let Some((_, m)) = mrs.get_by_index_mut(s.mr) {
+                m.bytes.copy_within(s.off + so..s.off + so + n, d.off + d_o);
+            }
+        } else if let Some((sm, dm)) = mrs.pair_by_index_mut(s.mr, d.mr) {
+            let src = s.off + so..s.off + so + n;
+            let dst = d.off + d_o..d.off + d_o + n;
+            if sm.bytes.is_external() || dm.bytes.is_external() {
+                // Two MRs over the caller's memory may overlap: never hold
+                // both views at once.
+                let bounce = sm.bytes[src].to_vec();
+                dm.bytes[dst].copy_from_slice(&bounce);
+            } else {
+                dm.bytes[dst].copy_from_slice(&sm.bytes[src]);
+            }
+        }
+        so += n;
+        d_o += n;
+        if so == s.len {
+            si += 1;
+            so = 0;
+        }
+        if d_o == d.len {
+            di += 1;
+            d_o = 0;
+        }
+    }
+}
+
+/// Copies `bytes` into `dst`.
+fn copy_bytes(mrs: &mut Arena<Mr>, mut bytes: &[u8], dst: &[Extent]) {
+    for d in dst {
+        if bytes.is_empty() {
+            break;
+        }
+        let n = d.len.min(bytes.len());
+        if let Some((_, m)) = mrs.get_by_index_mut(d.mr) {
+            m.bytes[d.off..d.off + n].copy_from_slice(&bytes[..n]);
+        }
+        bytes = &bytes[n..];
+    }
+}
+
+/// The world's fabric trace sink: records into the trace, and remembers
+/// dropped unreliable requests so their senders can complete.
+pub(crate) struct Sink<'a> {
+    pub(crate) trace: &'a mut Trace,
+    pub(crate) drops: &'a mut Vec<Packet>,
+}
+
+impl FabricTraceSink for Sink<'_> {
+    #[inline]
+    fn record(&mut self, record: FabricTrace) {
+        if let FabricTrace::Dropped { packet, .. } = record {
+            if packet.opcode.is_request() && packet.opcode.ends_message() {
+                self.drops.push(packet);
+            }
+        }
+        self.trace
+            .push(record.at().as_nanos(), TraceEvent::Packet(record));
+    }
+}
+
+/// A short name of a condition a receiver drops a message for.
+const fn scenario_name(s: ErrorScenario) -> &'static str {
+    match s {
+        ErrorScenario::NoRecvWqe => "no receive WQE",
+        ErrorScenario::RecvTooSmall => "receive WQE too small",
+        ErrorScenario::RecvSgeInvalid => "receive SGE invalid",
+        ErrorScenario::RemoteAccess => "remote access violation",
+        ErrorScenario::ResponderQpAccess => "QP access flags",
+        ErrorScenario::AtomicMisaligned => "misaligned atomic",
+        ErrorScenario::SendInvalidateBadRkey => "invalidate rkey invalid",
+        _ => "responder error",
+    }
+}
+
+/// The NAK syndrome a requester status travels as (IBTA §9.7.5.2.2).
+fn nak_of(status: WcStatus) -> AckSyndrome {
+    match status {
+        WcStatus::RemAccessErr => AckSyndrome::RemoteAccessError,
+        WcStatus::RemOpErr => AckSyndrome::RemoteOperationalError,
+        _ => AckSyndrome::InvalidRequest,
+    }
+}
+
+/// The requester status a NAK syndrome completes with.
+fn status_of(nak: AckSyndrome) -> WcStatus {
+    match nak {
+        AckSyndrome::RemoteAccessError => WcStatus::RemAccessErr,
+        AckSyndrome::RemoteOperationalError => WcStatus::RemOpErr,
+        _ => WcStatus::RemInvReqErr,
+    }
+}
+
+/// True in the states whose responder accepts packets.
+pub(super) fn receives(state: QpState, transport: Transport) -> bool {
+    match state {
+        QpState::ReadyToReceive | QpState::ReadyToSend | QpState::SendQueueDrain => true,
+        QpState::SendQueueError => transport.is_unreliable(),
+        _ => false,
+    }
+}
+
+/// When the packets of one request leave their adapter (the adapter
+/// model's send side).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Departure {
+    /// The first packet's departure (ns).
+    first: u64,
+    /// Send engine time per packet.
+    packet_ns: u64,
+    /// When the DMA engine starts on the payload (non-inline sends).
+    dma_start: Option<u64>,
+    model: crate::adapter::AdapterModel,
+}
+
+impl Departure {
+    /// Departure of packet `i`, whose payload ends at byte `end`.
+    pub(crate) fn at(&self, i: u32, end: u32) -> u64 {
+        let engine = self.first + u64::from(i) * self.packet_ns;
+        match self.dma_start {
+            Some(d) => engine.max(d + self.model.dma_ns(u64::from(end))),
+            None => engine,
+        }
+    }
+}

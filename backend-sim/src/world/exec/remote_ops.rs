@@ -1,0 +1,282 @@
+//! RDMA READ and atomics at the responder (data-path.md §3.3, §5.2, with
+//! duplicates answered again), and the unreliable transports' receive
+//! (UC, UD with its GRH).
+
+use super::*;
+
+impl World {
+    pub(super) fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let mtu = s.tx.mtu;
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let device = r.device;
+        let req_view = RemoteRequest {
+            op: RemoteOp::Read,
+            remote_addr: w.rdma.remote_addr,
+            rkey: w.rdma.rkey,
+            len: w.length,
+        };
+        if let Err(scenario) = self.check_rkey(rq, device, &req_view) {
+            self.responder_error(rq, p, scenario, None);
+            return;
+        }
+        // A resumed READ asks for the bytes from `p.offset` on, answered
+        // with PSNs from its own.
+        let from = p.offset;
+        let len = u32::try_from(w.length)
+            .unwrap_or(u32::MAX)
+            .saturating_sub(from);
+        let n = packet_count(len, mtu);
+        if !duplicate {
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.epsn = p.psn.add(n);
+        }
+        if n > 1 && self.ooo_reliable(rq) {
+            let template = Packet {
+                source: p.destination,
+                destination: p.source,
+                psn: p.psn,
+                opcode: Opcode::ReadResponse(crate::fabric::SegmentPosition::Only),
+                flags: PacketFlags::NONE,
+                payload_len: 0,
+                offset: 0,
+                cookie: p.cookie,
+            };
+            let a = self.devices[device as usize].profile.adapter;
+            let dep = (!a.is_none()).then(|| Departure {
+                first: self.now_ns + a.responder_read_ns,
+                packet_ns: a.packet_ns,
+                dma_start: None,
+                model: a,
+            });
+            self.ooo_wire(
+                template,
+                len,
+                mtu,
+                PacketFlags::NONE,
+                Opcode::ReadResponse,
+                dep,
+            );
+            return;
+        }
+        // Adapter model: the responder reads the data from host memory
+        // (latency, then its DMA bandwidth) before the responses leave.
+        let a = self.devices[device as usize].profile.adapter;
+        let now = self.now_ns;
+        let first = now + a.responder_read_ns;
+        let dma_start = {
+            let d = &mut self.devices[device as usize];
+            let start = first.max(d.dma_free_ns);
+            d.dma_free_ns = start + a.dma_ns(u64::from(len));
+            start
+        };
+        for (i, seg) in segment(len, mtu).enumerate() {
+            let depart = (first + i as u64 * a.packet_ns)
+                .max(dma_start + a.dma_ns(u64::from(seg.offset + seg.len)));
+            self.wire_at(
+                Packet {
+                    source: p.destination,
+                    destination: p.source,
+                    psn: p.psn.add(i as u32),
+                    opcode: Opcode::ReadResponse(seg.position),
+                    flags: PacketFlags::NONE,
+                    payload_len: seg.len,
+                    offset: from + seg.offset,
+                    cookie: p.cookie,
+                },
+                depart,
+            );
+        }
+    }
+
+    pub(super) fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let device = r.device;
+        let req_view = RemoteRequest {
+            op: RemoteOp::Atomic,
+            remote_addr: w.atomic.remote_addr,
+            rkey: w.atomic.rkey,
+            len: 8,
+        };
+        let (slot, off) = match self.check_rkey(rq, device, &req_view) {
+            Ok((slot, off)) => (slot, off as usize),
+            Err(scenario) => {
+                self.responder_error(rq, p, scenario, None);
+                return;
+            }
+        };
+        let Some(op) = AtomicOp::from_wr(w.opcode, w.atomic.compare_add, w.atomic.swap) else {
+            return;
+        };
+        let original = match self.mrs.get_by_index_mut(slot) {
+            Some((_, m)) => {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&m.bytes[off..off + 8]);
+                let original = apply_atomic(op, &mut word);
+                m.bytes[off..off + 8].copy_from_slice(&word);
+                original
+            }
+            None => return,
+        };
+        self.record(TraceEvent::Placement {
+            device,
+            qpn: p.destination.qpn,
+            offset: 0,
+            len: 8,
+        });
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let slot = usize::from(r.rx.atomic_next);
+        r.rx.atomics
+            .get_or_insert_with(|| Box::new([(0, 0); ATOMIC_REPLAY]))[slot] =
+            (p.psn.value() + 1, original);
+        r.rx.atomic_next = ((slot + 1) % ATOMIC_REPLAY) as u8;
+        r.rx.epsn = p.psn.next();
+        self.wire(Packet {
+            source: p.destination,
+            destination: p.source,
+            psn: p.psn,
+            opcode: Opcode::AtomicAcknowledge,
+            flags: PacketFlags::NONE,
+            payload_len: 0,
+            offset: 0,
+            cookie: original,
+        });
+    }
+
+    /// UC: PSNs are checked, a gap loses the message it falls in, errors
+    /// drop silently, nothing is acknowledged (§4.2 UD/UC table).
+    pub(super) fn uc_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let (pos, write) = match p.opcode {
+            Opcode::Send(pos) => (pos, false),
+            Opcode::RdmaWrite(pos) => (pos, true),
+            _ => return,
+        };
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        let epsn = r.rx.epsn;
+        if p.psn != epsn {
+            if p.psn.is_behind(epsn) {
+                return; // an old packet
+            }
+            // Packets were lost: the message in progress is abandoned.
+            r.rx.msg = RxMsg::default();
+            if !pos.starts_message() {
+                r.rx.msg.dropping = true;
+                r.rx.epsn = p.psn.next();
+                return;
+            }
+        }
+        r.rx.epsn = p.psn.next();
+        if r.rx.msg.dropping && !pos.starts_message() {
+            if pos.ends_message() {
+                r.rx.msg = RxMsg::default();
+            }
+            return;
+        }
+        if pos.starts_message() {
+            self.ooo_unreliable_recv(rq);
+        }
+        if pos.starts_message() && !self.begin_message(rq, req, p, write) {
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.msg = RxMsg {
+                dropping: !pos.ends_message(),
+                ..RxMsg::default()
+            };
+            return;
+        }
+        self.place(rq, req, p, write);
+        if pos.ends_message() {
+            self.end_message(rq, req, p);
+        }
+    }
+
+    /// UD: Q_Key check, the 40-byte GRH, then the payload (§4.2 UD table).
+    pub(super) fn ud_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let s = self.qps.get(req.index, req.generation).expect("live");
+        let w = *s.sq.get(p.cookie).0;
+        let sender_qkey = s.phase.parts().0.map_or(0, |b| b.qkey);
+        let r = self.qps.get(rq.index, rq.generation).expect("live");
+        let (device, qpn) = (r.device, r.qp_num);
+        let my_qkey = r.phase.parts().0.map_or(0, |b| b.qkey);
+        // A remote_qkey with bit 31 set means "use the QP's own Q_Key".
+        let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
+            sender_qkey
+        } else {
+            w.remote_qkey
+        };
+        if qkey != my_qkey {
+            self.discard(p, "wrong Q_Key");
+            return;
+        }
+        self.ooo_unreliable_recv(rq);
+        let Some(peek) = self.peek_recv(rq) else {
+            self.discard(p, "no receive WQE");
+            return;
+        };
+        if !self.recv_fits(rq, p, peek, p.payload_len, Transport::Ud) {
+            return;
+        }
+        let Some(recv) = self.take_recv(rq) else {
+            return;
+        };
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        if let Some(n) = self.recv_extents(rq, recv, 0, UD_GRH_BYTES, &mut dst) {
+            let grh = self.grh_bytes(p);
+            copy_bytes(&mut self.mrs, &grh, &dst[..n]);
+        }
+        if let Some(n) = self.recv_extents(rq, recv, UD_GRH_BYTES, p.payload_len, &mut dst) {
+            self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]);
+        }
+        self.record(TraceEvent::Placement {
+            device,
+            qpn,
+            offset: 0,
+            len: p.payload_len,
+        });
+        let info = opcode_info(w.opcode);
+        let rc = info.and_then(|i| i.responder);
+        let flags = rc.map_or(WcFlags::empty(), |c| c.flags) | WcFlags::GRH;
+        let slid = self
+            .fabric
+            .port_config(p.source.port_ref())
+            .filter(|c| c.link_layer == LinkLayer::Infiniband)
+            .map_or(0, |c| c.lid);
+        let wc = Wc {
+            wr_id: recv.wr_id,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: UD_GRH_BYTES + p.payload_len,
+            imm_data: if flags.contains(WcFlags::WITH_IMM) {
+                w.imm_data
+            } else {
+                0
+            },
+            qp_num: qpn,
+            src_qp: p.source.qpn,
+            wc_flags: flags,
+            slid,
+            ..Wc::default()
+        };
+        self.complete_recv(rq, recv, wc, p.flags.contains(PacketFlags::SOLICITED));
+    }
+
+    /// A GRH as the receiver sees it: IPv6-shaped, version 6, payload
+    /// length, next header 0x1b, hop limit 64, source and destination GIDs
+    /// (index 0 of each port).
+    pub(super) fn grh_bytes(&self, p: &Packet) -> [u8; 40] {
+        let mut g = [0u8; 40];
+        g[0] = 0x60;
+        let plen = (p.payload_len + 28).to_be_bytes();
+        g[4] = plen[2];
+        g[5] = plen[3];
+        g[6] = 0x1b;
+        g[7] = 64;
+        let sgid = self.gid_of(u32::from(p.source.device.0), 0);
+        let dgid = self.gid_of(u32::from(p.destination.device.0), 0);
+        g[8..24].copy_from_slice(&sgid.0);
+        g[24..40].copy_from_slice(&dgid.0);
+        g
+    }
+}
