@@ -52,12 +52,14 @@ use rdma_sys as sys;
 use verbs_api::errno::{EINVAL, ENODEV, EPERM};
 use verbs_api::*;
 
+use crate::backend::HwVerbs;
+use crate::convert::{cap_from_c, zeroed};
 use crate::errors::{c_error, foreign, stale};
 use crate::ffi::posix::{set_nonblocking, EAGAIN};
 use crate::ffi::verbs::last_errno;
-use crate::hw::{
-    cap_from_c, register_cq, register_qp, zeroed, ChanInner, ContextInner, CqInner, HwCompChannel,
-    HwContext, HwCq, HwPd, HwQp, HwVerbs, Owned, PdInner, QpInner,
+use crate::handles::{
+    register_cq, register_qp, ChanInner, ContextInner, CqInner, HwCompChannel, HwContext, HwCq,
+    HwPd, HwQp, Owned, PdInner, QpInner,
 };
 use crate::registry::{Live, PtrRegistry};
 use crate::sockaddr::SockAddrBuf;

@@ -25,10 +25,11 @@ use rdma_sys as sys;
 use verbs_api::errno::EINVAL;
 use verbs_api::*;
 
+use crate::backend::HwVerbs;
 use crate::errors::c_error;
 use crate::ffi::posix::{set_nonblocking, EAGAIN};
 use crate::ffi::verbs::{self as fv, last_errno};
-use crate::hw::{ensure_chan_nonblocking, HwCompChannel, HwContext, HwCq, HwQp, HwSrq, HwVerbs};
+use crate::handles::{ensure_chan_nonblocking, HwCompChannel, HwContext, HwCq, HwQp, HwSrq};
 use crate::registry::{ack_type_for, element_kind, ElementKind};
 
 /// `ibv_get_async_event`, non-blocking.

@@ -15,11 +15,12 @@ use rdma_sys as sys;
 use verbs_api::errno::{EINVAL, ENOENT, EOPNOTSUPP};
 use verbs_api::*;
 
+use crate::backend::HwVerbs;
+use crate::convert::{device_attr_from_c, sges_to_c, to_gid, zeroed};
 use crate::errors::c_error;
 use crate::ffi::verbs::{self as fv, last_errno, WrBuilder};
-use crate::hw::{
-    device_attr_from_c, register_cq, sges_to_c, to_gid, zeroed, CqInner, HwContext, HwCq, HwMr,
-    HwMw, HwPd, HwQp, HwVerbs, MwInner, Owned,
+use crate::handles::{
+    register_cq, CqInner, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, MwInner, Owned,
 };
 
 fn gid_entry_from_c(e: &sys::ibv_gid_entry) -> GidEntry {

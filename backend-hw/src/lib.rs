@@ -104,20 +104,24 @@
 //! * Legacy XRC receive QPs are emulated (see `xrc_legacy`).
 //! * [`raw::RawWrite`] exists for the `hw_post_poll_overhead` benchmark.
 
+mod backend;
 mod cm;
+mod convert;
 #[cfg(feature = "mlx5")]
 mod dc;
 mod errors;
 mod events;
 mod ext;
 mod ffi;
+mod handles;
 mod hw;
+mod post;
 pub mod raw;
 mod registry;
 mod sockaddr;
 mod xrc_legacy;
+mod xrcd;
 
+pub use backend::HwVerbs;
 pub use cm::{HwCmChannel, HwCmId};
-pub use hw::{
-    HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, HwSrq, HwVerbs, HwXrcd,
-};
+pub use handles::{HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, HwSrq, HwXrcd};

@@ -12,9 +12,11 @@ use core::ptr;
 use rdma_sys as sys;
 use verbs_api::{Error, Result, Verb, Verbs};
 
+use crate::backend::HwVerbs;
+use crate::convert::zeroed;
 use crate::errors::c_error;
 use crate::ffi::verbs as fv;
-use crate::hw::{zeroed, HwCq, HwMr, HwQp, HwVerbs};
+use crate::handles::{HwCq, HwMr, HwQp};
 
 /// One signalled RDMA WRITE of a fixed buffer, ready to post.
 pub struct RawWrite {
