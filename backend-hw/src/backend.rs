@@ -18,6 +18,7 @@ use verbs_api::*;
 
 use crate::convert::*;
 use crate::errors::{c_error, foreign, no_device_error};
+use crate::ffi::verbs as fv;
 use crate::ffi::verbs::last_errno;
 use crate::handles::*;
 use crate::xrc_legacy::LegacyXrcRegistry;
@@ -309,5 +310,118 @@ impl HwVerbs {
             }
             _ => c_error(Verb::ModifyQp, EINVAL, "ibv_modify_qp"),
         }
+    }
+}
+
+impl HwVerbs {
+    /// The body of `Verbs::capabilities`.
+    pub(crate) fn capabilities_impl(&mut self) -> Capabilities {
+        // Only what this backend implements and the device can do; without a
+        // device nothing is claimed.
+        let Ok(n) = with_device_list(|d| d.len()) else {
+            return Capabilities::empty();
+        };
+        if n == 0 {
+            return Capabilities::empty();
+        }
+        let mut caps = Capabilities::RC
+            | Capabilities::UC
+            | Capabilities::UD
+            | Capabilities::SRQ
+            | Capabilities::DATA_PATH
+            | Capabilities::MCAST
+            | Capabilities::XRC
+            | Capabilities::LEGACY_XRC
+            | Capabilities::MULTI_PROCESS;
+        if n >= 2 {
+            caps |= Capabilities::TWO_DEVICES;
+        }
+        if cfg!(feature = "mlx5") {
+            caps |= Capabilities::MLX5DV;
+        }
+        caps
+    }
+
+    /// The body of `Verbs::open_device`.
+    pub(crate) fn open_device_impl(
+        &mut self,
+        index: usize,
+        process: ProcessId,
+    ) -> Result<HwContext> {
+        let order = match with_device_list(|d| self.order(d)) {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) | Err(e) => {
+                return Err(
+                    Error::new(Verb::OpenDevice, e.kind(), e.message().to_string())
+                        .with_errno(e.errno()),
+                )
+            }
+        };
+        let real = order.get(index).copied();
+        let opened = with_device_list(|d| match real.and_then(|r| d.get(r)) {
+            None => Err(Error::new(
+                Verb::OpenDevice,
+                ErrorKind::NoDevice,
+                format!("no RDMA device at index {index} ({} found)", d.len()),
+            )),
+            Some(&dev) => {
+                let info = device_info(dev);
+                // SAFETY: `dev` is an entry of the live list; the opened
+                // context holds its own reference to the device, so freeing
+                // the list afterwards is allowed.
+                let ctx = unsafe { sys::ibv_open_device(dev) };
+                if ctx.is_null() {
+                    Err(c_error(Verb::OpenDevice, last_errno(), "ibv_open_device"))
+                } else {
+                    Ok((ctx, info.name))
+                }
+            }
+        });
+        let (raw, name) = match opened {
+            Ok(r) => r?,
+            Err(e) => {
+                return Err(
+                    Error::new(Verb::OpenDevice, e.kind(), e.message().to_string())
+                        .with_errno(e.errno()),
+                )
+            }
+        };
+        Ok(HwContext(Arc::new(ContextInner::new(
+            raw, self.id, process, name, false,
+        ))))
+    }
+
+    /// The body of `Verbs::query_port`.
+    pub(crate) fn query_port_impl(&mut self, ctx: &HwContext, port_num: u8) -> Result<PortAttr> {
+        let (c, _) = self.ctx(ctx, Verb::QueryPort)?;
+        let mut a: sys::ibv_port_attr = zeroed();
+        // SAFETY: live context from `ibv_open_device`; `a` is writable.
+        let rc = unsafe { fv::ibv_query_port(c, port_num, &mut a) };
+        if rc != 0 {
+            return Err(c_error(Verb::QueryPort, rc, "ibv_query_port"));
+        }
+        Ok(PortAttr {
+            state: PortState::from_raw(a.state),
+            max_mtu: Mtu::from_raw(a.max_mtu),
+            active_mtu: Mtu::from_raw(a.active_mtu),
+            gid_tbl_len: a.gid_tbl_len,
+            port_cap_flags: a.port_cap_flags,
+            max_msg_sz: a.max_msg_sz,
+            bad_pkey_cntr: a.bad_pkey_cntr,
+            qkey_viol_cntr: a.qkey_viol_cntr,
+            pkey_tbl_len: a.pkey_tbl_len,
+            lid: a.lid,
+            sm_lid: a.sm_lid,
+            lmc: a.lmc,
+            max_vl_num: a.max_vl_num,
+            sm_sl: a.sm_sl,
+            subnet_timeout: a.subnet_timeout,
+            init_type_reply: a.init_type_reply,
+            active_width: a.active_width,
+            active_speed: u32::from(a.active_speed),
+            phys_state: a.phys_state,
+            link_layer: LinkLayer::from_raw(u32::from(a.link_layer)),
+            flags: a.flags,
+        })
     }
 }

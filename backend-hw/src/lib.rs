@@ -107,6 +107,7 @@
 mod backend;
 mod cm;
 mod convert;
+mod create;
 #[cfg(feature = "mlx5")]
 mod dc;
 mod errors;
@@ -115,6 +116,8 @@ mod ext;
 mod ffi;
 mod handles;
 mod hw;
+#[cfg(feature = "mlx5")]
+mod mlx5;
 mod post;
 pub mod raw;
 mod registry;

@@ -14,6 +14,8 @@ use verbs_api::*;
 use crate::backend::HwVerbs;
 use crate::convert::*;
 use crate::errors::c_error;
+use crate::ffi::verbs as fv;
+use crate::handles::*;
 
 impl HwVerbs {
     /// One `SendWr` as a C `ibv_send_wr` (unlinked) and its SGE array.
@@ -297,4 +299,127 @@ pub(crate) fn post_recv_chain(
         (bad as usize - base as usize) / size_of::<sys::ibv_recv_wr>()
     };
     Err(c_error(verb, rc, verb.c_name()).with_bad_wr(idx))
+}
+
+impl HwVerbs {
+    /// The body of `Verbs::post_send`.
+    ///
+    /// # Safety
+    ///
+    /// The contract of `Verbs::post_send`.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn post_send_impl(
+        &mut self,
+        qp: &HwQp,
+        wrs: &[SendWr<'_, Self>],
+    ) -> Result<()> {
+        let verb = Verb::PostSend;
+        let p = self.qp_ptr(qp, verb)?;
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        #[cfg(feature = "mlx5")]
+        if qp.0.dc_type == Some(DcType::Dci) {
+            // SAFETY: `p` is this live DCI; the memory contract is ours,
+            // passed on unchanged.
+            return unsafe { self.post_send_dci(p, wrs) };
+        }
+        // Convert up to the first request that fails a check; the ones
+        // before it are posted (C's `bad_wr` contract), then its error is
+        // reported.
+        let mut sges: Vec<Vec<sys::ibv_sge>> = Vec::with_capacity(wrs.len());
+        let mut cw: Vec<sys::ibv_send_wr> = Vec::with_capacity(wrs.len());
+        let mut failure = None;
+        for (i, w) in wrs.iter().enumerate() {
+            match self.send_wr_to_c(w) {
+                Ok((c, s)) => {
+                    cw.push(c);
+                    sges.push(s);
+                }
+                Err(e) => {
+                    failure = Some(e.with_bad_wr(i));
+                    break;
+                }
+            }
+        }
+        if cw.is_empty() {
+            return failure.map_or(Ok(()), Err);
+        }
+        // Link the chain now that neither vector moves any more.
+        let n = cw.len();
+        let base = cw.as_mut_ptr();
+        for (i, (c, s)) in cw.iter_mut().zip(sges.iter_mut()).enumerate() {
+            c.sg_list = if s.is_empty() {
+                ptr::null_mut()
+            } else {
+                s.as_mut_ptr()
+            };
+            c.next = if i + 1 < n {
+                // SAFETY: `i + 1 < n`, so the pointer stays inside `cw`.
+                unsafe { base.add(i + 1) }
+            } else {
+                ptr::null_mut()
+            };
+        }
+        let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
+        // SAFETY: (1) live QP of a live context (the inner keeps them);
+        // (2) `cw` is a NULL-terminated chain whose `sg_list`s point into
+        // `sges`, both alive across the call; (3) `bad` is writable;
+        // (4) the memory named by the SGEs is this method's own `# Safety`
+        // contract, passed on to our caller.
+        let rc = unsafe { fv::ibv_post_send(p, base, &mut bad) };
+        if rc != 0 {
+            let idx = if bad.is_null() {
+                0
+            } else {
+                (bad as usize - base as usize) / size_of::<sys::ibv_send_wr>()
+            };
+            return Err(c_error(verb, rc, "ibv_post_send").with_bad_wr(idx));
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// The body of `Verbs::poll_cq`.
+    pub(crate) fn poll_cq_impl(&mut self, cq: &HwCq, wc: &mut [Wc]) -> Result<usize> {
+        self.check_owner(&cq.0.obj.ctx, Verb::PollCq, "CQ")?;
+        let p = cq.0.obj.get(Verb::PollCq)?;
+        let n = c_int::try_from(wc.len()).unwrap_or(c_int::MAX);
+        let mut raw: Vec<sys::ibv_wc> = (0..n).map(|_| zeroed()).collect();
+        // SAFETY: live CQ; `raw` has room for `n` completions; `&mut self`
+        // serialises polling through this backend.
+        let got = unsafe { fv::ibv_poll_cq(p, n, raw.as_mut_ptr()) };
+        if got < 0 {
+            return Err(Error::from_errno(
+                Verb::PollCq,
+                -got,
+                "ibv_poll_cq failed (CQ in error: overrun?)",
+            ));
+        }
+        for (dst, src) in wc.iter_mut().zip(&raw[..got as usize]) {
+            let opcode = WcOpcode::from_raw(src.opcode);
+            // SAFETY: both union members are a plain u32.
+            let imm = unsafe { src.imm_data_invalidated_rkey_union.imm_data };
+            let flags = WcFlags(src.wc_flags);
+            *dst = Wc {
+                wr_id: src.wr_id,
+                status: WcStatus::from_raw(src.status),
+                opcode,
+                vendor_err: src.vendor_err,
+                byte_len: src.byte_len,
+                imm_data: if flags.contains(WcFlags::WITH_INV) {
+                    imm
+                } else {
+                    u32::from_be(imm)
+                },
+                qp_num: src.qp_num,
+                src_qp: src.src_qp,
+                wc_flags: flags,
+                pkey_index: src.pkey_index,
+                slid: src.slid,
+                sl: src.sl,
+                dlid_path_bits: src.dlid_path_bits,
+            };
+        }
+        Ok(got as usize)
+    }
 }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rdma_sys as sys;
+use verbs_api::errno::EINVAL;
 use verbs_api::*;
 
 use crate::backend::HwVerbs;
@@ -101,4 +102,155 @@ pub(crate) fn open_xrcd_impl(
         obj: Owned::new(x, inner),
         id: NEXT_XRCD_ID.fetch_add(1, Ordering::Relaxed),
     })))
+}
+
+impl HwVerbs {
+    /// The body of `Verbs::open_xrc_domain`.
+    pub(crate) fn open_xrc_domain_impl(
+        &mut self,
+        ctx: &HwContext,
+        fd: XrcdFile,
+        oflags: OpenFlags,
+    ) -> Result<HwXrcd> {
+        // The OFED contract: with fd -1 the only valid oflag is O_CREAT
+        // (ibv_open_xrcd itself ignores the flags then).
+        if fd == XrcdFile::None && oflags != OpenFlags::CREAT {
+            return Err(Error::from_errno(
+                Verb::OpenXrcDomain,
+                EINVAL,
+                format!("fd -1 (no file) allows only oflag O_CREAT, not {oflags}"),
+            ));
+        }
+        let mask = XrcdInitAttrMask::FD | XrcdInitAttrMask::OFLAGS;
+        open_xrcd_impl(self, ctx, Verb::OpenXrcDomain, mask, fd, oflags)
+    }
+
+    /// The body of `Verbs::close_xrc_domain`.
+    pub(crate) fn close_xrc_domain_impl(&mut self, xrcd: &HwXrcd) -> Result<()> {
+        self.check_owner(&xrcd.0.obj.ctx, Verb::CloseXrcDomain, "XRC domain")?;
+        if self
+            .legacy_xrc
+            .borrow()
+            .process_uses_xrcd(xrcd.0.id, xrcd.0.obj.ctx.process)
+        {
+            return Err(Error::new(
+                Verb::CloseXrcDomain,
+                ErrorKind::Busy,
+                "this process is still registered with a receive QP of the domain",
+            ));
+        }
+        xrcd.0
+            .obj
+            .destroy()
+            .map_err(|e| Error::from_errno(Verb::CloseXrcDomain, e.errno(), e.message()))
+    }
+
+    /// The body of `Verbs::create_xrc_srq`.
+    pub(crate) fn create_xrc_srq_impl(
+        &mut self,
+        pd: &HwPd,
+        xrcd: &HwXrcd,
+        xrc_cq: &HwCq,
+        attr: &mut SrqAttr,
+    ) -> Result<HwSrq> {
+        let ctx = HwContext(Arc::clone(&pd.0.obj.ctx));
+        let mut ex = SrqInitAttrEx {
+            attr: *attr,
+            comp_mask: SrqInitAttrMask::TYPE
+                | SrqInitAttrMask::PD
+                | SrqInitAttrMask::XRCD
+                | SrqInitAttrMask::CQ,
+            srq_type: SrqType::Xrc,
+            pd: Some(pd),
+            xrcd: Some(xrcd),
+            cq: Some(xrc_cq),
+            ..SrqInitAttrEx::default()
+        };
+        let srq = self
+            .create_srq_ex(&ctx, &mut ex)
+            .map_err(|e| Error::from_errno(Verb::CreateXrcSrq, e.errno(), e.message()))?;
+        *attr = ex.attr;
+        Ok(srq)
+    }
+
+    /// The body of `Verbs::create_xrc_rcv_qp`.
+    pub(crate) fn create_xrc_rcv_qp_impl(&mut self, xrcd: &HwXrcd) -> Result<u32> {
+        let verb = Verb::CreateXrcRcvQp;
+        self.check_owner(&xrcd.0.obj.ctx, verb, "XRC domain")?;
+        let ctx = HwContext(Arc::clone(&xrcd.0.obj.ctx));
+        let mut attr = QpInitAttrEx {
+            qp_type: QpType::XrcRecv,
+            comp_mask: QpInitAttrMask::XRCD,
+            xrcd: Some(xrcd),
+            ..QpInitAttrEx::default()
+        };
+        let qp = self
+            .create_qp_ex(&ctx, &mut attr)
+            .map_err(|e| Error::from_errno(verb, e.errno(), e.message()))?;
+        let n = qp.0.qp_num;
+        let key = Self::legacy_key(xrcd, n);
+        // A fresh QP number cannot be registered already; if it were, the
+        // new QP is dropped (destroyed) and nothing is left behind.
+        self.legacy_xrc
+            .borrow_mut()
+            .insert(key, xrcd.0.id, xrcd.0.obj.ctx.process, qp)
+            .map_err(|e| Error::from_errno(verb, e, "receive QP number already registered"))?;
+        Ok(n)
+    }
+
+    /// The body of `Verbs::reg_xrc_rcv_qp`.
+    pub(crate) fn reg_xrc_rcv_qp_impl(&mut self, xrcd: &HwXrcd, qp_num: u32) -> Result<()> {
+        let verb = Verb::RegXrcRcvQp;
+        self.check_owner(&xrcd.0.obj.ctx, verb, "XRC domain")?;
+        let key = Self::legacy_key(xrcd, qp_num);
+        let process = xrcd.0.obj.ctx.process;
+        if self.legacy_xrc.borrow().contains(&key) {
+            return self
+                .legacy_xrc
+                .borrow_mut()
+                .register(&key, process)
+                .map_err(|e| {
+                    Error::from_errno(verb, e, "already registered with this receive QP")
+                });
+        }
+        // Created by another OS process: open it by number in the domain.
+        let ctx = HwContext(Arc::clone(&xrcd.0.obj.ctx));
+        let attr = QpOpenAttr {
+            qp_num,
+            qp_type: QpType::XrcRecv,
+            qp_context: 0,
+        };
+        let qp = self
+            .open_qp(&ctx, xrcd, &attr)
+            .map_err(|e| Error::from_errno(verb, e.errno(), e.message()))?;
+        self.legacy_xrc
+            .borrow_mut()
+            .insert(key, xrcd.0.id, process, qp)
+            .map_err(|e| Error::from_errno(verb, e, "already registered"))
+    }
+
+    /// The body of `Verbs::unreg_xrc_rcv_qp`.
+    pub(crate) fn unreg_xrc_rcv_qp_impl(&mut self, xrcd: &HwXrcd, qp_num: u32) -> Result<()> {
+        let verb = Verb::UnregXrcRcvQp;
+        self.check_owner(&xrcd.0.obj.ctx, verb, "XRC domain")?;
+        let key = Self::legacy_key(xrcd, qp_num);
+        let last = self
+            .legacy_xrc
+            .borrow_mut()
+            .unregister(&key, xrcd.0.obj.ctx.process)
+            .map_err(|e| {
+                Error::from_errno(
+                    verb,
+                    e,
+                    "this process is not registered with that receive QP",
+                )
+            })?;
+        if let Some(qp) = last {
+            // The last registration is gone: the QP goes too.
+            qp.0.obj
+                .destroy()
+                .map_err(|e| Error::from_errno(verb, e.errno(), e.message()))?;
+        }
+        Ok(())
+    }
 }
