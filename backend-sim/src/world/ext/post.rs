@@ -1,0 +1,382 @@
+//! The `ibv_wr_*` work-request API (`post_wr`), posting sends with memory
+//! window binds, and `ibv_query_qp_data_in_order`.
+
+use verbs_api::errno::{EOPNOTSUPP, EPERM};
+use verbs_api::{
+    DataInOrderCaps, DataInOrderFlags, Error, MwType, QpType, Result, SendFlags, SendOpsFlags,
+    SendWr, Sge, UdInfo, Verb, WrData, WrEx, WrOp, WrOpcode,
+};
+
+use crate::datapath::{check_post_send, SendQueueView, SendWrView};
+use crate::handles::{MwHandle, QpHandle};
+use crate::profile::DriverModel;
+use crate::world::{invalid, World};
+use crate::SimVerbs;
+
+use super::*;
+
+impl World {
+    // ------------------------------------------------------- send ops
+
+    /// Records the `send_ops_flags` of a QP created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` (the `ibv_wr_*` API exists only
+    /// for those).
+    pub(crate) fn record_send_ops(&mut self, qp: QpHandle, ops: SendOpsFlags) {
+        self.ext.qp_ops.insert(qp.index, (qp.generation, ops));
+    }
+
+    /// The `ibv_wr_*` batch (`ibv_wr_start` … `ibv_wr_complete`): checked
+    /// whole first, then posted; nothing is posted on error.
+    pub(crate) fn post_wr(&mut self, qp: QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> Result<()> {
+        let v = Verb::PostWr;
+        let q = self.qp(qp, v)?;
+        let Some(ops) = get_gen(&self.ext.qp_ops, qp.index, qp.generation) else {
+            return Err(err(
+                v,
+                EOPNOTSUPP,
+                "the QP was not created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: it has no ibv_wr_* API",
+            ));
+        };
+        if matches!(q.class, verbs_api::QpClass::Dci | verbs_api::QpClass::Dct) {
+            return Err(err(
+                v,
+                EOPNOTSUPP,
+                "DC addressing (mlx5dv_wr_set_dc_addr) is not part of WrEx: post on a DCI with post_send",
+            ));
+        }
+        let (qp_type, device, pd) = (q.qp_type, q.device, q.pd);
+        // Singles of ibv_wr_set_sge, kept alive for the SendWr slices.
+        let singles: Vec<[Sge; 1]> = batch
+            .iter()
+            .map(|w| match w.data {
+                WrData::Sge(s) => [s],
+                _ => [Sge::default()],
+            })
+            .collect();
+        let mut wrs: Vec<SendWr<'_, SimVerbs>> = Vec::with_capacity(batch.len());
+        let mut binds = Vec::new();
+        for (i, w) in batch.iter().enumerate() {
+            let at = |msg: String| format!("work request {i} (wr_id {}): {msg}", w.wr_id);
+            if !ops.contains(w.op.send_op_flag()) {
+                return Err(err(
+                    v,
+                    EOPNOTSUPP,
+                    at(format!(
+                        "{} is not in the QP's send_ops_flags {ops}",
+                        w.op.opcode()
+                    )),
+                ));
+            }
+            let mut s = SendWr::<SimVerbs> {
+                wr_id: w.wr_id,
+                opcode: w.op.opcode(),
+                send_flags: w.wr_flags - SendFlags::INLINE,
+                ..SendWr::default()
+            };
+            match w.data {
+                WrData::None => {}
+                WrData::Sge(_) => s.sg_list = &singles[i],
+                WrData::SgeList(l) => s.sg_list = l,
+                WrData::InlineList(l) => {
+                    s.sg_list = l;
+                    s.send_flags |= SendFlags::INLINE;
+                }
+            }
+            match &w.op {
+                WrOp::Send => {}
+                WrOp::SendImm { imm_data } => s.imm_data = *imm_data,
+                WrOp::SendInv { invalidate_rkey } | WrOp::LocalInv { invalidate_rkey } => {
+                    s.imm_data = *invalidate_rkey;
+                }
+                WrOp::RdmaWrite { rkey, remote_addr } | WrOp::RdmaRead { rkey, remote_addr } => {
+                    s.rdma = verbs_api::RdmaInfo {
+                        remote_addr: *remote_addr,
+                        rkey: *rkey,
+                    };
+                }
+                WrOp::RdmaWriteImm {
+                    rkey,
+                    remote_addr,
+                    imm_data,
+                } => {
+                    s.rdma = verbs_api::RdmaInfo {
+                        remote_addr: *remote_addr,
+                        rkey: *rkey,
+                    };
+                    s.imm_data = *imm_data;
+                }
+                WrOp::AtomicCmpSwp {
+                    rkey,
+                    remote_addr,
+                    compare,
+                    swap,
+                } => {
+                    s.atomic = verbs_api::AtomicInfo {
+                        remote_addr: *remote_addr,
+                        compare_add: *compare,
+                        swap: *swap,
+                        rkey: *rkey,
+                    };
+                }
+                WrOp::AtomicFetchAdd {
+                    rkey,
+                    remote_addr,
+                    add,
+                } => {
+                    s.atomic = verbs_api::AtomicInfo {
+                        remote_addr: *remote_addr,
+                        compare_add: *add,
+                        swap: 0,
+                        rkey: *rkey,
+                    };
+                }
+                WrOp::BindMw {
+                    mw,
+                    rkey,
+                    bind_info,
+                } => {
+                    let m = self.mw(**mw, v)?;
+                    if m.mw_type != MwType::Type2 {
+                        return Err(invalid(v, at("ibv_wr_bind_mw binds type 2 windows; a type 1 window is bound with ibv_bind_mw".into())));
+                    }
+                    if let Some(mr) = bind_info.mr {
+                        let mpd = self.live_mr(*mr, v)?.pd;
+                        if mpd != m.pd {
+                            return Err(err(
+                                v,
+                                EPERM,
+                                at("the MR's PD is not the window's".into()),
+                            ));
+                        }
+                    } else if bind_info.addr != 0 || bind_info.length != 0 {
+                        return Err(invalid(
+                            v,
+                            at("bind_info has an address or length but no MR".into()),
+                        ));
+                    }
+                    binds.push((
+                        i,
+                        PendingBind {
+                            mw: **mw,
+                            rkey: *rkey,
+                            mr: bind_info.mr.copied(),
+                            addr: bind_info.addr,
+                            length: bind_info.length,
+                            access: bind_info.mw_access_flags,
+                        },
+                    ));
+                }
+            }
+            match (qp_type, &w.ud) {
+                (QpType::Ud, None) => {
+                    return Err(invalid(v, at("a UD QP needs ibv_wr_set_ud_addr".into())));
+                }
+                (QpType::Ud, Some(ud)) => {
+                    self.ah(*ud.ah, v)?;
+                    s.ud = Some(UdInfo {
+                        ah: ud.ah,
+                        remote_qpn: ud.remote_qpn,
+                        remote_qkey: ud.remote_qkey,
+                    });
+                }
+                (_, Some(_)) => {
+                    return Err(invalid(
+                        v,
+                        at(format!("ibv_wr_set_ud_addr on a {qp_type} QP")),
+                    ));
+                }
+                _ => {}
+            }
+            match (qp_type, w.xrc_srqn) {
+                (QpType::XrcSend, None) => {
+                    return Err(invalid(
+                        v,
+                        at("an XRC_SEND QP needs ibv_wr_set_xrc_srqn".into()),
+                    ));
+                }
+                (QpType::XrcSend, Some(n)) => s.remote_srqn = n,
+                (_, Some(_)) => {
+                    return Err(invalid(
+                        v,
+                        at(format!("ibv_wr_set_xrc_srqn on a {qp_type} QP")),
+                    ));
+                }
+                _ => {}
+            }
+            wrs.push(s);
+        }
+        // The whole batch must pass the post-time checks (mlx5 records the
+        // first builder error and ibv_wr_complete returns it, posting
+        // nothing), so every request is checked against the queue as it
+        // will be when its turn comes.
+        let flavor = self.config.errno_flavor;
+        let q = self.qp(qp, v)?;
+        let profile = &self.device(device).profile;
+        let occupied = q.sq.occupied();
+        for (i, s) in wrs.iter().enumerate() {
+            let view = SendQueueView {
+                transport: crate::world::state::transport_of(q.class),
+                state: q.phase.state(),
+                cap: q.cap,
+                outstanding: u32::try_from(occupied + i as u64).unwrap_or(u32::MAX),
+                atomics_supported: profile.attr.atomic_cap != verbs_api::AtomicCap::None,
+                ip_csum_supported: false,
+            };
+            if let Err(r) = check_post_send(&view, &SendWrView::of(s), flavor) {
+                // The errno of ibv_post_send under the same driver (mlx5's
+                // builders report a full queue and oversized inline data as
+                // ENOMEM, too many SGEs as ENOMEM or EINVAL by flavour).
+                let e = r.to_error(v, 0);
+                return Err(err(
+                    v,
+                    e.errno(),
+                    format!(
+                        "work request {i} (wr_id {}): {}; nothing of the batch was posted",
+                        s.wr_id,
+                        e.message()
+                    ),
+                ));
+            }
+            if s.send_flags.contains(SendFlags::INLINE) && !s.sg_list.is_empty() {
+                self.inline_sources(qp, s.sg_list)
+                    .map_err(|e| Error::new(v, e.kind(), e.message().to_owned()))?;
+            }
+        }
+        let _ = pd;
+        // Binds are known to the executor before the post runs them.
+        let tail = q.sq.tail;
+        if !binds.is_empty() {
+            self.prune_binds();
+        }
+        for (i, b) in &binds {
+            self.ext
+                .binds
+                .insert((qp.index, qp.generation, tail + *i as u64), *b);
+        }
+        let r = self.post_send(qp, &wrs);
+        match r {
+            Ok(()) => {
+                for (_, b) in &binds {
+                    if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
+                        m.user_rkey = b.rkey;
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                for (i, _) in &binds {
+                    self.ext
+                        .binds
+                        .remove(&(qp.index, qp.generation, tail + *i as u64));
+                }
+                Err(Error::from_errno(v, e.errno(), e.message().to_owned()))
+            }
+        }
+    }
+
+    /// `ibv_post_send` with `IBV_WR_BIND_MW` requests (type 2 windows):
+    /// the `wr.bind_mw` part C carries beside each such request, given as
+    /// `(index in wrs, window, new rkey, bind info)`. The drop-in library
+    /// posts legacy chains with binds through this; the checks are those
+    /// of `ibv_wr_bind_mw` (a type 2 window, the MR in the window's PD),
+    /// then the chain is posted as by `World::post_send`, `bad_wr` at the
+    /// first failing request.
+    pub fn post_send_with_binds(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr<'_, SimVerbs>],
+        binds: &[(usize, MwHandle, u32, verbs_api::MwBindInfo<'_, SimVerbs>)],
+    ) -> Result<()> {
+        let v = Verb::PostSend;
+        let mut pending = Vec::with_capacity(binds.len());
+        for (i, mw, rkey, info) in binds {
+            let m = self.mw(*mw, v).map_err(|e| e.with_bad_wr(*i))?;
+            if m.mw_type != MwType::Type2 {
+                return Err(invalid(v, "IBV_WR_BIND_MW binds type 2 windows; a type 1 window is bound with ibv_bind_mw").with_bad_wr(*i));
+            }
+            if let Some(mr) = info.mr {
+                let mpd = self.live_mr(*mr, v).map_err(|e| e.with_bad_wr(*i))?.pd;
+                if mpd != m.pd {
+                    return Err(err(v, EPERM, "the MR's PD is not the window's").with_bad_wr(*i));
+                }
+            }
+            pending.push((
+                *i,
+                PendingBind {
+                    mw: *mw,
+                    rkey: *rkey,
+                    mr: info.mr.copied(),
+                    addr: info.addr,
+                    length: info.length,
+                    access: info.mw_access_flags,
+                },
+            ));
+        }
+        let tail = self.qp(qp, v)?.sq.tail;
+        for (i, b) in &pending {
+            self.ext
+                .binds
+                .insert((qp.index, qp.generation, tail + *i as u64), *b);
+        }
+        let r = self.post_send(qp, wrs);
+        let posted = match &r {
+            Ok(()) => wrs.len(),
+            Err(e) => e.bad_wr().unwrap_or(0),
+        };
+        for (i, b) in &pending {
+            if *i < posted {
+                if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
+                    m.user_rkey = b.rkey;
+                }
+            } else {
+                self.ext
+                    .binds
+                    .remove(&(qp.index, qp.generation, tail + *i as u64));
+            }
+        }
+        r
+    }
+
+    // ------------------------------------------------------ data in order
+
+    /// `ibv_query_qp_data_in_order`: rxe has no provider entry
+    /// (libibverbs answers 0); mlx5 answers "in order" (whole message and
+    /// aligned 128-byte pieces) for SEND, WRITE and READ data, except on a
+    /// QP created with `MLX5DV_QP_CREATE_OOO_DP`, whose placement is not
+    /// ordered (dc-and-mlx5dv.md §5).
+    pub fn query_qp_data_in_order(
+        &self,
+        qp: QpHandle,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        let v = Verb::QueryQpDataInOrder;
+        if flags.unknown_bits() != 0 {
+            return Err(invalid(
+                v,
+                format!("unknown flag bits {:#x}", flags.unknown_bits()),
+            ));
+        }
+        let q = self.qp(qp, v)?;
+        if self.device(q.device).profile.driver != DriverModel::Mlx5 || q.dv.ooo {
+            return Ok(DataInOrderCaps::empty());
+        }
+        let data_op = matches!(
+            op,
+            WrOpcode::Send
+                | WrOpcode::SendWithImm
+                | WrOpcode::SendWithInv
+                | WrOpcode::RdmaWrite
+                | WrOpcode::RdmaWriteWithImm
+                | WrOpcode::RdmaRead
+        );
+        if !data_op {
+            return Ok(DataInOrderCaps::empty());
+        }
+        Ok(if flags.contains(DataInOrderFlags::RETURN_CAPS) {
+            DataInOrderCaps::WHOLE_MSG | DataInOrderCaps::ALIGNED_128_BYTES
+        } else {
+            DataInOrderCaps::WHOLE_MSG
+        })
+    }
+}
