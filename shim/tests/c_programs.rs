@@ -62,16 +62,32 @@ fn run_c(name: &str) -> Option<String> {
         .arg(&src)
         .arg("-o")
         .arg(&exe)
-        .args(["-lrdmacm", "-libverbs"])
+        .args(["-lrdmacm", "-libverbs", "-lpthread"])
         .status()
         .expect("run the C compiler");
     assert!(st.success(), "compiling {name}.c failed");
     let lib = lib_dir(&dir);
-    let out = Command::new(&exe)
+    let mut child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", &lib)
         .env("VERBSIM_SHIM_LOG", "1")
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run the program");
+    // A hang (a lock a forked child inherited, a wait that never ends) is
+    // a failure, not a stuck test run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait for the program").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} did not finish within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child
+        .wait_with_output()
+        .expect("collect the program's output");
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -93,6 +109,13 @@ fn rdma_cm_client_and_server_exchange_a_send() {
 #[test]
 fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
     if let Some(out) = run_c("cq_channel_fd") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
+    if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");
     }
 }
