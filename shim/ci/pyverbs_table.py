@@ -20,6 +20,9 @@ for line in lines:
     else:
         continue
     r = re.search(r" \.\.\. (ok|skipped|FAIL|ERROR|expected failure)(?: ['\"](.*)['\"])?$", rest)
+    if not r and pending and rest.strip() in ("ok", "FAIL", "ERROR"):
+        # The test printed something after " ... " and the verdict came alone.
+        r = re.match(r"(ok|FAIL|ERROR)()", rest.strip())
     if r and pending:
         outcome = {"ok": "ok", "skipped": "skip", "FAIL": "fail", "ERROR": "error"}.get(r.group(1), "ok")
         results.append((pending[0], pending[1], outcome, r.group(2) or ""))

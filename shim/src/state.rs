@@ -94,6 +94,25 @@ unsafe impl Send for Shim {}
 
 static SHIM: Mutex<Option<Shim>> = Mutex::new(None);
 
+thread_local! {
+    /// The lock `fork_prepare` took, held across `fork()` by the forking thread.
+    static FORK_GUARD: core::cell::RefCell<Option<MutexGuard<'static, Option<Shim>>>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+/// Before `fork()`: take the shim's lock, so no other thread is inside a
+/// verb when the address space is copied (a child would otherwise inherit
+/// a lock nobody releases). The child gets a copy of the world as it was.
+extern "C" fn fork_prepare() {
+    let g = lock();
+    FORK_GUARD.with(|f| *f.borrow_mut() = Some(g));
+}
+
+/// After `fork()`, in the parent and in the child: release the lock.
+extern "C" fn fork_release() {
+    FORK_GUARD.with(|f| drop(f.borrow_mut().take()));
+}
+
 /// Runs `f` on the process's shim, creating the world on first use.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Shim) -> R) -> R {
     let mut g = lock();
@@ -143,6 +162,9 @@ impl Shim {
             // SAFETY: registers a plain extern "C" fn with no arguments.
             unsafe { libc::atexit(write_trace_at_exit) };
         }
+        // SAFETY: registers plain extern "C" fns with no arguments; they
+        // only take and release the shim's lock (see `fork_prepare`).
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release)) };
         shim.devices = crate::device::make_devices(&mut shim);
         shim
     }

@@ -47,11 +47,22 @@ fn lib_dir(dir: &Path) -> PathBuf {
 
 /// Compiles `tests/c/<name>.c` and runs it on the simulator: its stdout.
 fn run_c(name: &str) -> Option<String> {
+    run_c_env(name, &[])
+}
+
+/// [`run_c`] with extra environment variables.
+fn run_c_env(name: &str, env: &[(&str, &Path)]) -> Option<String> {
     if !Path::new("/usr/include/rdma/rdma_cma.h").exists() {
         eprintln!("SKIPPED: rdma-core headers are not installed (librdmacm-dev); CI installs them");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("verbsim-shim-c-{name}-{}", std::process::id()));
+    // One directory per run: tests run in parallel, some on the same program.
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "verbsim-shim-c-{name}-{}-{run}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
@@ -62,16 +73,33 @@ fn run_c(name: &str) -> Option<String> {
         .arg(&src)
         .arg("-o")
         .arg(&exe)
-        .args(["-lrdmacm", "-libverbs"])
+        .args(["-lrdmacm", "-libverbs", "-lpthread"])
         .status()
         .expect("run the C compiler");
     assert!(st.success(), "compiling {name}.c failed");
     let lib = lib_dir(&dir);
-    let out = Command::new(&exe)
+    let mut child = Command::new(&exe)
         .env("LD_LIBRARY_PATH", &lib)
         .env("VERBSIM_SHIM_LOG", "1")
-        .output()
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run the program");
+    // A hang (a lock a forked child inherited, a wait that never ends) is
+    // a failure, not a stuck test run.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait for the program").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} did not finish within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child
+        .wait_with_output()
+        .expect("collect the program's output");
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -95,4 +123,36 @@ fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
     if let Some(out) = run_c("cq_channel_fd") {
         assert_eq!(out.trim(), "ok");
     }
+}
+
+#[test]
+fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
+    if let Some(out) = run_c("fork_child") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace_through_the_c_abi() {
+    let dir = std::env::temp_dir().join(format!("verbsim-shim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.trace"), dir.join("b.trace"));
+    if run_c_env("rdma_cm_loop", &[("VERBSIM_TRACE", &a)]).is_none() {
+        return;
+    }
+    run_c_env("rdma_cm_loop", &[("VERBSIM_TRACE", &b)]).unwrap();
+    let (ta, tb) = (
+        std::fs::read_to_string(&a).unwrap(),
+        std::fs::read_to_string(&b).unwrap(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The run did something worth comparing: a connection, a SEND, a teardown.
+    assert!(
+        ta.contains("ESTABLISHED") && ta.contains("recv completion") && ta.contains("destroyed"),
+        "{ta}"
+    );
+    assert_eq!(
+        ta, tb,
+        "two runs with the same (default) seed wrote different traces"
+    );
 }
