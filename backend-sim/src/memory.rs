@@ -12,22 +12,49 @@
 //! [`World::reg_mr_external`]: crate::World::reg_mr_external
 
 use core::fmt;
-use core::ops::{Deref, DerefMut};
+use core::ops::Range;
 
 /// Memory lent to the simulator for the lifetime of one MR.
 ///
 /// The simulator reads it (SEND, WRITE and READ-response sources, atomics)
 /// and writes it (receives, WRITE and READ targets, atomics) only inside
-/// verb calls, as the executor runs; it never keeps a slice past a call.
-/// The implementer promises that the slices stay valid, `len` bytes long,
-/// until the value is dropped, which happens when the MR's slot is freed
-/// (`ibv_dereg_mr`, or the last posted request naming a deregistered MR is
-/// released).
+/// verb calls, as the executor runs, by copies through [`read`] and
+/// [`write`]; memory in the simulator's own address space may also offer
+/// an in-place view ([`as_slice`]), which the simulator never keeps past a
+/// call. The implementer promises that the memory stays valid, [`len`]
+/// bytes long, until the value is dropped, which happens when the MR's slot
+/// is freed (`ibv_dereg_mr`, or the last posted request naming a
+/// deregistered MR is released).
+///
+/// Memory in another process (the shared fabric's clients) implements only
+/// the copies; a copy that cannot be made (the process is gone) reads
+/// zeroes and writes nothing, as a NIC's DMA to unmapped memory would
+/// fault without corrupting the NIC.
+///
+/// [`read`]: ExternalMemory::read
+/// [`write`]: ExternalMemory::write
+/// [`as_slice`]: ExternalMemory::as_slice
+/// [`len`]: ExternalMemory::len
 pub trait ExternalMemory: Send + fmt::Debug {
-    /// The bytes, to read.
-    fn as_slice(&self) -> &[u8];
-    /// The bytes, to write.
-    fn as_mut_slice(&mut self) -> &mut [u8];
+    /// The length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the memory is empty (an MR never is).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `dst.len()` bytes from `offset` into `dst`
+    /// (`offset + dst.len() <= len()`, checked by the caller).
+    fn read(&self, offset: usize, dst: &mut [u8]);
+    /// Copies `src` to `offset` (`offset + src.len() <= len()`).
+    fn write(&mut self, offset: usize, src: &[u8]);
+    /// The bytes in place, if they are in this address space.
+    fn as_slice(&self) -> Option<&[u8]> {
+        None
+    }
+    /// The bytes in place, writable, if they are in this address space.
+    fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        None
+    }
 }
 
 /// An MR's bytes: owned by the World, or lent by the caller.
@@ -43,32 +70,67 @@ impl MrMemory {
     pub(crate) fn is_external(&self) -> bool {
         matches!(self, Self::External(_))
     }
+
+    /// The length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Owned(v) => v.len(),
+            Self::External(e) => e.len(),
+        }
+    }
+
+    /// The bytes in place, where they can be seen so.
+    pub(crate) fn slice(&self) -> Option<&[u8]> {
+        match self {
+            Self::Owned(v) => Some(v),
+            Self::External(e) => e.as_slice(),
+        }
+    }
+
+    /// The bytes in place, writable, where they can be seen so.
+    pub(crate) fn slice_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Self::Owned(v) => Some(v),
+            Self::External(e) => e.as_mut_slice(),
+        }
+    }
+
+    /// Copies bytes at `offset` into `dst`.
+    #[inline]
+    pub(crate) fn read(&self, offset: usize, dst: &mut [u8]) {
+        match self {
+            Self::Owned(v) => dst.copy_from_slice(&v[offset..offset + dst.len()]),
+            Self::External(e) => e.read(offset, dst),
+        }
+    }
+
+    /// Copies `src` to `offset`.
+    #[inline]
+    pub(crate) fn write(&mut self, offset: usize, src: &[u8]) {
+        match self {
+            Self::Owned(v) => v[offset..offset + src.len()].copy_from_slice(src),
+            Self::External(e) => e.write(offset, src),
+        }
+    }
+
+    /// Copies the bytes of `src` to `dst` within this memory (the ranges
+    /// may overlap, as `memmove`).
+    pub(crate) fn copy_within(&mut self, src: Range<usize>, dst: usize) {
+        if let Some(v) = self.slice_mut() {
+            v.copy_within(src, dst);
+            return;
+        }
+        let mut bounce = vec![0u8; src.len()];
+        self.read(src.start, &mut bounce);
+        self.write(dst, &bounce);
+    }
 }
 
 impl fmt::Debug for MrMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Owned(v) => write!(f, "Owned({} bytes)", v.len()),
-            Self::External(e) => write!(f, "External({} bytes, {e:?})", e.as_slice().len()),
-        }
-    }
-}
-
-impl Deref for MrMemory {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Self::Owned(v) => v,
-            Self::External(e) => e.as_slice(),
-        }
-    }
-}
-
-impl DerefMut for MrMemory {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        match self {
-            Self::Owned(v) => v,
-            Self::External(e) => e.as_mut_slice(),
+            Self::External(e) => write!(f, "External({} bytes, {e:?})", e.len()),
         }
     }
 }

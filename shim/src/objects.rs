@@ -108,8 +108,8 @@ impl AppMemory {
 // any thread; the simulator only uses it under the shim's lock.
 unsafe impl Send for AppMemory {}
 
-impl ExternalMemory for AppMemory {
-    fn as_slice(&self) -> &[u8] {
+impl AppMemory {
+    fn bytes(&self) -> &[u8] {
         // SAFETY: `ibv_reg_mr`'s contract: the application keeps
         // [addr, addr+len) mapped until ibv_dereg_mr, which drops this
         // value; the simulator holds the slice only inside one verb call,
@@ -117,10 +117,28 @@ impl ExternalMemory for AppMemory {
         // data race on hardware too (the verbs contract forbids them).
         unsafe { core::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as `as_slice`; the MR was registered with LOCAL_WRITE or
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `bytes`; the MR was registered with LOCAL_WRITE or
         // the simulator's access checks refuse the write before it happens.
         unsafe { core::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
+    }
+}
+
+impl ExternalMemory for AppMemory {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn read(&self, offset: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(&self.bytes()[offset..offset + dst.len()]);
+    }
+    fn write(&mut self, offset: usize, src: &[u8]) {
+        self.bytes_mut()[offset..offset + src.len()].copy_from_slice(src);
+    }
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self.bytes())
+    }
+    fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        Some(self.bytes_mut())
     }
 }
 

@@ -80,7 +80,7 @@ impl World {
         memory: Box<dyn ExternalMemory>,
         access: AccessFlags,
     ) -> Result<MrHandle> {
-        let length = memory.as_slice().len();
+        let length = memory.len();
         let (device, _, access) = self.check_reg_mr(pd, length, access)?;
         if addr.checked_add(length as u64).is_none() {
             return Err(invalid(
@@ -223,9 +223,14 @@ impl World {
         })
     }
 
-    /// The MR's bytes.
+    /// The MR's bytes. An MR over memory in another process
+    /// ([`World::reg_mr_external`] with copy-only memory) has no in-place
+    /// view: `EOPNOTSUPP`.
     pub fn mr_bytes(&self, mr: MrHandle) -> Result<&[u8]> {
-        Ok(&self.live_mr(mr, Verb::MrBytes)?.bytes)
+        self.live_mr(mr, Verb::MrBytes)?
+            .bytes
+            .slice()
+            .ok_or_else(|| no_view(Verb::MrBytes))
     }
 
     /// The MR's bytes, writable. Writing memory a posted request names is
@@ -245,7 +250,7 @@ impl World {
                 ),
             ));
         }
-        Ok(&mut m.bytes)
+        m.bytes.slice_mut().ok_or_else(|| no_view(Verb::MrBytes))
     }
 
     /// An MR the application still holds (not deregistered).
@@ -314,4 +319,13 @@ impl World {
             }
         }
     }
+}
+
+/// The error for an MR whose bytes cannot be seen in place.
+fn no_view(verb: Verb) -> verbs_api::Error {
+    verbs_api::Error::new(
+        verb,
+        verbs_api::ErrorKind::Unsupported,
+        "the MR's memory is in another process: it has no in-place view".to_owned(),
+    )
 }

@@ -221,7 +221,7 @@ impl World {
             let mut at = 0usize;
             for (mr, off, len) in srcs.into_iter().flatten() {
                 if let Some((_, m)) = mrs.get_by_index(mr) {
-                    area[at..at + len].copy_from_slice(&m.bytes[off..off + len]);
+                    m.bytes.read(off, &mut area[at..at + len]);
                 }
                 at += len;
             }

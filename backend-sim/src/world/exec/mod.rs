@@ -43,6 +43,7 @@ use crate::fabric::{
     TimerEvent, TimerKind,
 };
 use crate::handles::QpHandle;
+use crate::memory::MrMemory;
 use crate::profile::DriverModel;
 use crate::trace::{Trace, TraceEvent};
 
@@ -147,13 +148,15 @@ pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) 
         } else if let Some((sm, dm)) = mrs.pair_by_index_mut(s.mr, d.mr) {
             let src = s.off + so..s.off + so + n;
             let dst = d.off + d_o..d.off + d_o + n;
-            if sm.bytes.is_external() || dm.bytes.is_external() {
-                // Two MRs over the caller's memory may overlap: never hold
-                // both views at once.
-                let bounce = sm.bytes[src].to_vec();
-                dm.bytes[dst].copy_from_slice(&bounce);
-            } else {
-                dm.bytes[dst].copy_from_slice(&sm.bytes[src]);
+            match (&sm.bytes, &mut dm.bytes) {
+                (MrMemory::Owned(a), MrMemory::Owned(b)) => b[dst].copy_from_slice(&a[src]),
+                (a, b) => {
+                    // Two MRs over the caller's memory may overlap: never
+                    // hold both views at once.
+                    let mut bounce = vec![0u8; n];
+                    a.read(src.start, &mut bounce);
+                    b.write(dst.start, &bounce);
+                }
             }
         }
         so += n;
@@ -177,7 +180,7 @@ fn copy_bytes(mrs: &mut Arena<Mr>, mut bytes: &[u8], dst: &[Extent]) {
         }
         let n = d.len.min(bytes.len());
         if let Some((_, m)) = mrs.get_by_index_mut(d.mr) {
-            m.bytes[d.off..d.off + n].copy_from_slice(&bytes[..n]);
+            m.bytes.write(d.off, &bytes[..n]);
         }
         bytes = &bytes[n..];
     }

@@ -114,9 +114,9 @@ impl World {
         let original = match self.mrs.get_by_index_mut(slot) {
             Some((_, m)) => {
                 let mut word = [0u8; 8];
-                word.copy_from_slice(&m.bytes[off..off + 8]);
+                m.bytes.read(off, &mut word);
                 let original = apply_atomic(op, &mut word);
-                m.bytes[off..off + 8].copy_from_slice(&word);
+                m.bytes.write(off, &word);
                 original
             }
             None => return,
