@@ -9,6 +9,7 @@ macro_rules! handle {
     ($(#[$meta:meta])* $name:ident, $tag:literal) => {
         $(#[$meta])*
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         pub struct $name {
             pub(crate) index: u32,
             pub(crate) generation: u32,

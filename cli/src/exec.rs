@@ -24,6 +24,10 @@ Options:
   --trace FILE        write the simulator's trace to FILE when the program exits
   --chrome-trace FILE write a Chrome/Perfetto JSON trace to FILE
   --faults SPEC       fabric faults: drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS
+  --fabric NAME       join the shared fabric NAME (a socket path, or a name
+                      for /tmp/verbsim-fabric-NAME.sock), starting it if
+                      nobody has: programs run this way with the same NAME
+                      reach each other (server and client as two processes)
   --log               log every failing verb (name, errno, why) to stderr
   --shim PATH         the shim to load (default: libverbsim_shim.so next to
                       this executable, or $VERBSIM_SHIM)
@@ -77,6 +81,17 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 .push(("VERBSIM_CHROME_TRACE", value("--chrome-trace")?)),
             "--faults" => a.env.push(("VERBSIM_FAULTS", value("--faults")?)),
             "--log" => a.env.push(("VERBSIM_SHIM_LOG", "1".into())),
+            "--fabric" => {
+                let v = value("--fabric")?;
+                if v.is_empty() {
+                    return Err("--fabric needs a name or a socket path".into());
+                }
+                a.env.push(("VERBSIM_FABRIC", fabric_socket(&v)));
+                let exe = std::env::current_exe()
+                    .map_err(|e| format!("--fabric: cannot find this executable: {e}"))?;
+                a.env
+                    .push(("VERBSIM_FABRIC_CMD", exe.to_string_lossy().into_owned()));
+            }
             "--shim" => a.shim = Some(value("--shim")?.into()),
             "--" => {
                 a.program = it.map(OsString::from).collect();
@@ -94,6 +109,15 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         return Err("no program given (verbsim exec [OPTIONS] -- PROGRAM [ARGS...])".into());
     }
     Ok(Some(a))
+}
+
+/// The socket of fabric `name`: a path as given, a bare name under /tmp.
+pub(crate) fn fabric_socket(name: &str) -> String {
+    if name.contains('/') {
+        name.to_owned()
+    } else {
+        format!("/tmp/verbsim-fabric-{name}.sock")
+    }
 }
 
 /// Where the shim is: `--shim`, `$VERBSIM_SHIM`, or next to this executable.
@@ -205,6 +229,13 @@ mod tests {
         assert!(a.env.contains(&("VERBSIM_SEED", "7".into())));
         assert!(a.env.contains(&("VERBSIM_DEVICES", "cx6,rxe".into())));
         assert!(a.env.contains(&("VERBSIM_SHIM_LOG", "1".into())));
+        let a = parse(&["--fabric".to_string(), "ci".into(), "p".into()])
+            .unwrap()
+            .unwrap();
+        assert!(a
+            .env
+            .contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
+        assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
     }
 
     #[test]
@@ -218,5 +249,8 @@ mod tests {
             .contains("cx9"));
         assert!(parse(&s(&["--"])).unwrap_err().contains("no program"));
         assert!(parse(&s(&["--bogus"])).unwrap_err().contains("--bogus"));
+        assert!(parse(&s(&["--fabric", "", "p"]))
+            .unwrap_err()
+            .contains("--fabric"));
     }
 }

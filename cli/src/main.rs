@@ -15,6 +15,7 @@
 
 mod calibrate;
 mod exec;
+mod fabric;
 mod fuzz;
 mod perf;
 mod plot;
@@ -69,6 +70,9 @@ Usage:
   verbsim exec [--seed N] [--devices cx6,cx6] [--trace FILE] -- PROGRAM ARGS...
                  run an unmodified RDMA program (C, Python, Rust) on the
                  simulator through the drop-in libibverbs.so.1 (docs/drop-in.md)
+  verbsim fabric --socket PATH [--exit-when-idle] [--pace wall|virtual]
+                 one simulated fabric shared by several processes (programs
+                 run with `verbsim exec --fabric PATH`; docs/drop-in.md)
   verbsim help [COMMAND]
                  this text, or a command's help
 
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
         "calibrate" => calibrate::main(rest),
         "fuzz" => fuzz::main(rest),
         "exec" => exec::main(rest),
+        "fabric" => fabric::main(rest),
         "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
             Some("run") => {
                 print!("{}", run::HELP);
@@ -107,6 +112,10 @@ fn main() -> ExitCode {
             }
             Some("exec") => {
                 print!("{}", exec::HELP);
+                ExitCode::SUCCESS
+            }
+            Some("fabric") => {
+                print!("{}", fabric::HELP);
                 ExitCode::SUCCESS
             }
             Some(other) => {

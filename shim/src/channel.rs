@@ -72,7 +72,7 @@ impl Fds {
 
 /// Sets every watched fd from the simulator's pending events.
 pub(crate) fn sync(shim: &mut Shim) {
-    let world = shim.sim.world();
+    let world = &shim.sim;
     for w in shim.fds.channels.values_mut() {
         let on = world.comp_channel_pending(w.handle).unwrap_or(0) > 0;
         set_fd(w.fd, &mut w.signaled, on);

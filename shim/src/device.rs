@@ -170,7 +170,7 @@ pub(crate) fn wrap_context_fd(
     h: ContextHandle,
     imported: Option<c_int>,
 ) -> Res<*mut c::ibv_context> {
-    let index = shim.sim.world().context_device(h).at(v)? as usize;
+    let index = shim.sim.context_device(h).at(v)? as usize;
     let device = shim.devices.get(index).copied().unwrap_or(0) as *mut c::ibv_device;
     // The command fd is a memfd: a file of its own inode, so that
     // ibv_import_device can find the context from any dup of it.

@@ -17,7 +17,7 @@ use crate::state::{c, with, Fail, Obj, Res, Shim, SimRes};
 /// Runs the world until it is idle (bounded steps, repeated).
 pub(crate) fn settle(shim: &mut Shim) {
     for _ in 0..64 {
-        if shim.sim.world_mut().run_until_idle() {
+        if shim.sim.run_until_idle() {
             break;
         }
     }
@@ -143,10 +143,10 @@ pub(crate) fn get_async_event(
     let r = blocking(v, fd, || {
         with(|shim| {
             let h = crate::device::ctx_of(shim, v, context)?;
-            let mut ev = shim.sim.world_mut().get_async_event(h).at(v)?;
+            let mut ev = shim.sim.get_async_event(h).at(v)?;
             if ev.is_none() {
                 settle(shim);
-                ev = shim.sim.world_mut().get_async_event(h).at(v)?;
+                ev = shim.sim.get_async_event(h).at(v)?;
             }
             crate::channel::sync(shim);
             let Some((t, subject, token)) = ev else {
@@ -217,7 +217,7 @@ pub(crate) fn ack_async_event(event: *mut c::ibv_async_event) {
             .position(|&(_, t, el)| t == e.event_type && (el == element || is_port));
         if let Some(pos) = pos {
             let (token, _, _) = shim.async_unacked.remove(pos);
-            let _ = shim.sim.world_mut().ack_async_event(token);
+            let _ = shim.sim.ack_async_event(token);
         }
     });
 }

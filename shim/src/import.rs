@@ -6,8 +6,6 @@
 
 use core::ffi::c_int;
 
-use verbs_api::Verbs;
-
 use crate::export::export;
 use crate::objects::handle_of;
 use crate::state::{self, c, ret_ptr, with, Fail, Obj, Res, SimRes};

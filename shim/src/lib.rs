@@ -35,6 +35,7 @@ mod device;
 mod events;
 mod export;
 mod ext;
+pub mod fabric;
 mod guard;
 mod import;
 mod mlx5;

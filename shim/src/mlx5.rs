@@ -35,12 +35,7 @@ const MASK_OOO_RECV_WRS: u64 = 1 << 16;
 
 fn device_is_mlx5(shim: &Shim, dev: *mut c::ibv_device) -> Option<bool> {
     let i = shim.devices.iter().position(|&d| d == dev as usize)?;
-    Some(
-        shim.sim
-            .world()
-            .device_profile(i)
-            .is_some_and(|p| p.mlx5.is_some()),
-    )
+    Some(shim.sim.is_mlx5(i))
 }
 
 export! { "MLX5_1.8" fn mlx5dv_is_supported(device: *mut c::ibv_device) -> bool {
@@ -249,12 +244,8 @@ pub(crate) fn check_alloc_type(
     ctx: backend_sim::ContextHandle,
     var: &str,
 ) -> Res<()> {
-    let dev = shim.sim.world().context_device(ctx).at(v)? as usize;
-    let mlx5 = shim
-        .sim
-        .world()
-        .device_profile(dev)
-        .is_some_and(|p| p.mlx5.is_some());
+    let dev = shim.sim.context_device(ctx).at(v)? as usize;
+    let mlx5 = shim.sim.is_mlx5(dev);
     if !mlx5 || std::env::var(var).ok().as_deref().map(str::trim) != Some("HUGE") {
         return Ok(());
     }

@@ -161,14 +161,21 @@ fn reg_mr(
     if (addr as usize).checked_add(length).is_none() {
         return Err(Fail::new(v, libc::EINVAL, "addr + length wraps around"));
     }
-    let mem = Box::new(AppMemory {
-        addr: addr as usize,
-        len: length,
-    });
     let m = shim
         .sim
-        .world_mut()
-        .reg_mr_external(h, iova, mem, AccessFlags(access as u32))
+        .reg_mr_app(
+            h,
+            iova,
+            addr as usize,
+            length,
+            AccessFlags(access as u32),
+            || {
+                Box::new(AppMemory {
+                    addr: addr as usize,
+                    len: length,
+                })
+            },
+        )
         .at(v)?;
     let info = shim.sim.mr_info(&m).at(v)?;
     let mr = state::alloc_zeroed::<c::ibv_mr>();

@@ -483,11 +483,12 @@ fn bounce(shim: &mut Shim, qp: *mut c::ibv_qp, need: usize) -> Result<(u64, u32)
     };
     let mut buf = vec![0u8; need.max(4096)].into_boxed_slice();
     let addr = buf.as_mut_ptr() as usize;
-    let mem = Box::new(crate::objects::AppMemory::new(addr, buf.len()));
+    let len = buf.len();
     let mr = shim
         .sim
-        .world_mut()
-        .reg_mr_external(pd, addr as u64, mem, AccessFlags::LOCAL_WRITE)
+        .reg_mr_app(pd, addr as u64, addr, len, AccessFlags::LOCAL_WRITE, || {
+            Box::new(crate::objects::AppMemory::new(addr, len))
+        })
         .map_err(|e| Fail::sim(v, &e).errno)?;
     let lkey = shim
         .sim

@@ -63,7 +63,7 @@ pub(crate) struct CmState {
 
 /// Sets every CM channel fd from the simulator's pending events.
 pub(crate) fn sync_fds(shim: &mut Shim) {
-    let world = shim.sim.world();
+    let world = &shim.sim;
     for ch in shim.cm.channels.values_mut() {
         let on = world.cm_channel_pending(ch.handle).unwrap_or(0) > 0;
         crate::channel::set_fd(ch.fd, &mut ch.signaled, on);
@@ -374,7 +374,7 @@ fn reap(shim: &mut Shim) {
         .qp_ptrs
         .keys()
         .copied()
-        .filter(|h| shim.sim.world().qp_out_of_order(*h).is_err())
+        .filter(|h| shim.sim.qp_out_of_order(*h).is_err())
         .collect();
     for h in dead_qps {
         if let Some(p) = shim.qp_ptrs.remove(&h) {
@@ -400,7 +400,7 @@ fn reap(shim: &mut Shim) {
         .fds
         .channels
         .iter()
-        .filter(|(_, w)| shim.sim.world().comp_channel_pending(w.handle).is_err())
+        .filter(|(_, w)| shim.sim.comp_channel_pending(w.handle).is_err())
         .map(|(&p, _)| p)
         .collect();
     for p in dead_chs {
@@ -489,7 +489,7 @@ fn verb_then_wait(
     v: &str,
     id: *mut c::rdma_cm_id,
     want: Option<CmEventType>,
-    f: impl FnOnce(&mut SimVerbs, &CmIdHandle) -> Result<()>,
+    f: impl FnOnce(&mut crate::fabric::rpc::Engine, &CmIdHandle) -> Result<()>,
 ) -> Res<()> {
     let h = id_entry(shim, v, id)?.handle;
     f(&mut shim.sim, &h).at(v)?;

@@ -59,7 +59,8 @@ pub(crate) struct Entry {
 
 /// The process's world and the registry of handed-out pointers.
 pub(crate) struct Shim {
-    pub(crate) sim: SimVerbs,
+    /// The world: this process's own, or the shared fabric's.
+    pub(crate) sim: crate::fabric::rpc::Engine,
     pub(crate) config: ShimConfig,
     /// Live C objects, by address.
     pub(crate) objects: BTreeMap<usize, Entry>,
@@ -132,7 +133,15 @@ pub(crate) fn lock() -> MutexGuard<'static, Option<Shim>> {
 impl Shim {
     fn new() -> Self {
         let config = ShimConfig::from_env();
-        let sim = SimVerbs::new(config.sim.clone());
+        let sim = match std::env::var_os(crate::fabric::FABRIC_ENV) {
+            Some(path) if !path.is_empty() => {
+                crate::fabric::rpc::Engine::Remote(crate::fabric::client::Remote::new(
+                    path.into(),
+                    std::env::var("VERBSIM_FABRIC_CMD").ok().as_deref(),
+                ))
+            }
+            _ => crate::fabric::rpc::Engine::Local(Box::new(SimVerbs::new(config.sim.clone()))),
+        };
         let mut shim = Self {
             sim,
             config,
@@ -151,7 +160,11 @@ impl Shim {
             wc_scratch: Vec::new(),
             bounces: BTreeMap::new(),
         };
+        // On the shared fabric, the fabric's own environment sets faults.
         for &(action, ppm) in &shim.config.faults {
+            if shim.sim.is_remote() {
+                break;
+            }
             let _ = shim.sim.sim_control(SimCommand::Fault {
                 scope: FaultScope::All,
                 action,
@@ -202,8 +215,8 @@ extern "C" fn write_trace_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let g = lock();
         if let Some(shim) = g.as_ref() {
-            if let Some(path) = &shim.config.trace_file {
-                if let Err(e) = std::fs::write(path, shim.sim.trace().to_string()) {
+            if let (Some(path), Some(sim)) = (&shim.config.trace_file, shim.sim.local()) {
+                if let Err(e) = std::fs::write(path, sim.trace().to_string()) {
                     eprintln!(
                         "verbsim shim: cannot write the trace to {}: {e}",
                         path.display()

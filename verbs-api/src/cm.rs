@@ -57,6 +57,7 @@ c_enum! {
 
 /// `struct rdma_conn_param`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ConnParam {
     /// `private_data` (at most 56 bytes on connect, 196 on accept, 148 on reject, for IB).
     pub private_data: Vec<u8>,
@@ -121,6 +122,7 @@ pub struct RdmaQpInit<'a, V: Verbs + ?Sized> {
 
 /// Addresses of a CM id (`rdma_get_local_addr` / `rdma_get_peer_addr`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CmAddrs {
     /// Local address, once bound.
     pub local: Option<SocketAddr>,

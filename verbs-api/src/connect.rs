@@ -23,6 +23,7 @@ use crate::{
 /// What one side tells the other to connect: the fields `ibv_rc_pingpong`
 /// exchanges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Endpoint {
     /// The QP's number.
     pub qp_num: u32,
@@ -77,6 +78,7 @@ impl Endpoint {
 /// The attributes [`connect_qp`] sets, with the defaults of the script's
 /// `connect` (docs/script-format.md) except `rnr_retry`, which is finite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ConnectOptions {
     /// `qp_access_flags` at INIT (RC: WRITE, READ and atomics; UC is cut
     /// to WRITE).

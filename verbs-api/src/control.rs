@@ -18,6 +18,7 @@ pub enum FaultScope<'a, V: Verbs + ?Sized> {
 /// What a fault rule does to a packet it matches.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum FaultAction {
     /// Drop the packet.
     Drop,
@@ -32,6 +33,7 @@ pub enum FaultAction {
 /// When a rule fires.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum FaultWhen {
     /// The next `n` matching packets.
     Next(u32),
@@ -82,6 +84,7 @@ pub enum SimCommand<'a, V: Verbs + ?Sized> {
 /// The simulator's answer to a [`SimCommand`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum SimReply {
     /// Done.
     Ok,

@@ -136,6 +136,7 @@ c_flags! {
 
 /// One entry of `ibv_get_device_list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceInfo {
     /// `ibv_get_device_name` (`"mlx5_0"`, `"rxe0"`, `"sim_cx6_0"`).
     pub name: String,
@@ -146,6 +147,7 @@ pub struct DeviceInfo {
 /// `struct ibv_device_attr` (from `ibv_query_device`), plus the few
 /// `ibv_device_attr_ex` fields the backends report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceAttr {
     /// `fw_ver`.
     pub fw_ver: String,
@@ -239,6 +241,7 @@ impl Default for AtomicCap {
 
 /// `struct ibv_port_attr` (from `ibv_query_port`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PortAttr {
     /// `state`.
     pub state: PortState,
@@ -305,6 +308,7 @@ pub const QPF_GRH_REQUIRED: u8 = 1;
 
 /// `union ibv_gid`: 16 bytes, network order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {
@@ -348,6 +352,7 @@ impl core::fmt::Display for Gid {
 /// several processes in one world. The hardware backend treats each id as a
 /// separate group of contexts in this one OS process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ProcessId(pub u32);
 
 c_flags! {

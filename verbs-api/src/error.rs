@@ -142,6 +142,7 @@ pub mod errno {
 /// [`ErrorKind::Unsupported`]); [`ErrorKind::errno`] gives the canonical one.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ErrorKind {
     /// `EINVAL`: an argument, attribute or combination is invalid.
     InvalidArgument,
@@ -289,6 +290,7 @@ impl fmt::Display for ErrorKind {
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // each variant is documented by its C name below
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Verb {
     GetDeviceList,
     OpenDevice,
@@ -495,12 +497,54 @@ impl fmt::Display for Verb {
 /// ([`Error::modify_refused`]) is kept as structured data and formatted only
 /// when shown, so such an error is built without allocating.
 #[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(into = "ErrorWire", from = "ErrorWire")
+)]
 pub struct Error {
     verb: Verb,
     kind: ErrorKind,
     errno: i32,
     message: Message,
     bad_wr: Option<usize>,
+}
+
+/// An [`Error`] on a wire: its message as text.
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ErrorWire {
+    verb: Verb,
+    kind: ErrorKind,
+    errno: i32,
+    message: String,
+    bad_wr: Option<usize>,
+}
+
+#[cfg(feature = "serde")]
+impl From<Error> for ErrorWire {
+    fn from(e: Error) -> Self {
+        Self {
+            verb: e.verb,
+            kind: e.kind,
+            errno: e.errno,
+            message: e.message().to_owned(),
+            bad_wr: e.bad_wr,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<ErrorWire> for Error {
+    fn from(w: ErrorWire) -> Self {
+        Self {
+            verb: w.verb,
+            kind: w.kind,
+            errno: w.errno,
+            message: Message::Text(w.message),
+            bad_wr: w.bad_wr,
+        }
+    }
 }
 
 /// The message of an [`Error`]: text, or data formatted on demand.

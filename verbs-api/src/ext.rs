@@ -52,6 +52,7 @@ impl<V: Verbs + ?Sized> Default for ReregMr<'_, V> {
 
 /// `struct ibv_odp_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct OdpCaps {
     /// `general_caps` (`IBV_ODP_SUPPORT` = 1, `IBV_ODP_SUPPORT_IMPLICIT` = 2).
     pub general_caps: u64,
@@ -65,6 +66,7 @@ pub struct OdpCaps {
 
 /// `struct ibv_tso_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TsoCaps {
     /// `max_tso`.
     pub max_tso: u32,
@@ -74,6 +76,7 @@ pub struct TsoCaps {
 
 /// `struct ibv_rss_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RssCaps {
     /// `supported_qpts`.
     pub supported_qpts: u32,
@@ -89,6 +92,7 @@ pub struct RssCaps {
 
 /// `struct ibv_packet_pacing_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PacketPacingCaps {
     /// `qp_rate_limit_min` (kbps).
     pub qp_rate_limit_min: u32,
@@ -100,6 +104,7 @@ pub struct PacketPacingCaps {
 
 /// `struct ibv_tm_caps` (tag matching).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TmCaps {
     /// `max_rndv_hdr_size`.
     pub max_rndv_hdr_size: u32,
@@ -115,6 +120,7 @@ pub struct TmCaps {
 
 /// `struct ibv_cq_moderation_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CqModerationCaps {
     /// `max_cq_count`.
     pub max_cq_count: u16,
@@ -125,6 +131,7 @@ pub struct CqModerationCaps {
 /// `struct ibv_pci_atomic_caps`: per operation, a bit per supported size
 /// (`IBV_PCI_ATOMIC_OPERATION_4/8/16_BYTE_SIZE_SUP` = 1, 2, 4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PciAtomicCaps {
     /// `fetch_add`.
     pub fetch_add: u16,
@@ -149,6 +156,7 @@ pub const DEVICE_PCI_WRITE_END_PADDING: u64 = 1 << 36;
 
 /// `struct ibv_device_attr_ex` (from `ibv_query_device_ex`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceAttrEx {
     /// `orig_attr`: what `ibv_query_device` gives.
     pub orig_attr: DeviceAttr,
@@ -285,6 +293,7 @@ impl<V: Verbs + ?Sized> Default for CqInitAttrEx<'_, V> {
 /// As with `ibv_wc`, `imm_data` means something only when `wc_flags` has
 /// `WITH_IMM` or `WITH_INV`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct WcEx {
     /// `cq->wr_id`.
     pub wr_id: u64,
@@ -337,6 +346,7 @@ pub fn inc_rkey(rkey: u32) -> u32 {
 
 /// What an MW is (`struct ibv_mw` fields).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MwInfo {
     /// `rkey`: changes with every successful bind.
     pub rkey: u32,
@@ -590,6 +600,7 @@ impl Default for GidType {
 
 /// `struct ibv_gid_entry`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct GidEntry {
     /// `gid`.
     pub gid: Gid,
@@ -605,6 +616,7 @@ pub struct GidEntry {
 
 /// `struct ibv_ece`: Enhanced Connection Establishment options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Ece {
     /// `vendor_id` (IEEE OUI; mlx5: 0x02c9).
     pub vendor_id: u32,

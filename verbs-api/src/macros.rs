@@ -17,6 +17,7 @@ macro_rules! c_enum {
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         $vis enum $name {
             $( $(#[$vmeta])* $variant, )*
             /// A value this crate does not know (kept, never a panic).
@@ -89,6 +90,7 @@ macro_rules! c_flags {
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         $vis struct $name(pub $ty);
 
         impl $name {

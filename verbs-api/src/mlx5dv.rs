@@ -56,6 +56,7 @@ c_flags! {
 
 /// `struct mlx5dv_dci_streams`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DciStreams {
     /// `log_num_concurent` (sic, upstream spelling).
     pub log_num_concurent: u8,
@@ -65,6 +66,7 @@ pub struct DciStreams {
 
 /// `struct mlx5dv_dc_init_attr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DcInitAttr {
     /// `dc_type`.
     pub dc_type: DcType,
@@ -86,6 +88,7 @@ impl Default for DcInitAttr {
 
 /// `struct mlx5dv_qp_init_attr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Mlx5QpInitAttr {
     /// `comp_mask`.
     pub comp_mask: Mlx5QpInitAttrMask,
@@ -159,6 +162,7 @@ c_flags! {
 
 /// `mlx5dv_dci_streams_caps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DciStreamsCaps {
     /// `max_log_num_concurent`.
     pub max_log_num_concurent: u8,
@@ -169,6 +173,7 @@ pub struct DciStreamsCaps {
 /// `mlx5dv_ooo_recv_wrs_caps`: per-type limits of outstanding receive WRs
 /// on an OOO QP (0 = OOO not supported for that type).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct OooRecvWrsCaps {
     /// `max_rc`.
     pub max_rc: u32,
@@ -184,6 +189,7 @@ pub struct OooRecvWrsCaps {
 
 /// `struct mlx5dv_context` (the fields this crate models).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Mlx5Context {
     /// `version`.
     pub version: u8,

@@ -169,6 +169,7 @@ impl Default for PathMigState {
 
 /// `struct ibv_global_route` (the GRH part of an address vector).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct GlobalRoute {
     /// `dgid`.
     pub dgid: Gid,
@@ -184,6 +185,7 @@ pub struct GlobalRoute {
 
 /// `struct ibv_ah_attr`: an address vector (for `IBV_QP_AV`, `ibv_create_ah`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AhAttr {
     /// `grh` (valid when `is_global`).
     pub grh: GlobalRoute,
@@ -203,6 +205,7 @@ pub struct AhAttr {
 
 /// `struct ibv_qp_cap`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpCap {
     /// `max_send_wr`.
     pub max_send_wr: u32,
@@ -221,6 +224,7 @@ pub struct QpCap {
 /// Which fields are read is decided by the [`QpAttrMask`] passed beside it,
 /// exactly as in C.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpAttr {
     /// `qp_state`.
     pub qp_state: QpState,
@@ -427,6 +431,7 @@ impl<V: Verbs + ?Sized> core::fmt::Debug for QpInitAttrEx<'_, V> {
 /// What `ibv_query_qp` returns in its `init_attr` argument: the creation
 /// attributes (with the actual capabilities).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpInitInfo {
     /// `qp_type`.
     pub qp_type: QpType,
@@ -450,6 +455,7 @@ impl Default for QpType {
 
 /// `struct ibv_qp_open_attr` for `ibv_open_qp` (share an XRC_TGT QP).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpOpenAttr {
     /// `qp_num`: the TGT QP to open.
     pub qp_num: u32,

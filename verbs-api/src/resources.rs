@@ -4,6 +4,7 @@ use crate::{AccessFlags, Verbs};
 
 /// What an MR is (`ibv_mr` fields): where it is and its keys.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MrInfo {
     /// `addr`: the virtual address of the first byte (on the simulator, an
     /// address in the owning process's simulated address space).
@@ -43,6 +44,7 @@ impl<V: Verbs + ?Sized> Default for CqInit<'_, V> {
 
 /// What a CQ is after creation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CqInfo {
     /// `cqe`: the actual number of entries (≥ requested).
     pub cqe: u32,
@@ -62,6 +64,7 @@ c_flags! {
 
 /// `struct ibv_srq_attr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SrqAttr {
     /// `max_wr`.
     pub max_wr: u32,
@@ -168,6 +171,7 @@ c_flags! {
 /// Here it is a backend-neutral file identity: processes that pass the same
 /// `XrcdFile` share the domain. The hardware backend maps it to a real file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum XrcdFile {
     /// `fd == -1`: a private domain.
     None,
@@ -179,6 +183,7 @@ pub enum XrcdFile {
 
 /// `struct ibv_xrcd_init_attr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct XrcdInitAttr {
     /// `comp_mask`.
     pub comp_mask: XrcdInitAttrMask,

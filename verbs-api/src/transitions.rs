@@ -46,6 +46,7 @@ const TABLE_STATES: [QpState; 7] = [RESET, INIT, RTR, RTS, SQD, SQE, ERR];
 /// Which row set of the table applies: the QP type as the kernel sees it, with
 /// mlx5's two DC sub-types of `IBV_QPT_DRIVER` told apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum QpClass {
     /// `IBV_QPT_RC` (kernel `IB_QPT_RC`).
     Rc,
@@ -130,6 +131,7 @@ impl fmt::Display for QpClass {
 
 /// Which driver's deviations from the kernel core table apply.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum TableFlavor {
     /// The kernel core table exactly (`ib_modify_qp_is_ok`, K-VERBS), as every
     /// kernel driver applies it.
@@ -162,6 +164,7 @@ impl fmt::Display for TableFlavor {
 /// kernel classes `STATE` is never listed (it is always allowed); DCI/DCT
 /// rows list it in `required` because mlx5 insists on it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TransitionMasks {
     /// Bits that must be present.
     pub required: QpAttrMask,
@@ -924,6 +927,7 @@ pub fn check_modify(
 /// rule and the offending bits, e.g. `RTR->RTS for RC requires
 /// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ModifyRefusal {
     /// The QP's class.
     pub class: QpClass,

@@ -8,6 +8,7 @@ use crate::Verbs;
 /// zero-based MR); bad keys and out-of-range addresses are expressible and
 /// produce the protection errors the spec gives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Sge {
     /// `addr`.
     pub addr: u64,
@@ -77,6 +78,7 @@ c_flags! {
 
 /// `wr.rdma` of `ibv_send_wr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RdmaInfo {
     /// `remote_addr`.
     pub remote_addr: u64,
@@ -86,6 +88,7 @@ pub struct RdmaInfo {
 
 /// `wr.atomic` of `ibv_send_wr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AtomicInfo {
     /// `remote_addr` (8-byte aligned).
     pub remote_addr: u64,
@@ -101,6 +104,7 @@ pub struct AtomicInfo {
 /// rkey, remote_addr, len, type, level)`; the kernel's `wr.flush`). The
 /// rkey and remote address are `wr.rdma`'s.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FlushInfo {
     /// `len`: bytes from `remote_addr` (ignored when `level` is
     /// [`FlushInfo::LEVEL_MR`]).
@@ -353,6 +357,7 @@ c_flags! {
 
 /// `struct ibv_wc`: one work completion.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Wc {
     /// `wr_id`.
     pub wr_id: u64,

@@ -190,6 +190,7 @@ fn device_node_guid(i: usize) -> u64 {
 
 /// What an asynchronous event is about (`event.element`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum AsyncSubject {
     /// A QP.
     Qp(QpHandle),
@@ -279,6 +280,8 @@ pub struct World {
     /// order as the first or a middle packet of an RC message: where a
     /// run of packets may continue (`exec/run.rs`); cleared per event.
     pub(crate) run_from: Option<(QpHandle, crate::fabric::Psn)>,
+    /// No event later than this runs, whatever verb asks ([`World::set_time_limit`]).
+    pub(crate) time_limit: Option<u64>,
     /// Source of unique timer generations.
     pub(crate) timer_seq: u32,
     /// DC connections, OOO messages in progress, their RNG (`world/dc.rs`).
@@ -351,6 +354,7 @@ impl World {
             live_timers: 0,
             rnr_parked: Vec::new(),
             run_from: None,
+            time_limit: None,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),
@@ -395,12 +399,32 @@ impl World {
     /// then. False if the event bound was hit first (a livelock); time has
     /// still moved to where the last event left it.
     pub fn advance_ns(&mut self, ns: u64) -> bool {
-        let target = self.now_ns.saturating_add(ns);
+        let mut target = self.now_ns.saturating_add(ns);
+        if let Some(limit) = self.time_limit {
+            target = target.min(limit.max(self.now_ns));
+        }
         let done = self.run_events(Some(target), state::RUN_EVENT_BUDGET, |_| false);
         if done {
             self.now_ns = self.now_ns.max(target);
         }
         done
+    }
+
+    /// When the next scheduled event (a delivery or a timer) is due, in
+    /// virtual nanoseconds; `None` when nothing is scheduled.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        self.fabric.next_event_time().map(|t| t.as_nanos())
+    }
+
+    /// Caps virtual time: no event due after `limit` ns runs, not even
+    /// inside a verb that would otherwise run the world until it has its
+    /// answer (`poll_cq` on an empty CQ). `None` (the default) lets verbs
+    /// run the world freely. The shared fabric sets it to the wall-clock
+    /// time since it started, so that timers (retransmission, RNR, CM)
+    /// take as long as they would on a wire while the other processes
+    /// catch up.
+    pub fn set_time_limit(&mut self, limit: Option<u64>) {
+        self.time_limit = limit;
     }
 
     /// The trace.

@@ -92,6 +92,10 @@ impl World {
         budget: u64,
         mut stop: impl FnMut(&Self) -> bool,
     ) -> bool {
+        let horizon = match (horizon, self.time_limit) {
+            (Some(h), Some(l)) => Some(h.min(l)),
+            (h, l) => h.or(l),
+        };
         let mut n = 0u64;
         loop {
             if stop(self) {

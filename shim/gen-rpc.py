@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Writes src/fabric/rpc.rs: the verbs the drop-in library sends to the
+shared fabric, as one message type, the client's side (`Remote`), the
+fabric's side (`dispatch`) and the library's engine (`Engine`: the world in
+this process, or the fabric's).
+
+Each line of VERBS is a `Verbs` method with the simulator's types; the
+argument kinds below say how each crosses the wire. Verbs in LOCAL_ONLY
+exist only with an in-process world (the fabric answers EOPNOTSUPP, and
+says so). Run it after changing either list; do not edit rpc.rs."""
+import pathlib, re
+
+root = pathlib.Path(__file__).parent
+
+VERBS = """
+get_device_list() -> Vec<DeviceInfo>
+open_device(index: usize, process: ProcessId) -> ContextHandle
+close_device(ctx: &ContextHandle) -> ()
+query_device(ctx: &ContextHandle) -> DeviceAttr
+query_port(ctx: &ContextHandle, port_num: u8) -> PortAttr
+query_gid(ctx: &ContextHandle, port_num: u8, index: u32) -> Gid
+query_pkey(ctx: &ContextHandle, port_num: u8, index: u16) -> u16
+query_device_ex(ctx: &ContextHandle) -> DeviceAttrEx
+alloc_pd(ctx: &ContextHandle) -> PdHandle
+dealloc_pd(pd: &PdHandle) -> ()
+create_comp_channel(ctx: &ContextHandle) -> CompChannelHandle
+destroy_comp_channel(channel: &CompChannelHandle) -> ()
+create_cq(ctx: &ContextHandle, init: &CqInit<'_, SimVerbs>) -> CqHandle
+cq_info(cq: &CqHandle) -> CqInfo
+destroy_cq(cq: &CqHandle) -> ()
+req_notify_cq(cq: &CqHandle, solicited_only: bool) -> ()
+get_cq_event(channel: &CompChannelHandle) -> Option<CqHandle>
+ack_cq_events(cq: &CqHandle, nevents: u32) -> ()
+poll_cq(cq: &CqHandle, wc: &mut [Wc]) -> usize
+resize_cq(cq: &CqHandle, cqe: u32) -> ()
+create_cq_ex(ctx: &ContextHandle, attr: &CqInitAttrEx<'_, SimVerbs>) -> CqHandle
+poll_cq_ex(cq: &CqHandle, wc: &mut [WcEx]) -> usize
+mr_info(mr: &MrHandle) -> MrInfo
+dereg_mr(mr: &MrHandle) -> ()
+rereg_mr(mr: &MrHandle, args: &ReregMr<'_, SimVerbs>) -> ()
+alloc_mw(pd: &PdHandle, mw_type: MwType) -> MwHandle
+dealloc_mw(mw: &MwHandle) -> ()
+mw_info(mw: &MwHandle) -> MwInfo
+bind_mw(qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, SimVerbs>) -> ()
+create_srq_ex(ctx: &ContextHandle, attr: &mut SrqInitAttrEx<'_, SimVerbs>) -> SrqHandle
+modify_srq(srq: &SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> ()
+query_srq(srq: &SrqHandle) -> SrqAttr
+destroy_srq(srq: &SrqHandle) -> ()
+get_srq_num(srq: &SrqHandle) -> u32
+create_qp_ex(ctx: &ContextHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>) -> QpHandle
+qp_num(qp: &QpHandle) -> u32
+modify_qp(qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> ()
+query_qp(qp: &QpHandle, mask: QpAttrMask) -> (QpAttr, QpInitInfo)
+destroy_qp(qp: &QpHandle) -> ()
+open_qp(ctx: &ContextHandle, xrcd: &XrcdHandle, attr: &QpOpenAttr) -> QpHandle
+attach_mcast(qp: &QpHandle, gid: &Gid, lid: u16) -> ()
+detach_mcast(qp: &QpHandle, gid: &Gid, lid: u16) -> ()
+query_qp_data_in_order(qp: &QpHandle, op: WrOpcode, flags: DataInOrderFlags) -> DataInOrderCaps
+query_ece(qp: &QpHandle) -> Ece
+set_ece(qp: &QpHandle, ece: &mut Ece) -> ()
+create_ah(pd: &PdHandle, attr: &AhAttr) -> AhHandle
+destroy_ah(ah: &AhHandle) -> ()
+unsafe post_send(qp: &QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> ()
+unsafe post_recv(qp: &QpHandle, wrs: &[RecvWr<'_>]) -> ()
+unsafe post_srq_recv(srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> ()
+unsafe post_wr(qp: &QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> ()
+open_xrcd(ctx: &ContextHandle, attr: &XrcdInitAttr) -> XrcdHandle
+close_xrcd(xrcd: &XrcdHandle) -> ()
+mlx5dv_query_device(ctx: &ContextHandle, comp_mask: Mlx5ContextMask) -> Mlx5Context
+mlx5dv_create_qp(ctx: &ContextHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>, mlx5_attr: &Mlx5QpInitAttr) -> QpHandle
+mlx5dv_dci_stream_id_reset(qp: &QpHandle, stream_id: u16) -> ()
+"""
+
+LOCAL_ONLY = """
+rdma_create_event_channel() -> CmChannelHandle
+rdma_destroy_event_channel(channel: &CmChannelHandle) -> ()
+rdma_create_id(channel: &CmChannelHandle, context: u64, ps: PortSpace) -> CmIdHandle
+rdma_destroy_id(id: &CmIdHandle) -> ()
+rdma_id_info(id: &CmIdHandle) -> CmIdInfo<SimVerbs>
+rdma_bind_addr(id: &CmIdHandle, addr: SocketAddr) -> ()
+rdma_resolve_addr(id: &CmIdHandle, src: Option<SocketAddr>, dst: SocketAddr, timeout_ms: u32) -> ()
+rdma_resolve_route(id: &CmIdHandle, timeout_ms: u32) -> ()
+rdma_listen(id: &CmIdHandle, backlog: i32) -> ()
+rdma_connect(id: &CmIdHandle, param: &ConnParam) -> ()
+rdma_accept(id: &CmIdHandle, param: &ConnParam) -> ()
+rdma_reject(id: &CmIdHandle, private_data: &[u8]) -> ()
+rdma_disconnect(id: &CmIdHandle) -> ()
+rdma_get_cm_event(channel: &CmChannelHandle) -> Option<CmEvent<SimVerbs>>
+rdma_ack_cm_event(event: CmEvent<SimVerbs>) -> ()
+rdma_create_qp(id: &CmIdHandle, pd: Option<&PdHandle>, attr: &mut QpInitAttrEx<'_, SimVerbs>) -> QpHandle
+rdma_destroy_qp(id: &CmIdHandle) -> ()
+rdma_init_qp_attr(id: &CmIdHandle, state: QpState) -> (QpAttr, QpAttrMask)
+sim_control(cmd: SimCommand<'_, SimVerbs>) -> SimReply
+"""
+
+# Borrowing argument types and their owned wire forms (src/fabric/wire.rs).
+WIRE = {
+    "&CqInit<'_, SimVerbs>": ("CqInitW", "CqInitW::from({a})", "&{a}.view()", None),
+    "&CqInitAttrEx<'_, SimVerbs>": ("CqInitAttrExW", "CqInitAttrExW::from({a})", "&{a}.view()", None),
+    "&ReregMr<'_, SimVerbs>": ("ReregMrW", "ReregMrW::from({a})", "&{a}.view()", None),
+    "&MwBind<'_, SimVerbs>": ("MwBindW", "MwBindW::from({a})", "&{a}.view()", None),
+    "&mut SrqInitAttrEx<'_, SimVerbs>": ("SrqInitAttrExW", "SrqInitAttrExW::from({a})", None, "attr"),
+    "&mut QpInitAttrEx<'_, SimVerbs>": ("QpInitAttrExW", "QpInitAttrExW::from({a})", None, "cap"),
+    "&[SendWr<'_, SimVerbs>]": ("Vec<SendWrW>", "SendWrW::list({a})", "&SendWrW::views(&{a})", None),
+    "&[RecvWr<'_>]": ("Vec<RecvWrW>", "RecvWrW::list({a})", "&RecvWrW::views(&{a})", None),
+    "&[WrEx<'_, SimVerbs>]": ("Vec<WrExW>", "WrExW::list({a})", "&WrExW::views(&{a})", None),
+}
+HANDLES = {"ContextHandle", "PdHandle", "CqHandle", "CompChannelHandle", "MrHandle", "SrqHandle",
+           "QpHandle", "AhHandle", "XrcdHandle", "MwHandle", "CmChannelHandle", "CmIdHandle"}
+# Objects a session owns, freed when its process leaves: creator -> kind.
+OWNED = {"ContextHandle": "Context", "PdHandle": "Pd", "CqHandle": "Cq",
+         "CompChannelHandle": "Channel", "SrqHandle": "Srq", "QpHandle": "Qp",
+         "AhHandle": "Ah", "XrcdHandle": "Xrcd", "MwHandle": "Mw"}
+DESTROY = {"close_device": "Context", "dealloc_pd": "Pd", "destroy_comp_channel": "Channel",
+           "destroy_cq": "Cq", "dereg_mr": "Mr", "dealloc_mw": "Mw", "destroy_srq": "Srq",
+           "destroy_qp": "Qp", "destroy_ah": "Ah", "close_xrcd": "Xrcd"}
+
+
+def parse(text):
+    out = []
+    for line in text.strip().splitlines():
+        m = re.match(r"(unsafe )?(\w+)\((.*)\) -> (.*)$", line.strip())
+        unsafe, name, args, ret = m.groups()
+        params = []
+        depth, cur = 0, ""
+        for ch in args:
+            if ch == "<":
+                depth += 1
+            if ch == ">":
+                depth -= 1
+            if ch == "," and depth == 0:
+                params.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            params.append(cur.strip())
+        params = [tuple(x.strip() for x in p.split(":", 1)) for p in params]
+        out.append((bool(unsafe), name, params, ret))
+    return out
+
+
+def camel(name):
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def kind(ty):
+    """(wire type, encode, decode-expr, write-back field) of an argument."""
+    if ty in WIRE:
+        return WIRE[ty]
+    if ty in ("&mut [Wc]", "&mut [WcEx]"):
+        return ("usize", "{a}.len()", None, "out")
+    if ty.startswith("&mut "):
+        return (ty[5:], "{a}.clone()", None, "value")
+    if ty.startswith("&") and ty[1:] in HANDLES:
+        return (ty[1:], "*{a}", "&{a}", None)
+    if ty.startswith("&"):
+        return (ty[1:], "{a}.clone()", "&{a}", None)
+    return (ty, "{a}", "{a}", None)
+
+
+def sig(unsafe, name, params, ret):
+    ps = ", ".join(f"{a}: {t}" for a, t in params)
+    u = "unsafe " if unsafe else ""
+    return f"pub(crate) {u}fn {name}(&mut self{', ' if ps else ''}{ps}) -> Result<{ret}>"
+
+
+verbs = parse(VERBS)
+local_only = parse(LOCAL_ONLY)
+o = []
+w = o.append
+w("//! The verbs the drop-in library sends to the shared fabric: the message,")
+w("//! the client's side ([`Remote`]), the fabric's side ([`dispatch`]) and the")
+w("//! library's [`Engine`]. Generated by `shim/gen-rpc.py`; do not edit.")
+w("#![allow(clippy::too_many_lines, clippy::needless_borrow, clippy::clone_on_copy)]")
+w("")
+w("use std::net::SocketAddr;")
+w("")
+w("use backend_sim::*;")
+w("use serde::{Deserialize, Serialize};")
+w("use verbs_api::*;")
+w("")
+w("use super::client::Remote;")
+w("use super::server::{Owned, Session};")
+w("use super::wire::*;")
+w("")
+w("/// One verb call, with its arguments in their owned wire forms.")
+w("#[derive(Debug, Serialize, Deserialize)]")
+w("pub(crate) enum Call {")
+for unsafe, name, params, ret in verbs:
+    tys = [kind(t)[0] for _, t in params]
+    w(f"    /// `{name}`.")
+    w(f"    {camel(name)}({', '.join(tys)}),")
+w("    /// Calls the fabric serves beside the trait's verbs (src/fabric/extra.rs).")
+w("    Extra(super::extra::ExtraCall),")
+w("}")
+w("")
+VERB_OF = {"rdma_id_info": "RdmaCreateId", "cq_info": "CreateCq", "mr_info": "RegMr", "mw_info": "AllocMw", "qp_num": "QueryQp"}
+w("impl Call {")
+w("    /// The verb this call is, for errors about its transport.")
+w("    pub(crate) fn verb(&self) -> Verb {")
+w("        match self {")
+for unsafe, name, params, ret in verbs:
+    w(f"            Self::{camel(name)}(..) => Verb::{VERB_OF.get(name, camel(name))},")
+w("            Self::Extra(x) => x.verb(),")
+w("        }")
+w("    }")
+w("}")
+w("")
+w("impl Remote {")
+for unsafe, name, params, ret in verbs:
+    doc = f"    /// `{name}` on the shared fabric."
+    w(doc)
+    if unsafe:
+        w("    /// # Safety")
+        w("    /// None beyond the trait's: the fabric reads the memory the requests name itself.")
+    w(f"    {sig(unsafe, name, params, ret)} {{")
+    enc = ", ".join(kind(t)[1].format(a=a) for a, t in params)
+    wbs = [(a, t, kind(t)) for a, t in params if kind(t)[3]]
+    if wbs:
+        wb_tys = []
+        for a, t, k in wbs:
+            if k[3] == "out":
+                wb_tys.append(f"Vec<{t[6:-1]}>")
+            else:
+                wb_tys.append(k[0])
+        w(f"        let r: Result<({ret}, {', '.join(wb_tys)})> = self.call(&Call::{camel(name)}({enc}));")
+        names = ", ".join(f"wb_{a}" for a, _, _ in wbs)
+        w(f"        let (ret, {names}) = r?;")
+        for a, t, k in wbs:
+            if k[3] == "out":
+                w(f"        {a}[..wb_{a}.len()].copy_from_slice(&wb_{a});")
+            elif k[3] == "value":
+                w(f"        *{a} = wb_{a};")
+            else:
+                w(f"        {a}.{k[3]} = wb_{a}.{k[3]};")
+        w("        Ok(ret)")
+    else:
+        w(f"        self.call(&Call::{camel(name)}({enc}))")
+    w("    }")
+w("}")
+w("")
+w("/// Runs one call on the fabric's world for `session`; the postcard bytes")
+w("/// of its `Result` (with the arguments the verb writes back).")
+w("pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) -> Vec<u8> {")
+w("    match call {")
+for unsafe, name, params, ret in verbs:
+    args = [f"a{i}" for i in range(len(params))]
+    mut = any(kind(t)[3] for _, t in params)
+    w(f"        Call::{camel(name)}({', '.join(('mut ' if kind(t)[3] not in (None, 'out') else '') + a for a, (_, t) in zip(args, params))}) => {{")
+    pre, callargs, post = [], [], []
+    for a, (pn, t) in zip(args, params):
+        k = kind(t)
+        if k[3] == "out":
+            elem = t[6:-1]
+            pre.append(f"let mut buf_{a} = vec![{elem}::default(); {a}.min(4096)];")
+            callargs.append(f"&mut buf_{a}")
+        elif k[3] == "value":
+            callargs.append(f"&mut {a}")
+        elif k[3] in ("attr", "cap"):
+            pre.append(f"let mut view_{a} = {a}.view();")
+            callargs.append(f"&mut view_{a}")
+            post.append(f"let wb_{a} = view_{a}.{k[3]};")
+            post.append(f"{a}.{k[3]} = wb_{a};")
+        else:
+            callargs.append(k[2].format(a=a))
+    for p in pre:
+        w(f"            {p}")
+    call = f"Verbs::{name}(sim, {', '.join(callargs)})"
+    if unsafe:
+        w("            // SAFETY: the simulator owns or copies every byte a request names")
+        w("            // (a client's memory is reached through process_vm_readv/writev).")
+        w(f"            let r = unsafe {{ {call} }};")
+    else:
+        w(f"            let r = {call};")
+    for p in post:
+        w(f"            {p}")
+    if ret in OWNED:
+        w(f"            if let Ok(h) = &r {{")
+        w(f"                session.own(Owned::{OWNED[ret]}(*h));")
+        w(f"            }}")
+    if name in DESTROY:
+        w(f"            if r.is_ok() {{")
+        w(f"                session.disown(Owned::{DESTROY[name]}(a0));")
+        w(f"            }}")
+    wbs = [(a, t, kind(t)) for a, (_, t) in zip(args, params) if kind(t)[3]]
+    if wbs:
+        parts = []
+        for a, t, k in wbs:
+            if k[3] == "out":
+                parts.append(f"buf_{a}[..n.min(buf_{a}.len())].to_vec()" if False else f"buf_{a}")
+            else:
+                parts.append(a)
+        outs = [a for a, t, k in wbs if k[3] == "out"]
+        if outs:
+            o_ = outs[0]
+            w(f"            super::encode(&r.map(|n| {{ buf_{o_}.truncate(n); (n, {', '.join(parts)}) }}))")
+        else:
+            w(f"            super::encode(&r.map(|x| (x, {', '.join(parts)})))")
+    else:
+        w("            super::encode(&r)")
+    w("        }")
+w("        Call::Extra(x) => super::extra::dispatch(sim, session, x),")
+w("    }")
+w("}")
+w("")
+w("/// The world the library's verbs run on: this process's own, or the")
+w("/// shared fabric's (`VERBSIM_FABRIC`).")
+w("pub(crate) enum Engine {")
+w("    /// The world in this process.")
+w("    Local(Box<SimVerbs>),")
+w("    /// The shared fabric's world, over its socket.")
+w("    Remote(Remote),")
+w("}")
+w("")
+w("impl Engine {")
+for unsafe, name, params, ret in verbs:
+    w(f"    /// `{name}`.")
+    if unsafe:
+        w("    /// # Safety")
+        w("    /// As the trait's method.")
+    w(f"    {sig(unsafe, name, params, ret)} {{")
+    an = ", ".join(a for a, _ in params)
+    w("        match self {")
+    if unsafe:
+        w(f"            // SAFETY: the caller's contract, forwarded.")
+        w(f"            Self::Local(s) => unsafe {{ Verbs::{name}(&mut **s{', ' if an else ''}{an}) }},")
+        w(f"            // SAFETY: as above.")
+        w(f"            Self::Remote(r) => unsafe {{ r.{name}({an}) }},")
+    else:
+        w(f"            Self::Local(s) => Verbs::{name}(&mut **s{', ' if an else ''}{an}),")
+        w(f"            Self::Remote(r) => r.{name}({an}),")
+    w("        }")
+    w("    }")
+for unsafe, name, params, ret in local_only:
+    w(f"    /// `{name}` (in-process worlds only: the shared fabric does not serve it yet).")
+    w(f"    {sig(unsafe, name, params, ret)} {{")
+    an = ", ".join(a for a, _ in params)
+    w("        match self {")
+    w(f"            Self::Local(s) => Verbs::{name}(&mut **s{', ' if an else ''}{an}),")
+    w(f"            Self::Remote(_) => Err(super::not_served(Verb::{VERB_OF.get(name, camel(name))})),")
+    w("        }")
+    w("    }")
+w("}")
+(root / "src" / "fabric" / "rpc.rs").write_text("\n".join(o) + "\n")
+print(f"{len(verbs)} verbs served, {len(local_only)} in-process only")

@@ -1,0 +1,156 @@
+//! The library's side of the shared fabric: one connection per process,
+//! a blocking call per verb, the fabric started on demand.
+
+use std::cell::RefCell;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use verbs_api::Result;
+
+use super::rpc::Call;
+use super::{lost, read_frame, write_frame};
+
+/// How long a process waits for a fabric it started to listen.
+const START_WAIT: Duration = Duration::from_secs(10);
+
+/// The connection to the fabric.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    path: PathBuf,
+    /// The stream and the pid that opened it: a forked child opens its own
+    /// (the parent's stream carries the parent's calls).
+    conn: RefCell<Option<(UnixStream, libc::pid_t)>>,
+}
+
+impl Remote {
+    /// Connects to the fabric at `path`, starting it with `start` (the
+    /// `verbsim` command, `VERBSIM_FABRIC_CMD`) if nobody listens yet.
+    pub(crate) fn connect(path: PathBuf, start: Option<&str>) -> std::io::Result<Self> {
+        let stream = match UnixStream::connect(&path) {
+            Ok(s) => s,
+            Err(first) => {
+                let Some(cmd) = start else {
+                    return Err(first);
+                };
+                spawn_fabric(cmd, &path)?;
+                let t0 = Instant::now();
+                loop {
+                    match UnixStream::connect(&path) {
+                        Ok(s) => break s,
+                        Err(e) if t0.elapsed() > START_WAIT => return Err(e),
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            }
+        };
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        allow_fabric_access();
+        Ok(Self {
+            path,
+            conn: RefCell::new(Some((stream, pid))),
+        })
+    }
+
+    /// [`Remote::connect`], or a connection whose every call fails with
+    /// `EIO` saying why (said once on stderr too): the library cannot
+    /// refuse to load.
+    pub(crate) fn new(path: PathBuf, start: Option<&str>) -> Self {
+        match Self::connect(path.clone(), start) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "verbsim shim: cannot reach the shared fabric at {} ({}): {e}",
+                    path.display(),
+                    super::FABRIC_ENV
+                );
+                Self {
+                    path,
+                    conn: RefCell::new(None),
+                }
+            }
+        }
+    }
+
+    /// One call: the verb's result as the fabric gives it, or `EIO` when
+    /// the fabric is gone.
+    pub(crate) fn call<T: DeserializeOwned>(&self, call: &Call) -> Result<T> {
+        let verb = call.verb();
+        let bytes = super::encode(call);
+        let mut conn = self.conn.borrow_mut();
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        if conn.as_ref().is_none_or(|(_, pid)| *pid != me) {
+            let s = UnixStream::connect(&self.path)
+                .map_err(|e| lost(verb, &format!("{}: {e}", self.path.display())))?;
+            allow_fabric_access();
+            *conn = Some((s, me));
+        }
+        let Some((stream, _)) = conn.as_mut() else {
+            return Err(lost(verb, "no connection"));
+        };
+        let reply = write_frame(stream, &bytes)
+            .and_then(|()| read_frame(stream))
+            .map_err(|e| {
+                let err = lost(verb, &e.to_string());
+                *conn = None;
+                err
+            });
+        let reply = reply?;
+        postcard::from_bytes::<Result<T>>(&reply)
+            .unwrap_or_else(|e| Err(lost(verb, &format!("a reply it could not read: {e}"))))
+    }
+}
+
+/// Lets the fabric process read and write this process's memory under
+/// Yama's `ptrace_scope` 1 (a process that is not our ancestor needs our
+/// leave); a no-op elsewhere, and harmless when it fails (root, scope 0).
+fn allow_fabric_access() {
+    // SAFETY: PR_SET_PTRACER takes an integer; no memory is passed.
+    unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+}
+
+/// Starts `cmd fabric --socket PATH --exit-when-idle` detached (its own
+/// session, no inherited stdio), inheriting the environment's
+/// `VERBSIM_SEED`, `VERBSIM_DEVICES` and `VERBSIM_FAULTS`.
+fn spawn_fabric(cmd: &str, path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let log = std::env::var_os("VERBSIM_FABRIC_LOG");
+    let mut c = Command::new(cmd);
+    c.arg("fabric")
+        .arg("--socket")
+        .arg(path)
+        .arg("--exit-when-idle")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    match log {
+        Some(l) => {
+            c.stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(l)?,
+            );
+        }
+        None => {
+            c.stderr(Stdio::null());
+        }
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory: the
+    // fabric leaves our session, so a signal to our group spares it.
+    unsafe {
+        c.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        })
+    };
+    let mut child = c.spawn()?;
+    // Reap it from a thread so it never lingers as a zombie of ours.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}

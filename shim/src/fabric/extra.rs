@@ -1,0 +1,252 @@
+//! What the library asks of its world beyond the trait's verbs: MRs over
+//! the program's own memory, the pending-event counts behind its fds,
+//! async events, and a few questions about devices and QPs. In process
+//! they go to the [`World`]; on the shared fabric, over the wire.
+
+use backend_sim::*;
+use serde::{Deserialize, Serialize};
+use verbs_api::*;
+
+use super::client::Remote;
+use super::memory::ProcessMemory;
+use super::rpc::Engine;
+use super::server::{Owned, Session};
+use super::wire::{MwBindInfoW, SendWrW};
+
+/// The calls beside the trait's.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum ExtraCall {
+    /// `ibv_reg_mr` over the caller's `[addr, addr + len)`, named `iova`.
+    RegMr {
+        pd: PdHandle,
+        iova: u64,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    },
+    /// `ibv_post_send` with type-2 window binds.
+    PostSendWithBinds(
+        QpHandle,
+        Vec<SendWrW>,
+        Vec<(usize, MwHandle, u32, MwBindInfoW)>,
+    ),
+    /// The device index of a context.
+    ContextDevice(ContextHandle),
+    /// Whether device `index` models an mlx5 NIC.
+    IsMlx5(usize),
+    /// Completion events pending on a channel.
+    CompChannelPending(CompChannelHandle),
+    /// Async events pending on a context.
+    AsyncPending(ContextHandle),
+    /// The next async event of a context, with its ack token.
+    GetAsyncEvent(ContextHandle),
+    /// Acknowledges an async event by token.
+    AckAsyncEvent(u64),
+    /// Whether a QP places data out of order.
+    QpOutOfOrder(QpHandle),
+}
+
+impl ExtraCall {
+    /// The verb this call serves, for errors about its transport.
+    pub(crate) fn verb(&self) -> Verb {
+        match self {
+            Self::RegMr { .. } => Verb::RegMr,
+            Self::PostSendWithBinds(..) => Verb::PostSend,
+            Self::ContextDevice(_) | Self::IsMlx5(_) => Verb::OpenDevice,
+            Self::CompChannelPending(_) => Verb::GetCqEvent,
+            Self::AsyncPending(_) | Self::GetAsyncEvent(_) => Verb::GetAsyncEvent,
+            Self::AckAsyncEvent(_) => Verb::AckAsyncEvent,
+            Self::QpOutOfOrder(_) => Verb::QueryQp,
+        }
+    }
+}
+
+/// Serves one [`ExtraCall`].
+pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCall) -> Vec<u8> {
+    use super::encode;
+    match call {
+        ExtraCall::RegMr {
+            pd,
+            iova,
+            addr,
+            len,
+            access,
+        } => {
+            let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
+                return encode(&Err::<MrHandle, _>(Error::invalid(
+                    Verb::RegMr,
+                    "address or length out of range",
+                )));
+            };
+            let mem = Box::new(ProcessMemory::new(session.pid(), addr, len));
+            let r = sim.world_mut().reg_mr_external(pd, iova, mem, access);
+            if let Ok(h) = &r {
+                session.own(Owned::Mr(*h));
+            }
+            encode(&r)
+        }
+        ExtraCall::PostSendWithBinds(qp, wrs, binds) => {
+            let views = SendWrW::views(&wrs);
+            let binds: Vec<_> = binds
+                .iter()
+                .map(|(i, mw, rkey, b)| (*i, *mw, *rkey, b.view()))
+                .collect();
+            encode(&sim.post_send_with_binds(&qp, &views, &binds))
+        }
+        ExtraCall::ContextDevice(ctx) => encode(&sim.world().context_device(ctx)),
+        ExtraCall::IsMlx5(i) => encode(&Ok::<_, Error>(is_mlx5(sim.world(), i))),
+        ExtraCall::CompChannelPending(ch) => encode(&sim.world().comp_channel_pending(ch)),
+        ExtraCall::AsyncPending(ctx) => encode(&sim.world().async_pending(ctx)),
+        ExtraCall::GetAsyncEvent(ctx) => encode(&sim.world_mut().get_async_event(ctx)),
+        ExtraCall::AckAsyncEvent(token) => encode(&sim.world_mut().ack_async_event(token)),
+        ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
+    }
+}
+
+fn is_mlx5(world: &World, index: usize) -> bool {
+    world
+        .device_profile(index)
+        .is_some_and(|p| p.mlx5.is_some())
+}
+
+impl Remote {
+    fn extra<T: serde::de::DeserializeOwned>(&self, call: ExtraCall) -> Result<T> {
+        self.call(&super::rpc::Call::Extra(call))
+    }
+}
+
+impl Engine {
+    /// `ibv_reg_mr` over the program's buffer `[addr, addr + len)`.
+    ///
+    /// `local` makes the in-process form of that memory; the fabric reaches
+    /// it by pid instead.
+    pub(crate) fn reg_mr_app(
+        &mut self,
+        pd: PdHandle,
+        iova: u64,
+        addr: usize,
+        len: usize,
+        access: AccessFlags,
+        local: impl FnOnce() -> Box<dyn ExternalMemory>,
+    ) -> Result<MrHandle> {
+        match self {
+            Self::Local(s) => s.world_mut().reg_mr_external(pd, iova, local(), access),
+            Self::Remote(r) => r.extra(ExtraCall::RegMr {
+                pd,
+                iova,
+                addr: addr as u64,
+                len: len as u64,
+                access,
+            }),
+        }
+    }
+
+    /// `ibv_post_send` of a chain with type-2 window binds.
+    pub(crate) fn post_send_with_binds(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[SendWr<'_, SimVerbs>],
+        binds: &[(usize, MwHandle, u32, MwBindInfo<'_, SimVerbs>)],
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => s.post_send_with_binds(qp, wrs, binds),
+            Self::Remote(r) => r.extra(ExtraCall::PostSendWithBinds(
+                *qp,
+                SendWrW::list(wrs),
+                binds
+                    .iter()
+                    .map(|(i, mw, rkey, b)| (*i, *mw, *rkey, MwBindInfoW::from(b)))
+                    .collect(),
+            )),
+        }
+    }
+
+    /// The device index of a context.
+    pub(crate) fn context_device(&self, ctx: ContextHandle) -> Result<u32> {
+        match self {
+            Self::Local(s) => s.world().context_device(ctx),
+            Self::Remote(r) => r.extra(ExtraCall::ContextDevice(ctx)),
+        }
+    }
+
+    /// Whether device `index` models an mlx5 NIC.
+    pub(crate) fn is_mlx5(&self, index: usize) -> bool {
+        match self {
+            Self::Local(s) => is_mlx5(s.world(), index),
+            Self::Remote(r) => r.extra(ExtraCall::IsMlx5(index)).unwrap_or(false),
+        }
+    }
+
+    /// Completion events pending on a channel.
+    pub(crate) fn comp_channel_pending(&self, ch: CompChannelHandle) -> Result<usize> {
+        match self {
+            Self::Local(s) => s.world().comp_channel_pending(ch),
+            Self::Remote(r) => r.extra(ExtraCall::CompChannelPending(ch)),
+        }
+    }
+
+    /// Async events pending on a context.
+    pub(crate) fn async_pending(&self, ctx: ContextHandle) -> Result<usize> {
+        match self {
+            Self::Local(s) => s.world().async_pending(ctx),
+            Self::Remote(r) => r.extra(ExtraCall::AsyncPending(ctx)),
+        }
+    }
+
+    /// rdma_cm events pending on a channel (in-process worlds only).
+    pub(crate) fn cm_channel_pending(&self, ch: CmChannelHandle) -> Result<usize> {
+        match self {
+            Self::Local(s) => s.world().cm_channel_pending(ch),
+            Self::Remote(_) => Err(super::not_served(Verb::RdmaGetCmEvent)),
+        }
+    }
+
+    /// The next async event of a context, with its ack token.
+    pub(crate) fn get_async_event(
+        &mut self,
+        ctx: ContextHandle,
+    ) -> Result<Option<(AsyncEventType, AsyncSubject, u64)>> {
+        match self {
+            Self::Local(s) => s.world_mut().get_async_event(ctx),
+            Self::Remote(r) => r.extra(ExtraCall::GetAsyncEvent(ctx)),
+        }
+    }
+
+    /// Acknowledges an async event by token.
+    pub(crate) fn ack_async_event(&mut self, token: u64) -> Result<()> {
+        match self {
+            Self::Local(s) => s.world_mut().ack_async_event(token),
+            Self::Remote(r) => r.extra(ExtraCall::AckAsyncEvent(token)),
+        }
+    }
+
+    /// Whether a QP places data out of order.
+    pub(crate) fn qp_out_of_order(&self, qp: QpHandle) -> Result<bool> {
+        match self {
+            Self::Local(s) => s.world().qp_out_of_order(qp),
+            Self::Remote(r) => r.extra(ExtraCall::QpOutOfOrder(qp)),
+        }
+    }
+
+    /// Runs an in-process world until it is idle (false if a bound was
+    /// hit first); the fabric runs its own world, so there it is a no-op.
+    pub(crate) fn run_until_idle(&mut self) -> bool {
+        match self {
+            Self::Local(s) => s.world_mut().run_until_idle(),
+            Self::Remote(_) => true,
+        }
+    }
+
+    /// Whether verbs go to the shared fabric.
+    pub(crate) fn is_remote(&self) -> bool {
+        matches!(self, Self::Remote(_))
+    }
+
+    /// The in-process simulator, if this is one.
+    pub(crate) fn local(&self) -> Option<&SimVerbs> {
+        match self {
+            Self::Local(s) => Some(s),
+            Self::Remote(_) => None,
+        }
+    }
+}
