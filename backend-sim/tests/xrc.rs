@@ -699,3 +699,32 @@ fn destroying_a_legacy_rcv_qp_by_number_is_refused_and_changes_nothing() {
         sim.close_device(c).unwrap();
     }
 }
+
+/// `ibv_get_srq_num` of a basic SRQ: a number on mlx5 (as
+/// `mlx5_get_srq_num`), freed with the SRQ; `EOPNOTSUPP` on rxe.
+#[test]
+fn basic_srq_numbers_follow_the_driver() {
+    for (profile, numbered) in [("cx6", true), ("rxe", false)] {
+        let mut sim = SimVerbs::new(SimConfig {
+            devices: vec![backend_sim::DeviceProfile::by_name(profile).unwrap()],
+            ..SimConfig::default()
+        });
+        let ctx = sim.open_device(0, ProcessId(0)).unwrap();
+        let pd = sim.alloc_pd(&ctx).unwrap();
+        let mut attr = SrqAttr {
+            max_wr: 8,
+            max_sge: 1,
+            srq_limit: 0,
+        };
+        let srq = sim.create_srq(&pd, &mut attr).unwrap();
+        let r = sim.get_srq_num(&srq);
+        if numbered {
+            let n = r.unwrap();
+            assert_eq!(sim.get_srq_num(&srq).unwrap(), n, "stable");
+            let other = sim.create_srq(&pd, &mut attr).unwrap();
+            assert_ne!(sim.get_srq_num(&other).unwrap(), n, "distinct");
+        } else {
+            assert_eq!(r.unwrap_err().kind(), ErrorKind::Unsupported, "{profile}");
+        }
+    }
+}

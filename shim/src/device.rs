@@ -231,7 +231,16 @@ export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_i
         // An imported context is another handle on the same one: closing
         // it frees only the handle.
         if !shim.aliases.remove(&(context as usize)) {
-            shim.sim.close_device(&h).at(v)?;
+            if let Err(e) = shim.sim.close_device(&h) {
+                if e.errno() != libc::EBUSY {
+                    return Err(e).at(v);
+                }
+                // rdma-core's ibv_close_device closes the uverbs file and
+                // the kernel destroys what the program left (it never
+                // fails); do the same, then close.
+                release_children(shim, context);
+                shim.sim.close_device(&h).at(v)?;
+            }
             shim.ctx_ptrs.remove(&h);
         }
         let e = shim.objects.remove(&(context as usize));
@@ -248,6 +257,65 @@ export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_i
         Ok(())
     }))
 }}
+
+/// Destroys every object of `context` the program did not (as the kernel
+/// does when a uverbs file closes): QPs first, then what they used. Their C
+/// structs stay allocated, as rdma-core's do, and leave the registry, so a
+/// later call naming one is `EINVAL`.
+fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
+    let ctx_of_obj = |p: usize, o: &Obj| -> *mut c::ibv_context {
+        // SAFETY: `p` is a live object of ours of the kind its entry says;
+        // every one of these structs has its `context` field set at creation.
+        unsafe {
+            match o {
+                Obj::Pd(_) => (*(p as *const c::ibv_pd)).context,
+                Obj::Mr(_) => (*(p as *const c::ibv_mr)).context,
+                Obj::Cq(_) => (*(p as *const c::ibv_cq)).context,
+                Obj::Channel(_) => (*(p as *const c::ibv_comp_channel)).context,
+                Obj::Srq(_) => (*(p as *const c::ibv_srq)).context,
+                Obj::Qp(_) => (*(p as *const c::ibv_qp)).context,
+                Obj::Ah(_) => (*(p as *const c::ibv_ah)).context,
+                Obj::Xrcd(_) => (*(p as *const c::ibv_xrcd)).context,
+                Obj::Mw(_) => (*(p as *const c::ibv_mw)).context,
+                Obj::Context(_) => ptr::null_mut(),
+            }
+        }
+    };
+    let rank = |o: &Obj| match o {
+        Obj::Qp(_) => 0,
+        Obj::Srq(_) => 1,
+        Obj::Ah(_) => 2,
+        Obj::Mw(_) => 3,
+        Obj::Mr(_) => 4,
+        Obj::Cq(_) => 5,
+        Obj::Channel(_) => 6,
+        Obj::Pd(_) => 7,
+        Obj::Xrcd(_) => 8,
+        Obj::Context(_) => 9,
+    };
+    let mut victims: Vec<(usize, Obj)> = shim
+        .objects
+        .iter()
+        .filter(|(p, e)| !shim.aliases.contains(p) && ctx_of_obj(**p, &e.obj) == context)
+        .map(|(p, e)| (*p, e.obj))
+        .collect();
+    victims.sort_by_key(|(p, o)| (rank(o), *p));
+    for (p, o) in victims {
+        let _ = match o {
+            Obj::Qp(h) => shim.sim.destroy_qp(&h),
+            Obj::Srq(h) => shim.sim.destroy_srq(&h),
+            Obj::Ah(h) => shim.sim.destroy_ah(&h),
+            Obj::Mw(h) => shim.sim.dealloc_mw(&h),
+            Obj::Mr(h) => shim.sim.dereg_mr(&h),
+            Obj::Cq(h) => shim.sim.destroy_cq(&h),
+            Obj::Channel(h) => shim.sim.destroy_comp_channel(&h),
+            Obj::Pd(h) => shim.sim.dealloc_pd(&h),
+            Obj::Xrcd(h) => shim.sim.close_xrcd(&h),
+            Obj::Context(_) => Ok(()),
+        };
+        shim.objects.remove(&p);
+    }
+}
 
 /// `struct ibv_device_attr` from the simulator's attributes.
 pub(crate) fn device_attr(a: &DeviceAttr) -> c::ibv_device_attr {

@@ -78,6 +78,23 @@ pub(crate) struct XrcdOpen {
     refcnt: u32,
 }
 
+impl XrcState {
+    /// The next free SRQ number of `device` (from 0x40, never 0, skipping
+    /// numbers in use by XRC or basic SRQs).
+    fn alloc_srqn(&mut self, device: u32) -> u32 {
+        let next = self.next_srqn.entry(device).or_insert(0x40);
+        let mut srqn = *next;
+        while self.srq_nums.contains_key(&(device, srqn))
+            || self.basic_nums.contains_key(&(device, srqn))
+            || srqn == 0
+        {
+            srqn = (srqn + 1) & 0xff_ffff;
+        }
+        *next = (srqn + 1) & 0xff_ffff;
+        srqn
+    }
+}
+
 /// What an XRC SRQ adds to a basic one.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct XrcSrq {
@@ -117,6 +134,10 @@ pub(crate) struct XrcState {
     srq_nums: BTreeMap<(u32, u32), SrqHandle>,
     /// Next SRQ number per device.
     next_srqn: BTreeMap<u32, u32>,
+    /// Basic SRQs given a number (`ibv_get_srq_num` on mlx5, which numbers
+    /// every SRQ): `(device, number)` → SRQ arena index, and back.
+    basic_nums: BTreeMap<(u32, u32), u32>,
+    basic_srqns: BTreeMap<u32, (u32, u32)>,
     /// Real QP arena index → its XRC part.
     tgts: BTreeMap<u32, RealTgt>,
     tgt_opens: crate::arena::Arena<TgtOpen>,
@@ -369,12 +390,7 @@ impl World {
                 self.same_ctx(v, "CQ", self.cq(cq, v)?.ctx, ctx)?;
                 let domain = self.xrcd_open(xrcd, v)?.domain;
                 let srq = self.create_srq(pd, &mut attr.attr).map_err(rewrap)?;
-                let next = self.xrc.next_srqn.entry(device).or_insert(0x40);
-                let mut srqn = *next;
-                while self.xrc.srq_nums.contains_key(&(device, srqn)) || srqn == 0 {
-                    srqn = (srqn + 1) & 0xff_ffff;
-                }
-                *next = (srqn + 1) & 0xff_ffff;
+                let srqn = self.xrc.alloc_srqn(device);
                 self.xrc.srq_nums.insert((device, srqn), srq);
                 self.xrc.srqs.insert(
                     srq.index,
@@ -398,15 +414,30 @@ impl World {
         }
     }
 
-    /// `ibv_get_srq_num`: the number senders put in `remote_srqn`.
-    pub(crate) fn get_srq_num(&self, srq: SrqHandle) -> Result<u32> {
+    /// `ibv_get_srq_num`: the number senders put in `remote_srqn`. mlx5
+    /// numbers every SRQ (`mlx5_get_srq_num` returns the hardware SRQN
+    /// whatever the type; DC users read it too): a basic SRQ on an mlx5
+    /// device gets its number from the same space on first asking. rxe has
+    /// no such verb: `EOPNOTSUPP`.
+    pub(crate) fn get_srq_num(&mut self, srq: SrqHandle) -> Result<u32> {
         let v = Verb::GetSrqNum;
-        self.srq(srq, v)?;
-        self.xrc
-            .srqs
-            .get(&srq.index)
-            .map(|s| s.srqn)
-            .ok_or_else(|| invalid(v, "not an XRC SRQ (only XRC SRQs have a number here)"))
+        let device = self.srq(srq, v)?.device;
+        if let Some(s) = self.xrc.srqs.get(&srq.index) {
+            return Ok(s.srqn);
+        }
+        if let Some(&(_, n)) = self.xrc.basic_srqns.get(&srq.index) {
+            return Ok(n);
+        }
+        if self.device(device).profile.mlx5.is_none() {
+            return Err(unsupported(
+                v,
+                "the device's driver has no get_srq_num (only XRC SRQs have a number on rxe)",
+            ));
+        }
+        let n = self.xrc.alloc_srqn(device);
+        self.xrc.basic_nums.insert((device, n), srq.index);
+        self.xrc.basic_srqns.insert(srq.index, (device, n));
+        Ok(n)
     }
 
     /// `ibv_destroy_srq` of any SRQ: an XRC SRQ also releases its CQ, its
@@ -417,6 +448,9 @@ impl World {
             .get(srq.index, srq.generation)
             .and_then(|_| self.xrc.srqs.get(&srq.index).copied());
         self.destroy_srq(srq)?;
+        if let Some(key) = self.xrc.basic_srqns.remove(&srq.index) {
+            self.xrc.basic_nums.remove(&key);
+        }
         if let Some(x) = x {
             self.xrc.srqs.remove(&srq.index);
             let device = self.cq(x.cq, Verb::DestroySrq).map_or(0, |c| c.device);
