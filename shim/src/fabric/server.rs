@@ -301,7 +301,7 @@ fn serve_one(sim: &mut SimVerbs, c: &mut Client) -> bool {
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return false,
         Err(e) => {
             eprintln!(
-                "verbsim fabric: process {}: {e}; closing its session",
+                "verbsim fabric: process {}: refused a frame ({e}); closing its session",
                 c.session.pid
             );
             return false;

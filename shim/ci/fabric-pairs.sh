@@ -1,0 +1,128 @@
+#!/bin/bash
+# Server and client as two processes on one simulated fabric (issue #15):
+# Debian's ibverbs-utils pingpongs and perftest, unmodified, through the
+# drop-in libraries with `verbsim exec --fabric NAME`; a run with 1 % of
+# packets dropped; a peer killed mid-run; garbage on the fabric's socket.
+#   usage: shim/ci/fabric-pairs.sh TARGET_DIR [REPORT.md]
+set -u
+bin="$(cd "$1" && pwd)/verbsim"
+report="${2:-/dev/null}"
+tmp=$(mktemp -d)
+trap 'pkill -f "verbsim fabric --socket /tmp/verbsim-fabric-ci-" 2>/dev/null; rm -rf "$tmp"' EXIT
+export VERBSIM_FABRIC_LOG="$tmp/fabric.log"
+failed=0
+n=0
+printf '| pair | server | client | client says |\n|---|---|---|---|\n' > "$report"
+
+# Waits until something listens on TCP port $1 (perftest and the
+# pingpongs use 18515), without connecting to it: the servers accept once.
+wait_listen() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    for _ in $(seq 1 400); do
+        if grep -q ":$hex 00000000:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    return 1
+}
+
+# pair NAME 'SERVER ARGS' 'CLIENT ARGS' PATTERN [EXEC OPTIONS...]
+pair() {
+    local name=$1 srv=$2 cli=$3 want=$4
+    shift 4
+    n=$((n + 1))
+    local fab="${FAB:-ci-$n}"
+    timeout 120 "$bin" exec "$@" --fabric "$fab" -- $srv > "$tmp/$n.srv" 2>&1 &
+    local spid=$!
+    if ! wait_listen 18515; then
+        echo "FAIL $name: the server never listened"; cat "$tmp/$n.srv"
+        failed=$((failed + 1)); kill "$spid" 2>/dev/null; wait "$spid"; return
+    fi
+    timeout 120 "$bin" exec "$@" --fabric "$fab" -- $cli 127.0.0.1 > "$tmp/$n.cli" 2>&1
+    local c=$?
+    wait "$spid"
+    local s=$?
+    local says
+    says=$(grep -E "$want" "$tmp/$n.cli" | tail -n 1 | tr -s ' \t' ' ')
+    printf '| `%s` | %s | %s | %s |\n' "$name" "$s" "$c" "$says" >> "$report"
+    if [ "$s" -eq 0 ] && [ "$c" -eq 0 ] && [ -n "$says" ]; then
+        echo "PASS $name: $says"
+    else
+        echo "FAIL $name: server exit $s, client exit $c"
+        tail -n 5 "$tmp/$n.srv" "$tmp/$n.cli"
+        failed=$((failed + 1))
+    fi
+}
+
+bytes='bytes in [0-9.]+ seconds'
+pair ibv_rc_pingpong "ibv_rc_pingpong -g 0" "ibv_rc_pingpong -g 0" "$bytes"
+pair ibv_uc_pingpong "ibv_uc_pingpong -g 0" "ibv_uc_pingpong -g 0" "$bytes"
+pair ibv_ud_pingpong "ibv_ud_pingpong -g 0" "ibv_ud_pingpong -g 0" "$bytes"
+pair ibv_srq_pingpong "ibv_srq_pingpong -g 0" "ibv_srq_pingpong -g 0" "$bytes"
+pair ibv_xsrq_pingpong "ibv_xsrq_pingpong -g 0" "ibv_xsrq_pingpong -g 0" "success"
+pair "ibv_rc_pingpong, 1 % of packets dropped" "ibv_rc_pingpong -g 0 -n 200" "ibv_rc_pingpong -g 0 -n 200" "$bytes" --faults drop=10000
+
+row='^ *[0-9]+ +[0-9]+ +[0-9.]+'
+for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
+    pair "$t" "$t -n 200" "$t -n 200" "$row"
+done
+pair "ib_send_bw -c UD" "ib_send_bw -c UD -n 200" "ib_send_bw -c UD -n 200" "$row"
+pair "ib_write_bw -c UC" "ib_write_bw -c UC -n 200" "ib_write_bw -c UC -n 200" "$row"
+pair "ib_write_bw -c DC" "ib_write_bw -c DC -n 200" "ib_write_bw -c DC -n 200" "$row"
+pair "ib_read_bw -c DC" "ib_read_bw -c DC -n 200" "ib_read_bw -c DC -n 200" "$row"
+for t in ib_write_lat ib_send_lat; do
+    pair "$t" "$t -n 200" "$t -n 200" "$row"
+done
+pair "ib_send_lat -c UD" "ib_send_lat -c UD -n 200" "ib_send_lat -c UD -n 200" "$row"
+
+# A peer killed mid-run: the other side's WRITEs go unanswered and fail
+# with IBV_WC_RETRY_EXC_ERR (status 12) after the transport's retries, as
+# on hardware; nothing hangs.
+n=$((n + 1))
+timeout 60 "$bin" exec --fabric "ci-$n" -- ib_write_bw -D 30 > "$tmp/kill.srv" 2>&1 &
+spid=$!
+wait_listen 18515
+timeout 60 "$bin" exec --fabric "ci-$n" -- ib_write_bw -D 30 127.0.0.1 > "$tmp/kill.cli" 2>&1 &
+cpid=$!
+sleep 3
+pkill -9 -f '^ib_write_bw -D 30$' 2>/dev/null
+start=$(date +%s)
+wait "$cpid"
+c=$?
+took=$(( $(date +%s) - start ))
+wait "$spid" 2>/dev/null
+if [ "$c" -ne 0 ] && [ "$c" -ne 124 ] && grep -q 'Failed status 12' "$tmp/kill.cli" && [ "$took" -le 10 ]; then
+    echo "PASS peer killed: the client failed with status 12 (RETRY_EXC_ERR) after ${took}s"
+    printf '| peer killed mid-run | killed | %s | %s |\n' "$c" "Failed status 12 after ${took}s" >> "$report"
+else
+    echo "FAIL peer killed: client exit $c after ${took}s"; tail -n 5 "$tmp/kill.cli"
+    failed=$((failed + 1))
+fi
+
+# Garbage on the fabric's socket: refused, logged, and the fabric serves on.
+n=$((n + 1))
+sock="/tmp/verbsim-fabric-ci-$n.sock"
+VERBSIM_FABRIC_LOG= "$bin" fabric --socket "$sock" --exit-when-idle --linger 3 2> "$tmp/garbage.log" &
+fpid=$!
+for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
+python3 - "$sock" <<'EOF'
+import socket, sys
+for junk in (b"\xff\xff\xff\x7f" + b"x" * 64, b"\x08\x00\x00\x00" + b"\xee" * 8, b"\x01"):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    s.sendall(junk)
+    s.close()
+EOF
+FAB="$sock" pair "ibv_rc_pingpong after garbage" "ibv_rc_pingpong -g 0 -n 100" "ibv_rc_pingpong -g 0 -n 100" "$bytes"
+wait "$fpid"
+if kill -0 "$fpid" 2>/dev/null || ! grep -q "refused" "$tmp/garbage.log"; then
+    echo "FAIL garbage: the fabric did not log a refusal"; cat "$tmp/garbage.log"
+    failed=$((failed + 1))
+else
+    echo "PASS garbage: $(grep -c refused "$tmp/garbage.log") refused and logged; the fabric served on and exited when idle"
+fi
+
+echo "fabric pairs: $failed failed"
+[ "$failed" -eq 0 ]
