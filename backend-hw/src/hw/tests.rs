@@ -180,6 +180,8 @@ fn cm_ack_without_a_pending_event_is_einval() {
         private_data: vec![],
         conn: ConnParam::default(),
         token: 0,
+        ud: None,
+        context: 0,
     };
     let e = hw.rdma_ack_cm_event(ev).unwrap_err();
     assert_eq!(e.verb(), Verb::RdmaAckCmEvent);
