@@ -881,10 +881,7 @@ pub(crate) const SPECS: &[Spec] = &[
             ("context", Int),
             (
                 "join_flags",
-                Enum(
-                    "a join flag (FULLMEMBER SENDONLY_FULLMEMBER)",
-                    join_flag_ok
-                )
+                Enum("a join flag (FULLMEMBER SENDONLY_FULLMEMBER)", join_flag_ok)
             )
         ]]
     ),

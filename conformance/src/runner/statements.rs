@@ -1899,8 +1899,8 @@ impl<V: Verbs> Runner<'_, V> {
             }
             "rdma_join_multicast" => {
                 let id = self.cm_id(p0)?;
-                let addr = Self::addr_arg(stmt, "addr")?
-                    .ok_or("rdma_join_multicast needs addr=")?;
+                let addr =
+                    Self::addr_arg(stmt, "addr")?.ok_or("rdma_join_multicast needs addr=")?;
                 let context = self.num_arg(stmt, "context", 0)?;
                 // With join_flags= the call is rdma_join_multicast_ex.
                 let r = match stmt.named("join_flags") {
@@ -1916,8 +1916,8 @@ impl<V: Verbs> Runner<'_, V> {
             }
             "rdma_leave_multicast" => {
                 let id = self.cm_id(p0)?;
-                let addr = Self::addr_arg(stmt, "addr")?
-                    .ok_or("rdma_leave_multicast needs addr=")?;
+                let addr =
+                    Self::addr_arg(stmt, "addr")?.ok_or("rdma_leave_multicast needs addr=")?;
                 let r = self.v.rdma_leave_multicast(&id, addr);
                 self.expect(stmt, r)?;
             }

@@ -536,7 +536,10 @@ pub(crate) fn cm_event_record<V: Verbs>(ev: &CmEvent<V>) -> Record {
         r.insert("ud.qkey".to_owned(), int(ud.qkey));
         r.insert("ud.dlid".to_owned(), int(ud.ah_attr.dlid));
         r.insert("ud.dgid".to_owned(), Scalar::Gid(ud.ah_attr.grh.dgid));
-        r.insert("ud.is_global".to_owned(), int(u8::from(ud.ah_attr.is_global)));
+        r.insert(
+            "ud.is_global".to_owned(),
+            int(u8::from(ud.ah_attr.is_global)),
+        );
     }
     r
 }
