@@ -57,6 +57,7 @@ use crate::registry::{Live, PtrRegistry};
 
 mod event;
 mod id;
+mod mcast;
 mod qp;
 
 /// `RDMA_CM_EVENT_CONNECT_REQUEST`.

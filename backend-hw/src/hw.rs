@@ -631,6 +631,32 @@ impl Verbs for HwVerbs {
         self.cm_disconnect(id)
     }
 
+    fn rdma_establish(&mut self, id: &HwCmId) -> Result<()> {
+        self.cm_establish(id)
+    }
+
+    fn rdma_join_multicast(
+        &mut self,
+        id: &HwCmId,
+        addr: std::net::SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        self.cm_join_multicast(id, addr, None, context)
+    }
+
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &HwCmId,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        self.cm_join_multicast(id, attr.addr, Some(attr.join_flags), context)
+    }
+
+    fn rdma_leave_multicast(&mut self, id: &HwCmId, addr: std::net::SocketAddr) -> Result<()> {
+        self.cm_leave_multicast(id, addr)
+    }
+
     fn rdma_get_cm_event(&mut self, channel: &HwCmChannel) -> Result<Option<CmEvent<Self>>> {
         self.cm_get_event(channel)
     }

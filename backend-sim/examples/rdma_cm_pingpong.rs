@@ -36,6 +36,8 @@ fn event(sim: &mut Sim, ch: &CmChannelHandle, want: CmEventType) -> Result<CmEve
         private_data: ev.private_data.clone(),
         conn: ev.conn.clone(),
         token: ev.token,
+        ud: ev.ud,
+        context: ev.context,
     };
     sim.rdma_ack_cm_event(ev)?;
     Ok(copy)

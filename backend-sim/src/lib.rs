@@ -123,6 +123,9 @@ pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};
-pub use world::cm::{device_ipv4, device_ipv6, reject_reason, CmConfig, RDMA_UDP_QKEY};
+pub use world::cm::{
+    device_ipv4, device_ipv6, mcast_mgid, reject_reason, CmConfig, MLID_FIRST, MLID_LAST,
+    RDMA_UDP_QKEY,
+};
 pub use world::ext::{MLX5_ECE_OPTIONS, MLX5_HCA_CORE_CLOCK_KHZ};
 pub use world::{AsyncSubject, LiveObjects, World, XrcUnknownSrqn};

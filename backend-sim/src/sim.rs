@@ -647,7 +647,41 @@ impl Verbs for SimVerbs {
                 private_data: e.conn.private_data.clone(),
                 conn: e.conn,
                 token,
+                ud: e.mc.as_ref().map(|m| m.ud),
+                context: e.mc.as_ref().map_or(0, |m| m.context),
             }))
+    }
+
+    fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.world.rdma_establish(*id)
+    }
+
+    fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: std::net::SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        let attr = JoinMcAttr {
+            addr,
+            join_flags: McJoinFlag::FullMember,
+        };
+        self.world
+            .rdma_join_multicast(*id, &attr, context, Verb::RdmaJoinMulticast)
+    }
+
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        self.world
+            .rdma_join_multicast(*id, attr, context, Verb::RdmaJoinMulticastEx)
+    }
+
+    fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: std::net::SocketAddr) -> Result<()> {
+        self.world.rdma_leave_multicast(*id, addr)
     }
 
     fn rdma_ack_cm_event(&mut self, event: CmEvent<Self>) -> Result<()> {

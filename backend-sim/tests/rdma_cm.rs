@@ -46,6 +46,8 @@ fn expect_event(sim: &mut SimVerbs, ch: &CmChannelHandle, want: CmEventType) -> 
         private_data: ev.private_data.clone(),
         conn: ev.conn.clone(),
         token: ev.token,
+        ud: ev.ud,
+        context: ev.context,
     };
     sim.rdma_ack_cm_event(ev).unwrap();
     copy

@@ -190,6 +190,9 @@ fn cm_event_ok(s: &str) -> bool {
 fn port_space_ok(s: &str) -> bool {
     PortSpace::from_name(s).is_some()
 }
+fn join_flag_ok(s: &str) -> bool {
+    verbs_api::McJoinFlag::from_name(s).is_some()
+}
 fn fault_action_ok(s: &str) -> bool {
     ["drop", "duplicate", "delay", "reorder"]
         .iter()
@@ -472,6 +475,12 @@ const CM_EVENT_FIELDS: &[Key] = &[
     ("responder_resources", Int),
     ("initiator_depth", Int),
     ("qp_num", Int),
+    ("context", Int),
+    ("ud.qp_num", Int),
+    ("ud.qkey", Int),
+    ("ud.dlid", Int),
+    ("ud.dgid", Gid),
+    ("ud.is_global", Int),
 ];
 
 const CONN_PARAM_KEYS: &[Key] = &[
@@ -863,6 +872,20 @@ pub(crate) const SPECS: &[Spec] = &[
     spec!("rdma_accept", ["ID"], &[CONN_PARAM_KEYS]),
     spec!("rdma_reject", ["ID"], &[&[("private_data", Hex)]]),
     spec!("rdma_disconnect", ["ID"], NO_KEYS),
+    spec!("rdma_establish", ["ID"], NO_KEYS),
+    spec!(
+        "rdma_join_multicast",
+        ["ID"],
+        &[&[
+            ("addr", Addr),
+            ("context", Int),
+            (
+                "join_flags",
+                Enum("a join flag (FULLMEMBER SENDONLY_FULLMEMBER)", join_flag_ok)
+            )
+        ]]
+    ),
+    spec!("rdma_leave_multicast", ["ID"], &[&[("addr", Addr)]]),
     spec!(
         "rdma_get_cm_event",
         ["CHANNEL"],

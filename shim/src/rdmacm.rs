@@ -4,8 +4,10 @@
 //! synchronous one (a NULL channel: each call waits for its own event, as
 //! librdmacm does), `rdma_create_qp` with its default PD and automatic CQs,
 //! `rdma_getaddrinfo` for numeric addresses, `rdma_create_ep` and
-//! `rdma_get_request`. What the simulator lacks (CM multicast, ECE over
-//! the CM, `rdma_establish` for external QPs) fails with `EOPNOTSUPP`.
+//! `rdma_get_request`, `rdma_establish` for ids without a QP, and CM
+//! multicast (`rdma_join_multicast(_ex)`, `rdma_leave_multicast`, with
+//! `param.ud` of `MULTICAST_JOIN` filled). What the simulator lacks (ECE
+//! over the CM, ...) fails with `EOPNOTSUPP`.
 //!
 //! librdmacm's convention: 0, or -1 with `errno`.
 
@@ -629,9 +631,96 @@ unsafe fn read_conn_param(p: *const c::rdma_conn_param) -> ConnParam {
 
 export! { "RDMACM_1.0" fn rdma_connect(id: *mut c::rdma_cm_id, conn_param: *mut c::rdma_conn_param) -> c_int {
     ret(with(|shim| {
+        let v = "rdma_connect";
         // SAFETY: the caller's struct or NULL.
         let p = unsafe { read_conn_param(conn_param) };
-        verb_then_wait(shim, "rdma_connect", id, Some(CmEventType::Established), |s, h| s.rdma_connect(h, &p))
+        // Without a QP the connection ends at CONNECT_RESPONSE: the
+        // application moves its own QP, then calls rdma_establish.
+        let h = id_entry(shim, v, id)?.handle;
+        let want = if shim.sim.rdma_id_info(&h).at(v)?.qp.is_some() {
+            CmEventType::Established
+        } else {
+            CmEventType::ConnectResponse
+        };
+        verb_then_wait(shim, v, id, Some(want), |s, h| s.rdma_connect(h, &p))
+    }))
+}}
+
+export! { "RDMACM_1.2" fn rdma_establish(id: *mut c::rdma_cm_id) -> c_int {
+    ret(with(|shim| verb_then_wait(shim, "rdma_establish", id, None, |s, h| s.rdma_establish(h))))
+}}
+
+/// A multicast join: the address, then (sync ids) the `MULTICAST_JOIN`
+/// event waited for, as librdmacm's `ucma_complete` does.
+fn join(
+    shim: &mut Shim,
+    v: &str,
+    id: *mut c::rdma_cm_id,
+    addr: Option<SocketAddr>,
+    flags: Option<McJoinFlag>,
+    context: *mut c_void,
+) -> Res<()> {
+    let a =
+        addr.ok_or_else(|| Fail::new(v, libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
+    let ctx = context as usize as u64;
+    verb_then_wait(
+        shim,
+        v,
+        id,
+        Some(CmEventType::MulticastJoin),
+        |s, h| match flags {
+            None => s.rdma_join_multicast(h, a, ctx),
+            Some(join_flags) => s.rdma_join_multicast_ex(
+                h,
+                &JoinMcAttr {
+                    addr: a,
+                    join_flags,
+                },
+                ctx,
+            ),
+        },
+    )
+}
+
+export! { "RDMACM_1.0" fn rdma_join_multicast(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr, context: *mut c_void) -> c_int {
+    ret(with(|shim| {
+        // SAFETY: the caller's sockaddr or NULL.
+        let a = unsafe { read_sockaddr(addr) };
+        join(shim, "rdma_join_multicast", id, a, None, context)
+    }))
+}}
+
+export! { "RDMACM_1.1" fn rdma_join_multicast_ex(id: *mut c::rdma_cm_id, mc_join_attr: *mut c::rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_join_multicast_ex";
+        if mc_join_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "mc_join_attr is NULL"));
+        }
+        // SAFETY: a readable struct (the caller's contract).
+        let attr = unsafe { *mc_join_attr };
+        if attr.comp_mask >= c::RDMA_CM_JOIN_MC_ATTR_RESERVED {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, format!("unknown comp_mask bits {:#x}", attr.comp_mask)));
+        }
+        if attr.comp_mask & c::RDMA_CM_JOIN_MC_ATTR_ADDRESS == 0 {
+            return Err(Fail::new(v, libc::EINVAL, "comp_mask lacks RDMA_CM_JOIN_MC_ATTR_ADDRESS"));
+        }
+        if attr.comp_mask & c::RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS == 0 || attr.join_flags >= c::RDMA_MC_JOIN_FLAG_RESERVED {
+            return Err(Fail::new(v, libc::EINVAL, "comp_mask lacks RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS, or join_flags is unknown"));
+        }
+        let flags = McJoinFlag::from_raw(attr.join_flags);
+        // SAFETY: the caller's sockaddr or NULL.
+        let a = unsafe { read_sockaddr(attr.addr) };
+        join(shim, v, id, a, Some(flags), context)
+    }))
+}}
+
+export! { "RDMACM_1.0" fn rdma_leave_multicast(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_leave_multicast";
+        // SAFETY: the caller's sockaddr or NULL.
+        let a = unsafe { read_sockaddr(addr) }
+            .ok_or_else(|| Fail::new(v, libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
+        verb_then_wait(shim, v, id, None, |s, h| s.rdma_leave_multicast(h, a))
     }))
 }}
 
@@ -709,6 +798,21 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
         p.rnr_retry_count = ev.conn.rnr_retry_count;
         p.srq = ev.conn.srq;
         p.qp_num = ev.conn.qp_num;
+        if matches!(
+            ev.event,
+            CmEventType::MulticastJoin | CmEventType::MulticastError
+        ) {
+            // librdmacm: `param.ud`, with the join's context in
+            // `private_data` and no private data length.
+            let u = &mut (*e).param.ud;
+            *u = c::rdma_ud_param::default();
+            u.private_data = ev.context as usize as *const c_void;
+            if let Some(ud) = ev.ud {
+                u.ah_attr = crate::objects::c_ah_attr(&ud.ah_attr);
+                u.qp_num = ud.qp_num;
+                u.qkey = ud.qkey;
+            }
+        }
         (*id).event = e;
     }
     shim.cm.events.insert(e as usize, (ev, data));

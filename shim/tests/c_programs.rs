@@ -119,6 +119,20 @@ fn rdma_cm_client_and_server_exchange_a_send() {
 }
 
 #[test]
+fn rdma_establish_confirms_a_connection_made_without_a_qp() {
+    if let Some(out) = run_c("rdma_cm_establish") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn cm_multicast_join_send_and_leave() {
+    if let Some(out) = run_c("rdma_cm_mcast") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
     if let Some(out) = run_c("cq_channel_fd") {
         assert_eq!(out.trim(), "ok");

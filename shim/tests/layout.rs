@@ -360,11 +360,43 @@ fn probes() -> Vec<Probe> {
             comp_mask,
             wr_set_dc_addr
         }),
+        // librdmacm: the event and the two members of its `param` union
+        // (`param.ud` carries MULTICAST_JOIN), and the join attributes.
+        probe!(rdma_cm_event {
+            id,
+            listen_id,
+            event,
+            status,
+            param
+        }),
+        probe!(rdma_conn_param {
+            private_data,
+            private_data_len,
+            responder_resources,
+            initiator_depth,
+            flow_control,
+            retry_count,
+            rnr_retry_count,
+            srq,
+            qp_num
+        }),
+        probe!(rdma_ud_param {
+            private_data,
+            private_data_len,
+            ah_attr,
+            qp_num,
+            qkey
+        }),
+        probe!(rdma_cm_join_mc_attr_ex {
+            comp_mask,
+            join_flags,
+            addr
+        }),
     ]
 }
 
 fn c_program(probes: &[Probe]) -> String {
-    let mut s = String::from("#include <stdio.h>\n#include <stddef.h>\n#include <infiniband/verbs.h>\n#include <infiniband/mlx5dv.h>\nint main(void) {\n");
+    let mut s = String::from("#include <stdio.h>\n#include <stddef.h>\n#include <infiniband/verbs.h>\n#include <infiniband/mlx5dv.h>\n#include <rdma/rdma_cma.h>\nint main(void) {\n");
     for p in probes {
         let _ = writeln!(s, "  printf(\"%zu\\n\", sizeof({}));", p.c_type);
         for (f, _) in &p.fields {

@@ -1,6 +1,6 @@
 //! librdmacm value types: port spaces, connection parameters, CM events.
 
-use crate::{QpInitAttrEx, Verbs};
+use crate::{AhAttr, QpInitAttrEx, Verbs};
 use std::net::SocketAddr;
 
 c_enum! {
@@ -97,6 +97,53 @@ pub struct CmEvent<V: Verbs + ?Sized> {
     /// one twice is `EINVAL` even while another event of the id is
     /// pending. Copy it when building an event to acknowledge by hand.
     pub token: u64,
+    /// `param.ud` for the datagram events that carry it
+    /// (`MULTICAST_JOIN`: the group's address vector, QPN `0xFFFFFF` and
+    /// Q_Key); `None` otherwise.
+    pub ud: Option<UdParam>,
+    /// The user's context of a multicast event (`rdma_join_multicast`'s
+    /// `context`, which librdmacm reports in `param.ud.private_data`);
+    /// 0 for every other event.
+    pub context: u64,
+}
+
+/// `struct rdma_ud_param`: what a datagram peer or a multicast group is
+/// reached with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdParam {
+    /// `ah_attr`: for a multicast group `dlid` is the MLID and the GRH's
+    /// `dgid` the MGID.
+    pub ah_attr: AhAttr,
+    /// `qp_num` (`0xFFFFFF` for a multicast group).
+    pub qp_num: u32,
+    /// `qkey`.
+    pub qkey: u32,
+}
+
+/// The destination QP number of every multicast packet (IBTA: the
+/// multicast QPN `0xFFFFFF`).
+pub const MULTICAST_QPN: u32 = 0x00FF_FFFF;
+
+c_enum! {
+    /// `enum rdma_cm_mc_join_flags`.
+    pub enum McJoinFlag : "RDMA_MC_JOIN_FLAG_" {
+        /// `RDMA_MC_JOIN_FLAG_FULLMEMBER`: send and receive (the QP is
+        /// attached to the group).
+        FullMember = 0 => "FULLMEMBER",
+        /// `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER`: send only (the QP is
+        /// not attached).
+        SendOnlyFullMember = 1 => "SENDONLY_FULLMEMBER",
+    }
+}
+
+/// `struct rdma_cm_join_mc_attr_ex` (`rdma_join_multicast_ex`): the
+/// `comp_mask` checks are the caller's (the drop-in library does them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinMcAttr {
+    /// `addr`: the IP multicast address of the group (the port is ignored).
+    pub addr: SocketAddr,
+    /// `join_flags`.
+    pub join_flags: McJoinFlag,
 }
 
 impl<V: Verbs + ?Sized> core::fmt::Debug for CmEvent<V> {
@@ -107,6 +154,8 @@ impl<V: Verbs + ?Sized> core::fmt::Debug for CmEvent<V> {
             .field("listen_id", &self.listen_id)
             .field("status", &self.status)
             .field("private_data", &self.private_data)
+            .field("ud", &self.ud)
+            .field("context", &self.context)
             .finish()
     }
 }

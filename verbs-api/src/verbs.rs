@@ -1003,6 +1003,72 @@ pub trait Verbs {
         ))
     }
 
+    /// `rdma_establish(id)`: the active side of a connection made without
+    /// a QP (the application moves its own QP after `CONNECT_RESPONSE`)
+    /// confirms it: the RTU leaves and the passive side gets `ESTABLISHED`.
+    ///
+    /// # Errors
+    /// `EINVAL` when the id has a QP (librdmacm), or when it is not an
+    /// active id that received the REP and has not confirmed yet (the
+    /// kernel's `ib_send_cm_rtu` state check).
+    fn rdma_establish(&mut self, id: &Self::CmId) -> Result<()> {
+        let _ = id;
+        Err(Error::not_implemented(
+            Verb::RdmaEstablish,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_join_multicast(id, addr, context)`: joins the group of the IP
+    /// multicast address `addr` as a full member; `MULTICAST_JOIN` (or
+    /// `MULTICAST_ERROR`) follows on the id's channel with `context`, and
+    /// the id's QP, if any, is attached to the group.
+    ///
+    /// # Errors
+    /// `EINVAL` for an id of a connected port space or one not bound to a
+    /// device; `EADDRINUSE` when the id already joined `addr`.
+    fn rdma_join_multicast(
+        &mut self,
+        id: &Self::CmId,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        let _ = (id, addr, context);
+        Err(Error::not_implemented(
+            Verb::RdmaJoinMulticast,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_join_multicast_ex(id, mc_join_attr, context)`: as
+    /// [`Verbs::rdma_join_multicast`] with join flags (a send-only full
+    /// member's QP is not attached).
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &Self::CmId,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        let _ = (id, attr, context);
+        Err(Error::not_implemented(
+            Verb::RdmaJoinMulticastEx,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_leave_multicast(id, addr)`: detaches the id's QP and leaves;
+    /// no event of the group is delivered after it returns.
+    ///
+    /// # Errors
+    /// `EADDRNOTAVAIL` when the id has not joined `addr`.
+    fn rdma_leave_multicast(&mut self, id: &Self::CmId, addr: SocketAddr) -> Result<()> {
+        let _ = (id, addr);
+        Err(Error::not_implemented(
+            Verb::RdmaLeaveMulticast,
+            self.backend().name(),
+        ))
+    }
+
     // ------------------------------------------------------------- simulator
 
     /// Simulator control (virtual time, faults); other backends return

@@ -8,6 +8,7 @@ use verbs_api::errno::EINVAL;
 use verbs_api::*;
 
 use crate::backend::HwVerbs;
+use crate::convert::ah_from_c;
 use crate::errors::{c_error, foreign};
 use crate::ffi::posix::EAGAIN;
 use crate::ffi::verbs::last_errno;
@@ -34,7 +35,27 @@ impl HwVerbs {
             let ud = (*e.id).qp_type == sys::ibv_qp_type::IBV_QPT_UD;
             (e.event, e.status, e.id, e.listen_id, ud)
         };
+        let mut ud = None;
+        let mut context = 0;
         let (private_data, conn) = if event == MULTICAST_JOIN || event == MULTICAST_ERROR {
+            // SAFETY: for multicast events librdmacm fills `param.ud`: the
+            // group's address vector, and the join's context in
+            // `private_data` (a user value, never dereferenced here).
+            let (u, ctx) = unsafe {
+                let u = &(*ev).param.ud;
+                (
+                    UdParam {
+                        ah_attr: ah_from_c(&u.ah_attr),
+                        qp_num: u.qp_num,
+                        qkey: u.qkey,
+                    },
+                    u.private_data as usize as u64,
+                )
+            };
+            if event == MULTICAST_JOIN {
+                ud = Some(u);
+            }
+            context = ctx;
             (Vec::new(), ConnParam::default())
         } else if is_ud {
             // SAFETY: for UD ids librdmacm fills `param.ud`; its private data
@@ -112,6 +133,8 @@ impl HwVerbs {
             conn,
             // The event's own address identifies it until it is acked.
             token: ev as usize as u64,
+            ud,
+            context,
         }))
     }
 

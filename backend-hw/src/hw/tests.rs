@@ -100,6 +100,7 @@ fn cm_verbs_on_a_destroyed_id_name_the_verb_and_do_not_touch_c() {
     let id = HwCmId::stale_for_tests(hw.id);
     let ch = HwCmChannel::stale_for_tests(hw.id);
     let addr: std::net::SocketAddr = "10.0.0.1:7471".parse().unwrap();
+    let mcast: std::net::SocketAddr = "239.1.2.3:0".parse().unwrap();
     let param = ConnParam::default();
     let pd: Option<&HwPd> = None;
     let mut attr = QpInitAttrEx::default();
@@ -135,6 +136,26 @@ fn cm_verbs_on_a_destroyed_id_name_the_verb_and_do_not_touch_c() {
             hw.rdma_create_qp_ex(&id, &mut attr).map(|_| ()),
         ),
         (Verb::RdmaDestroyQp, hw.rdma_destroy_qp(&id)),
+        (Verb::RdmaEstablish, hw.rdma_establish(&id)),
+        (
+            Verb::RdmaJoinMulticast,
+            hw.rdma_join_multicast(&id, mcast, 7),
+        ),
+        (
+            Verb::RdmaJoinMulticastEx,
+            hw.rdma_join_multicast_ex(
+                &id,
+                &JoinMcAttr {
+                    addr: mcast,
+                    join_flags: McJoinFlag::SendOnlyFullMember,
+                },
+                7,
+            ),
+        ),
+        (
+            Verb::RdmaLeaveMulticast,
+            hw.rdma_leave_multicast(&id, mcast),
+        ),
     ];
     for (verb, r) in results {
         let e = r.unwrap_err();
@@ -180,6 +201,8 @@ fn cm_ack_without_a_pending_event_is_einval() {
         private_data: vec![],
         conn: ConnParam::default(),
         token: 0,
+        ud: None,
+        context: 0,
     };
     let e = hw.rdma_ack_cm_event(ev).unwrap_err();
     assert_eq!(e.verb(), Verb::RdmaAckCmEvent);

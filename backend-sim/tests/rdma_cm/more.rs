@@ -169,6 +169,8 @@ fn cm_events_are_acknowledged_by_identity_not_count() {
         private_data: first.private_data.clone(),
         conn: first.conn.clone(),
         token: first.token,
+        ud: first.ud,
+        context: first.context,
     };
     s.sim.rdma_ack_cm_event(first).unwrap();
     let e = s.sim.rdma_ack_cm_event(again).unwrap_err();

@@ -1892,6 +1892,35 @@ impl<V: Verbs> Runner<'_, V> {
                 let r = self.v.rdma_disconnect(&id);
                 self.expect(stmt, r)?;
             }
+            "rdma_establish" => {
+                let id = self.cm_id(p0)?;
+                let r = self.v.rdma_establish(&id);
+                self.expect(stmt, r)?;
+            }
+            "rdma_join_multicast" => {
+                let id = self.cm_id(p0)?;
+                let addr =
+                    Self::addr_arg(stmt, "addr")?.ok_or("rdma_join_multicast needs addr=")?;
+                let context = self.num_arg(stmt, "context", 0)?;
+                // With join_flags= the call is rdma_join_multicast_ex.
+                let r = match stmt.named("join_flags") {
+                    Some(t) => {
+                        let join_flags =
+                            self.sym("join_flags", t, McJoinFlag::from_name, McJoinFlag::from_raw)?;
+                        let attr = JoinMcAttr { addr, join_flags };
+                        self.v.rdma_join_multicast_ex(&id, &attr, context)
+                    }
+                    None => self.v.rdma_join_multicast(&id, addr, context),
+                };
+                self.expect(stmt, r)?;
+            }
+            "rdma_leave_multicast" => {
+                let id = self.cm_id(p0)?;
+                let addr =
+                    Self::addr_arg(stmt, "addr")?.ok_or("rdma_leave_multicast needs addr=")?;
+                let r = self.v.rdma_leave_multicast(&id, addr);
+                self.expect(stmt, r)?;
+            }
             "rdma_get_cm_event" => self.rdma_get_cm_event(stmt, p0)?,
             "rdma_create_qp" | "rdma_create_qp_ex" => {
                 let id = self.cm_id(p0)?;

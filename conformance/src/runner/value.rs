@@ -530,6 +530,17 @@ pub(crate) fn cm_event_record<V: Verbs>(ev: &CmEvent<V>) -> Record {
     );
     r.insert("initiator_depth".to_owned(), int(ev.conn.initiator_depth));
     r.insert("qp_num".to_owned(), int(ev.conn.qp_num));
+    r.insert("context".to_owned(), int(ev.context));
+    if let Some(ud) = &ev.ud {
+        r.insert("ud.qp_num".to_owned(), int(ud.qp_num));
+        r.insert("ud.qkey".to_owned(), int(ud.qkey));
+        r.insert("ud.dlid".to_owned(), int(ud.ah_attr.dlid));
+        r.insert("ud.dgid".to_owned(), Scalar::Gid(ud.ah_attr.grh.dgid));
+        r.insert(
+            "ud.is_global".to_owned(),
+            int(u8::from(ud.ah_attr.is_global)),
+        );
+    }
     r
 }
 

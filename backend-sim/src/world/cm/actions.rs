@@ -156,7 +156,7 @@ impl World {
                 };
                 if !matches!(
                     i.state,
-                    IdState::Connect(Conn::ReqSent | Conn::ReqRcvd | Conn::RepSent)
+                    IdState::Connect(Conn::ReqSent | Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd)
                 ) {
                     return;
                 }
@@ -175,6 +175,7 @@ impl World {
                             private_data: padded,
                             ..ConnParam::default()
                         },
+                        mc: None,
                     },
                 );
             }
@@ -221,6 +222,7 @@ impl World {
                         listen_id: None,
                         status,
                         conn,
+                        mc: None,
                     },
                 );
             }
@@ -230,7 +232,7 @@ impl World {
                 };
                 let (dev, there, remote) = (i.dev.unwrap_or(0), i.remote_dev, i.remote);
                 match i.state {
-                    IdState::Connect(Conn::Established | Conn::RepSent) => {
+                    IdState::Connect(Conn::Established | Conn::RepSent | Conn::RepRcvd) => {
                         i.state = IdState::Disconnect;
                         i.gen += 1;
                         let gen = i.gen;
@@ -295,6 +297,7 @@ impl World {
                 }
                 self.cm_simple_event(id, CmEventType::TimewaitExit, 0);
             }
+            Action::McJoined { id, serial } => self.cm_mc_joined(id, serial),
         }
     }
 
@@ -419,13 +422,16 @@ impl World {
                 listen_id: Some(listen),
                 status: 0,
                 conn,
+                mc: None,
             },
         );
     }
 
     /// A REP reaches the active side: QP to RTS, RTU back, ESTABLISHED (or
     /// CONNECT_ERROR and a REJ when a transition fails); without a QP the
-    /// event is CONNECT_RESPONSE.
+    /// event is CONNECT_RESPONSE and the id waits in `RepRcvd` for
+    /// `rdma_establish` (a resent REP is then absorbed, as IB CM's
+    /// duplicate-REP handling does in REP_RCVD).
     pub(super) fn cm_on_rep(
         &mut self,
         to: CmIdHandle,
@@ -469,8 +475,11 @@ impl World {
             qp_num: qpn,
         };
         if !has_qp {
+            // The application moves its own QP and confirms with
+            // rdma_establish, which sends the RTU; until then the passive
+            // side keeps resending its REP and finally gives up.
             if let Some(i) = self.cm.ids.get_mut(to.index, to.generation) {
-                i.state = IdState::Connect(Conn::Established);
+                i.state = IdState::Connect(Conn::RepRcvd);
             }
             self.cm_event(
                 to,
@@ -480,6 +489,7 @@ impl World {
                     listen_id: None,
                     status: 0,
                     conn,
+                    mc: None,
                 },
             );
             return;
@@ -506,6 +516,7 @@ impl World {
                         listen_id: None,
                         status: 0,
                         conn,
+                        mc: None,
                     },
                 );
             }

@@ -385,6 +385,38 @@ impl World {
         Ok(())
     }
 
+    /// `rdma_establish`: the active side of a connection made without a QP
+    /// confirms the REP (`CONNECT_RESPONSE`): the RTU leaves and the passive
+    /// side gets `ESTABLISHED`. `EINVAL` for an id with a QP (librdmacm
+    /// moves that QP itself) or one not waiting in `RepRcvd` (the kernel's
+    /// `ib_send_cm_rtu`).
+    pub fn rdma_establish(&mut self, id: CmIdHandle) -> Result<()> {
+        let v = Verb::RdmaEstablish;
+        let i = self.cm_id(id, v)?;
+        if i.qp.is_some() {
+            return Err(invalid(
+                v,
+                "rdma_establish is for ids without a QP (the CM moves an id's own QP and confirms by itself)",
+            ));
+        }
+        if i.state != IdState::Connect(Conn::RepRcvd) {
+            return Err(invalid(
+                v,
+                format!(
+                    "rdma_establish needs an active id that got CONNECT_RESPONSE and did not confirm yet (state {:?})",
+                    i.state
+                ),
+            ));
+        }
+        let (dev, there) = (i.dev.unwrap_or(0), i.remote_dev);
+        let Some(remote) = i.remote else {
+            return Err(invalid(v, "the id has no peer"));
+        };
+        self.cm_id_mut(id, v)?.state = IdState::Connect(Conn::Established);
+        self.cm_send(dev, there, Action::Rtu { to: remote });
+        Ok(())
+    }
+
     /// `rdma_reject`: `EINVAL` unless a CONNECT_REQUEST's id waiting for an
     /// answer; the peer gets `REJECTED` (`IB_CM_REJ_CONSUMER_DEFINED`) or,
     /// for UD, `UNREACHABLE` (`IB_SIDR_REJECT`), with the private data.
@@ -431,7 +463,7 @@ impl World {
         let i = self.cm_id(id, v)?;
         match i.state {
             IdState::Connect(Conn::Established) if !i.ud => {}
-            IdState::Connect(Conn::RepSent) => {}
+            IdState::Connect(Conn::RepSent | Conn::RepRcvd) => {}
             IdState::Disconnect => {
                 self.cm_qp_to_err(id);
                 return Ok(());
@@ -515,7 +547,7 @@ impl World {
             );
             self.now_ns = self.now_ns.max(next.as_nanos());
         }
-        let Some(ev) = self
+        let Some(mut ev) = self
             .cm
             .channels
             .get_mut(ch.index, ch.generation)
@@ -523,6 +555,7 @@ impl World {
         else {
             return Ok(None);
         };
+        self.cm_mc_fetched(&mut ev);
         let counted = ev.listen_id.unwrap_or(ev.id);
         self.event_tokens += 1;
         let token = self.event_tokens;

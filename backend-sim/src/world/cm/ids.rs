@@ -79,6 +79,7 @@ impl World {
             ud: ps == PortSpace::Udp,
             dreq_sent: false,
             rd: (0, 0),
+            joins: Vec::new(),
         }))
     }
 
@@ -117,7 +118,9 @@ impl World {
                 IdState::Connect(Conn::Established) if !ud => {
                     self.cm_send(here, there, Action::Dreq { to: r });
                 }
-                IdState::Connect(Conn::ReqSent | Conn::ReqRcvd | Conn::RepSent) if !ud => {
+                IdState::Connect(Conn::ReqSent | Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd)
+                    if !ud =>
+                {
                     self.cm_send(
                         here,
                         there,
@@ -159,6 +162,7 @@ impl World {
         if let Some(d) = i.dev {
             self.cm_detach_dev(d);
         }
+        self.cm_forget_joins(i.joins);
         for o in orphans {
             if let Some(n) = self.cm.ids.get(o.index, o.generation) {
                 let (here, there, remote) = (n.dev.unwrap_or(0), n.remote_dev, n.remote);

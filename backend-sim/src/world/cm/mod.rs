@@ -19,8 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use verbs_api::errno::{EADDRINUSE, EADDRNOTAVAIL, EINVAL, ETIMEDOUT};
 use verbs_api::transitions::{transition_masks, TableFlavor};
 use verbs_api::{
-    AccessFlags, AhAttr, CmEventType, ConnParam, Error, GlobalRoute, LinkLayer, Mtu, PortSpace,
-    ProcessId, QpAttr, QpAttrMask, QpInitAttrEx, QpInitAttrMask, QpState, QpType, Result, Verb,
+    AccessFlags, AhAttr, CmEventType, ConnParam, Error, Gid, GlobalRoute, LinkLayer, McJoinFlag,
+    Mtu, PortSpace, ProcessId, QpAttr, QpAttrMask, QpInitAttrEx, QpInitAttrMask, QpState, QpType,
+    Result, UdParam, Verb,
 };
 
 use super::{busy, invalid, World};
@@ -95,6 +96,13 @@ pub struct CmConfig {
     /// Whether events carry the transport's full private-data area (zero
     /// padded, as the kernel reports it) or exactly the bytes sent.
     pub pad_private_data: bool,
+    /// Delay from `rdma_join_multicast` to `MULTICAST_JOIN` (the SA's
+    /// MCMemberRecord round trip).
+    pub mcast_join_ns: u64,
+    /// Whether a UD multicast SEND is also delivered to the sending QP when
+    /// it is attached to the group (mlx5's default: only
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` stops it). See docs/rdma-cm.md.
+    pub mcast_self_loopback: bool,
 }
 
 impl Default for CmConfig {
@@ -116,6 +124,8 @@ impl Default for CmConfig {
             ephemeral_first: 32768,
             ephemeral_last: 60999,
             pad_private_data: true,
+            mcast_join_ns: 2 * 2_000,
+            mcast_self_loopback: true,
         }
     }
 }
@@ -147,6 +157,9 @@ pub(crate) enum Conn {
     ReqRcvd,
     /// Passive: REP sent, waiting for RTU.
     RepSent,
+    /// Active without a QP: REP received, `CONNECT_RESPONSE` delivered,
+    /// waiting for `rdma_establish` to send the RTU (IB CM `REP_RCVD`).
+    RepRcvd,
     /// Both: connected.
     Established,
 }
@@ -192,6 +205,38 @@ pub(crate) struct CmId {
     /// The connection's (responder resources, initiator depth) for this
     /// side's QP, once negotiated (accept, or the REP's answer).
     pub(crate) rd: (u8, u8),
+    /// Multicast groups joined (`rdma_join_multicast`), in join order.
+    pub(crate) joins: Vec<McJoin>,
+}
+
+/// One multicast join of an id.
+#[derive(Clone, Debug)]
+pub(crate) struct McJoin {
+    /// Unique in the world: what the join's action and event refer to.
+    pub(crate) serial: u64,
+    /// The IP multicast address joined (the port is not compared).
+    pub(crate) addr: IpAddr,
+    pub(crate) context: u64,
+    pub(crate) flags: McJoinFlag,
+    pub(crate) mgid: Gid,
+    pub(crate) mlid: u16,
+    /// The id's QP was attached when the join event was fetched.
+    pub(crate) attached: Option<QpHandle>,
+}
+
+/// A multicast group some id joined: its MLID and how many joins hold it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct McGroup {
+    pub(crate) mlid: u16,
+    pub(crate) members: u32,
+}
+
+/// What a multicast event carries besides the usual fields.
+#[derive(Clone, Debug)]
+pub(crate) struct McEventInfo {
+    pub(crate) serial: u64,
+    pub(crate) ud: UdParam,
+    pub(crate) context: u64,
 }
 
 /// An event queued on a channel.
@@ -202,6 +247,8 @@ pub(crate) struct QueuedEvent {
     pub(crate) listen_id: Option<CmIdHandle>,
     pub(crate) status: i32,
     pub(crate) conn: ConnParam,
+    /// For `MULTICAST_JOIN` / `MULTICAST_ERROR`.
+    pub(crate) mc: Option<Box<McEventInfo>>,
 }
 
 #[derive(Debug, Default)]
@@ -302,6 +349,11 @@ pub(crate) enum Action {
         id: CmIdHandle,
         gen: u32,
     },
+    /// The SA's answer to a multicast join.
+    McJoined {
+        id: CmIdHandle,
+        serial: u64,
+    },
 }
 
 /// The connection manager's state, a field of the [`World`].
@@ -316,6 +368,11 @@ pub(crate) struct Cm {
     pub(crate) pending: u32,
     next_port: u16,
     psn_seq: u64,
+    /// Multicast groups by MGID (deterministic order).
+    pub(crate) groups: BTreeMap<[u8; 16], McGroup>,
+    /// Next MLID to try (from `MLID_FIRST`).
+    pub(crate) next_mlid: u16,
+    pub(crate) join_seq: u64,
 }
 
 /// The IPv4 address of device `dev` (its port 1).
@@ -356,6 +413,8 @@ fn splitmix(mut x: u64) -> u64 {
 mod actions;
 mod connect;
 mod ids;
+mod mcast;
+pub use mcast::{mcast_mgid, MLID_FIRST, MLID_LAST};
 mod plumbing;
 mod qp;
 

@@ -95,6 +95,7 @@ impl World {
                 listen_id: None,
                 status,
                 conn: ConnParam::default(),
+                mc: None,
             },
         );
     }

@@ -50,6 +50,7 @@ use crate::trace::{Trace, TraceEvent};
 mod acks;
 mod completion;
 mod events;
+mod multicast;
 mod receive;
 mod remote_ops;
 mod requester;

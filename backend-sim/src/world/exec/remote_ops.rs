@@ -193,7 +193,14 @@ impl World {
     }
 
     /// UD: Q_Key check, the 40-byte GRH, then the payload (§4.2 UD table).
-    pub(super) fn ud_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+    /// `mgid`: the group of a multicast SEND (the GRH's destination GID).
+    pub(super) fn ud_receive(
+        &mut self,
+        rq: QpHandle,
+        req: QpHandle,
+        p: &Packet,
+        mgid: Option<verbs_api::Gid>,
+    ) {
         let s = self.qps.get(req.index, req.generation).expect("live");
         let w = *s.sq.get(p.cookie).0;
         let sender_qkey = s.phase.parts().0.map_or(0, |b| b.qkey);
@@ -223,7 +230,10 @@ impl World {
         };
         let mut dst = [Extent::default(); EXTENTS_MAX];
         if let Some(n) = self.recv_extents(rq, recv, 0, UD_GRH_BYTES, &mut dst) {
-            let grh = self.grh_bytes(p);
+            let mut grh = self.grh_bytes(p);
+            if let Some(g) = mgid {
+                grh[24..40].copy_from_slice(&g.0);
+            }
             copy_bytes(&mut self.mrs, &grh, &dst[..n]);
         }
         if let Some(n) = self.recv_extents(rq, recv, UD_GRH_BYTES, p.payload_len, &mut dst) {

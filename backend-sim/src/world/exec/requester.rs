@@ -207,7 +207,15 @@ impl World {
             PacketFlags::NONE
         };
         if transport == Transport::Ud {
-            dest = self.ud_destination(w.ah, w.remote_qpn);
+            dest = if self.ud_mcast_group(w.ah, w.remote_qpn).is_some() {
+                // To the group: fanned out on arrival (exec/multicast.rs).
+                Endpoint {
+                    qpn: verbs_api::MULTICAST_QPN,
+                    ..src
+                }
+            } else {
+                self.ud_destination(w.ah, w.remote_qpn)
+            };
             self.wire_at(
                 Packet {
                     source: src,

@@ -13,6 +13,10 @@ impl World {
             self.discard(p, "sender destroyed");
             return None;
         };
+        if p.destination.qpn == verbs_api::MULTICAST_QPN && p.opcode == Opcode::UdSend {
+            self.mcast_deliver(req, p);
+            return Some(req);
+        }
         let Some(rq) = self.qp_at(p.destination) else {
             // No such QP: dropped (RC senders time out).
             self.discard(p, "no such QP");
@@ -40,7 +44,7 @@ impl World {
                 self.dct_receive(rq, req, p);
             }
             (Transport::Ud, Transport::Ud) if p.opcode == Opcode::UdSend => {
-                self.ud_receive(rq, req, p);
+                self.ud_receive(rq, req, p, None);
             }
             (Transport::Rc, Transport::Rc) if p.opcode != Opcode::UdSend => {
                 self.rc_receive(rq, req, p);
