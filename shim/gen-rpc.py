@@ -90,6 +90,10 @@ rdma_ack_cm_event(event: CmEvent<SimVerbs>) -> ()
 rdma_create_qp(id: &CmIdHandle, pd: Option<&PdHandle>, attr: &mut QpInitAttrEx<'_, SimVerbs>) -> QpHandle
 rdma_destroy_qp(id: &CmIdHandle) -> ()
 rdma_init_qp_attr(id: &CmIdHandle, state: QpState) -> (QpAttr, QpAttrMask)
+rdma_establish(id: &CmIdHandle) -> ()
+rdma_join_multicast(id: &CmIdHandle, addr: SocketAddr, context: u64) -> ()
+rdma_join_multicast_ex(id: &CmIdHandle, attr: &JoinMcAttr, context: u64) -> ()
+rdma_leave_multicast(id: &CmIdHandle, addr: SocketAddr) -> ()
 sim_control(cmd: SimCommand<'_, SimVerbs>) -> SimReply
 """
 

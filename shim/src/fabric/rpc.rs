@@ -1522,6 +1522,44 @@ impl Engine {
             Self::Remote(_) => Err(super::not_served(Verb::RdmaInitQpAttr)),
         }
     }
+    /// `rdma_establish` (in-process worlds only: the shared fabric does not serve it yet).
+    pub(crate) fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_establish(&mut **s, id),
+            Self::Remote(_) => Err(super::not_served(Verb::RdmaEstablish)),
+        }
+    }
+    /// `rdma_join_multicast` (in-process worlds only: the shared fabric does not serve it yet).
+    pub(crate) fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_join_multicast(&mut **s, id, addr, context),
+            Self::Remote(_) => Err(super::not_served(Verb::RdmaJoinMulticast)),
+        }
+    }
+    /// `rdma_join_multicast_ex` (in-process worlds only: the shared fabric does not serve it yet).
+    pub(crate) fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_join_multicast_ex(&mut **s, id, attr, context),
+            Self::Remote(_) => Err(super::not_served(Verb::RdmaJoinMulticastEx)),
+        }
+    }
+    /// `rdma_leave_multicast` (in-process worlds only: the shared fabric does not serve it yet).
+    pub(crate) fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_leave_multicast(&mut **s, id, addr),
+            Self::Remote(_) => Err(super::not_served(Verb::RdmaLeaveMulticast)),
+        }
+    }
     /// `sim_control` (in-process worlds only: the shared fabric does not serve it yet).
     pub(crate) fn sim_control(&mut self, cmd: SimCommand<'_, SimVerbs>) -> Result<SimReply> {
         match self {
