@@ -69,9 +69,6 @@ close_xrcd(xrcd: &XrcdHandle) -> ()
 mlx5dv_query_device(ctx: &ContextHandle, comp_mask: Mlx5ContextMask) -> Mlx5Context
 mlx5dv_create_qp(ctx: &ContextHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>, mlx5_attr: &Mlx5QpInitAttr) -> QpHandle
 mlx5dv_dci_stream_id_reset(qp: &QpHandle, stream_id: u16) -> ()
-"""
-
-LOCAL_ONLY = """
 rdma_create_event_channel() -> CmChannelHandle
 rdma_destroy_event_channel(channel: &CmChannelHandle) -> ()
 rdma_create_id(channel: &CmChannelHandle, context: u64, ps: PortSpace) -> CmIdHandle
@@ -88,12 +85,16 @@ rdma_disconnect(id: &CmIdHandle) -> ()
 rdma_get_cm_event(channel: &CmChannelHandle) -> Option<CmEvent<SimVerbs>>
 rdma_ack_cm_event(event: CmEvent<SimVerbs>) -> ()
 rdma_create_qp(id: &CmIdHandle, pd: Option<&PdHandle>, attr: &mut QpInitAttrEx<'_, SimVerbs>) -> QpHandle
+rdma_create_qp_ex(id: &CmIdHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>) -> QpHandle
 rdma_destroy_qp(id: &CmIdHandle) -> ()
 rdma_init_qp_attr(id: &CmIdHandle, state: QpState) -> (QpAttr, QpAttrMask)
 rdma_establish(id: &CmIdHandle) -> ()
 rdma_join_multicast(id: &CmIdHandle, addr: SocketAddr, context: u64) -> ()
 rdma_join_multicast_ex(id: &CmIdHandle, attr: &JoinMcAttr, context: u64) -> ()
 rdma_leave_multicast(id: &CmIdHandle, addr: SocketAddr) -> ()
+"""
+
+LOCAL_ONLY = """
 sim_control(cmd: SimCommand<'_, SimVerbs>) -> SimReply
 """
 
@@ -114,10 +115,12 @@ HANDLES = {"ContextHandle", "PdHandle", "CqHandle", "CompChannelHandle", "MrHand
 # Objects a session owns, freed when its process leaves: creator -> kind.
 OWNED = {"ContextHandle": "Context", "PdHandle": "Pd", "CqHandle": "Cq",
          "CompChannelHandle": "Channel", "SrqHandle": "Srq", "QpHandle": "Qp",
-         "AhHandle": "Ah", "XrcdHandle": "Xrcd", "MwHandle": "Mw"}
+         "AhHandle": "Ah", "XrcdHandle": "Xrcd", "MwHandle": "Mw",
+         "CmChannelHandle": "CmChannel", "CmIdHandle": "CmId"}
 DESTROY = {"close_device": "Context", "dealloc_pd": "Pd", "destroy_comp_channel": "Channel",
            "destroy_cq": "Cq", "dereg_mr": "Mr", "dealloc_mw": "Mw", "destroy_srq": "Srq",
-           "destroy_qp": "Qp", "destroy_ah": "Ah", "close_xrcd": "Xrcd"}
+           "destroy_qp": "Qp", "destroy_ah": "Ah", "close_xrcd": "Xrcd",
+           "rdma_destroy_event_channel": "CmChannel", "rdma_destroy_id": "CmId"}
 
 
 def parse(text):
@@ -152,6 +155,10 @@ def kind(ty):
     """(wire type, encode, decode-expr, write-back field) of an argument."""
     if ty in WIRE:
         return WIRE[ty]
+    if ty == "&[u8]":
+        return ("Vec<u8>", "{a}.to_vec()", "&{a}", None)
+    if ty.startswith("Option<&") and ty[8:-1] in HANDLES:
+        return (f"Option<{ty[8:-1]}>", "{a}.copied()", "{a}.as_ref()", None)
     if ty in ("&mut [Wc]", "&mut [WcEx]"):
         return ("usize", "{a}.len()", None, "out")
     if ty.startswith("&mut "):

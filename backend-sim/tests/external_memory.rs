@@ -199,3 +199,42 @@ fn copy_only_memory_has_no_in_place_view() {
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
     p.sim.dereg_mr(&mr).unwrap();
 }
+
+/// `World::set_time_limit`: no verb runs an event due after the limit, not
+/// even `poll_cq` on an empty CQ; lifting it lets the same poll finish.
+#[test]
+fn a_time_limit_holds_verbs_at_that_time() {
+    let mut p = rc_pair(SimConfig::default(), &RcParams::default());
+    let (a, b) = (p.a, p.b);
+    let (_, src) = reg_all(&mut p.sim, a.pd, 64);
+    let (_, dst) = reg_all(&mut p.sim, b.pd, 64);
+    let now = p.sim.world().now_ns();
+    p.sim.world_mut().set_time_limit(Some(now));
+    let sg = [sge(&src, 0, 64)];
+    one(
+        &mut p.sim,
+        a.qp,
+        SendWr {
+            wr_id: 7,
+            sg_list: &sg,
+            opcode: WrOpcode::RdmaWrite,
+            send_flags: SendFlags::SIGNALED,
+            rdma: RdmaInfo {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            ..SendWr::default()
+        },
+    );
+    assert!(
+        drain(&mut p.sim, a.cq, 1).is_empty(),
+        "nothing may complete at the limit"
+    );
+    assert_eq!(p.sim.world().now_ns(), now, "time stayed at the limit");
+    assert!(p.sim.world().next_event_ns().is_some_and(|t| t > now));
+    p.sim.world_mut().advance_ns(1_000_000_000);
+    assert_eq!(p.sim.world().now_ns(), now, "advance_ns stops at the limit");
+    p.sim.world_mut().set_time_limit(None);
+    let wc = drain(&mut p.sim, a.cq, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
+}

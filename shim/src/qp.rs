@@ -343,7 +343,14 @@ export! { "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut c::ibv_qp) -> c_int {
     ret_int(with(|shim| {
         let v = "ibv_destroy_qp";
         let h = handle_of!(shim, v, qp, Qp, "QP")?;
-        shim.sim.destroy_qp(&h).at(v)?;
+        if let Err(e) = shim.sim.destroy_qp(&h) {
+            // A QP made by rdma_create_qp(_ex): libibverbs destroys it all
+            // the same (the kernel knows no librdmacm ownership), and the
+            // id is left without one.
+            if e.errno() != libc::EBUSY || !crate::rdmacm::release_id_qp(shim, h) {
+                return Err(e).at(v);
+            }
+        }
         crate::qpex::drop_bounce(shim, qp);
         shim.objects.remove(&(qp as usize));
         shim.qp_ptrs.remove(&h);

@@ -63,6 +63,24 @@ pub(crate) struct CmState {
     device_lists: BTreeMap<usize, ()>,
 }
 
+/// Destroys `qp` through the rdma_cm id that owns it (`rdma_destroy_qp`),
+/// for a program that destroys such a QP with `ibv_destroy_qp`; whether an
+/// id owned it. The id's `qp` pointer is cleared; CQs the program passed
+/// stay, CQs `rdma_create_qp` made go with the QP, as with `rdma_destroy_qp`.
+pub(crate) fn release_id_qp(shim: &mut Shim, qp: QpHandle) -> bool {
+    let ids: Vec<(usize, CmIdHandle)> = shim.cm.ids.iter().map(|(p, e)| (*p, e.handle)).collect();
+    for (ptr, id) in ids {
+        if shim.sim.rdma_id_info(&id).is_ok_and(|i| i.qp == Some(qp))
+            && shim.sim.rdma_destroy_qp(&id).is_ok()
+        {
+            // SAFETY: a live id of ours (from the registry).
+            unsafe { (*(ptr as *mut c::rdma_cm_id)).qp = ptr::null_mut() };
+            return true;
+        }
+    }
+    false
+}
+
 /// Sets every CM channel fd from the simulator's pending events.
 pub(crate) fn sync_fds(shim: &mut Shim) {
     let world = &shim.sim;
@@ -298,6 +316,14 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
         .qp
         .and_then(|q| shim.qp_ptrs.get(&q).copied())
         .unwrap_or(0) as *mut c::ibv_qp;
+    // librdmacm moves the id's QP with ibv_modify_qp, which keeps
+    // `qp->state` current; the simulated CM moved it itself.
+    if let Some(q) = info.qp.filter(|_| !qp.is_null()) {
+        if let Ok((a, _)) = shim.sim.query_qp(&q, QpAttrMask::STATE) {
+            // SAFETY: `qp` is the live C QP of `q` (from the registry).
+            unsafe { (*qp).state = a.qp_state.to_raw() };
+        }
+    }
     // SAFETY: a live id of ours.
     let r = unsafe { &mut *id };
     r.verbs = verbs;
@@ -812,6 +838,18 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
                 u.qp_num = ud.qp_num;
                 u.qkey = ud.qkey;
             }
+        } else if let Some(ud) = ev.ud {
+            // A UD id's ESTABLISHED (SIDR REP): `param.ud` with the answer's
+            // private data, as librdmacm's ucma_copy_ud_event fills it.
+            let pd = (*e).param.conn.private_data;
+            let len = (*e).param.conn.private_data_len;
+            let u = &mut (*e).param.ud;
+            *u = c::rdma_ud_param::default();
+            u.private_data = pd;
+            u.private_data_len = len;
+            u.ah_attr = crate::objects::c_ah_attr(&ud.ah_attr);
+            u.qp_num = ud.qp_num;
+            u.qkey = ud.qkey;
         }
         (*id).event = e;
     }
@@ -994,6 +1032,79 @@ unsafe fn rdma_create_qp_impl(
         Ok(())
     }))
 }
+
+export! { "RDMACM_1.0" fn rdma_create_qp_ex(id: *mut c::rdma_cm_id, qp_init_attr: *mut c::ibv_qp_init_attr_ex) -> c_int {
+    ret(with(|shim| {
+        let v = "rdma_create_qp_ex";
+        let h = id_entry(shim, v, id)?.handle;
+        if qp_init_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "qp_init_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's struct.
+        let a = unsafe { &mut *qp_init_attr };
+        let pd_h = if a.comp_mask & c::IBV_QP_INIT_ATTR_PD != 0 && !a.pd.is_null() {
+            Some(handle_of!(shim, v, a.pd, Pd, "PD")?)
+        } else {
+            None
+        };
+        let opt_cq = |shim: &Shim, p: *mut c::ibv_cq| -> Res<Option<CqHandle>> {
+            if p.is_null() {
+                Ok(None)
+            } else {
+                handle_of!(shim, v, p, Cq, "CQ").map(Some)
+            }
+        };
+        let send_cq = opt_cq(shim, a.send_cq)?;
+        let recv_cq = opt_cq(shim, a.recv_cq)?;
+        let srq = if a.srq.is_null() {
+            None
+        } else {
+            Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?)
+        };
+        let mut attr = QpInitAttrEx::<SimVerbs> {
+            qp_context: a.qp_context as u64,
+            send_cq: send_cq.as_ref(),
+            recv_cq: recv_cq.as_ref(),
+            srq: srq.as_ref(),
+            cap: QpCap {
+                max_send_wr: a.cap.max_send_wr,
+                max_recv_wr: a.cap.max_recv_wr,
+                max_send_sge: a.cap.max_send_sge,
+                max_recv_sge: a.cap.max_recv_sge,
+                max_inline_data: a.cap.max_inline_data,
+            },
+            qp_type: QpType::from_raw(a.qp_type),
+            sq_sig_all: a.sq_sig_all != 0,
+            comp_mask: QpInitAttrMask(a.comp_mask),
+            pd: pd_h.as_ref(),
+            create_flags: QpCreateFlags(a.create_flags),
+            send_ops_flags: SendOpsFlags(a.send_ops_flags),
+            ..Default::default()
+        };
+        let q = shim.sim.rdma_create_qp_ex(&h, &mut attr).at(v)?;
+        a.cap.max_send_wr = attr.cap.max_send_wr;
+        a.cap.max_recv_wr = attr.cap.max_recv_wr;
+        a.cap.max_send_sge = attr.cap.max_send_sge;
+        a.cap.max_recv_sge = attr.cap.max_recv_sge;
+        a.cap.max_inline_data = attr.cap.max_inline_data;
+        refresh(shim, v, id)?;
+        // SAFETY: a live id of ours (refreshed above).
+        let (verbs, id_pd, id_scq, id_rcq) =
+            unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
+        let objs = crate::qp::QpObjs {
+            context: verbs,
+            pd: if pd_h.is_none() { id_pd } else { a.pd },
+            send_cq: if a.send_cq.is_null() { id_scq } else { a.send_cq },
+            recv_cq: if a.recv_cq.is_null() { id_rcq } else { a.recv_cq },
+            srq: a.srq,
+        };
+        let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+        let qp = crate::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, has_ex)?;
+        // SAFETY: a live id of ours.
+        unsafe { (*id).qp = qp };
+        Ok(())
+    }))
+}}
 
 export! { "RDMACM_1.0" fn rdma_create_qp(id: *mut c::rdma_cm_id, pd: *mut c::ibv_pd, qp_init_attr: *mut c::ibv_qp_init_attr) -> c_int {
     // SAFETY: the C caller's arguments, as the verb takes them.

@@ -92,7 +92,6 @@ export! { "MLX5_1.23" fn mlx5dv_devx_free_msi_vector() -> i32 { set_errno(libc::
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.24" fn mlx5dv_crypto_login_query() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "RDMACM_1.0" fn rdma_create_qp_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_get_remote_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.3" fn rdma_set_local_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "EFA_1.0" fn efadv_create_driver_qp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }

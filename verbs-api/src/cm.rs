@@ -78,6 +78,14 @@ pub struct ConnParam {
 }
 
 /// `struct rdma_cm_event`.
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(bound(
+        serialize = "V::CmId: serde::Serialize",
+        deserialize = "V::CmId: serde::Deserialize<'de>"
+    ))
+)]
 pub struct CmEvent<V: Verbs + ?Sized> {
     /// `event`.
     pub event: CmEventType,
@@ -110,6 +118,7 @@ pub struct CmEvent<V: Verbs + ?Sized> {
 /// `struct rdma_ud_param`: what a datagram peer or a multicast group is
 /// reached with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct UdParam {
     /// `ah_attr`: for a multicast group `dlid` is the MLID and the GRH's
     /// `dgid` the MGID.
@@ -139,6 +148,7 @@ c_enum! {
 /// `struct rdma_cm_join_mc_attr_ex` (`rdma_join_multicast_ex`): the
 /// `comp_mask` checks are the caller's (the drop-in library does them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct JoinMcAttr {
     /// `addr`: the IP multicast address of the group (the port is ignored).
     pub addr: SocketAddr,

@@ -12,6 +12,14 @@ pub trait Handle: Clone + core::fmt::Debug {}
 impl<T: Clone + core::fmt::Debug> Handle for T {}
 
 /// What `rdma_cm` keeps in a `struct rdma_cm_id` (its fields, as handles).
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(bound(
+        serialize = "V::Context: serde::Serialize, V::Pd: serde::Serialize, V::Qp: serde::Serialize, V::Cq: serde::Serialize, V::CompChannel: serde::Serialize",
+        deserialize = "V::Context: serde::Deserialize<'de>, V::Pd: serde::Deserialize<'de>, V::Qp: serde::Deserialize<'de>, V::Cq: serde::Deserialize<'de>, V::CompChannel: serde::Deserialize<'de>"
+    ))
+)]
 pub struct CmIdInfo<V: Verbs + ?Sized> {
     /// `verbs`: the device context once the id is bound to a device.
     pub verbs: Option<V::Context>,

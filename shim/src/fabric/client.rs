@@ -58,6 +58,7 @@ impl Remote {
     /// `EIO` saying why (said once on stderr too): the library cannot
     /// refuse to load.
     pub(crate) fn new(path: PathBuf, start: Option<&str>) -> Self {
+        super::REMOTE.store(true, std::sync::atomic::Ordering::Relaxed);
         match Self::connect(path.clone(), start) {
             Ok(r) => r,
             Err(e) => {

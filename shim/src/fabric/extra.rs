@@ -38,6 +38,8 @@ pub(crate) enum ExtraCall {
     CompChannelPending(CompChannelHandle),
     /// Async events pending on a context.
     AsyncPending(ContextHandle),
+    /// rdma_cm events pending on a channel.
+    CmChannelPending(CmChannelHandle),
     /// The next async event of a context, with its ack token.
     GetAsyncEvent(ContextHandle),
     /// Acknowledges an async event by token.
@@ -54,6 +56,7 @@ impl ExtraCall {
             Self::PostSendWithBinds(..) => Verb::PostSend,
             Self::ContextDevice(_) | Self::IsMlx5(_) => Verb::OpenDevice,
             Self::CompChannelPending(_) => Verb::GetCqEvent,
+            Self::CmChannelPending(_) => Verb::RdmaGetCmEvent,
             Self::AsyncPending(_) | Self::GetAsyncEvent(_) => Verb::GetAsyncEvent,
             Self::AckAsyncEvent(_) => Verb::AckAsyncEvent,
             Self::QpOutOfOrder(_) => Verb::QueryQp,
@@ -97,6 +100,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
         ExtraCall::IsMlx5(i) => encode(&Ok::<_, Error>(is_mlx5(sim.world(), i))),
         ExtraCall::CompChannelPending(ch) => encode(&sim.world().comp_channel_pending(ch)),
         ExtraCall::AsyncPending(ctx) => encode(&sim.world().async_pending(ctx)),
+        ExtraCall::CmChannelPending(ch) => encode(&sim.world().cm_channel_pending(ch)),
         ExtraCall::GetAsyncEvent(ctx) => encode(&sim.world_mut().get_async_event(ctx)),
         ExtraCall::AckAsyncEvent(token) => encode(&sim.world_mut().ack_async_event(token)),
         ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
@@ -193,11 +197,11 @@ impl Engine {
         }
     }
 
-    /// rdma_cm events pending on a channel (in-process worlds only).
+    /// rdma_cm events pending on a channel.
     pub(crate) fn cm_channel_pending(&self, ch: CmChannelHandle) -> Result<usize> {
         match self {
             Self::Local(s) => s.world().cm_channel_pending(ch),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaGetCmEvent)),
+            Self::Remote(r) => r.extra(ExtraCall::CmChannelPending(ch)),
         }
     }
 

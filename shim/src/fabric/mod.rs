@@ -35,6 +35,13 @@ use verbs_api::{Error, ErrorKind, Verb};
 /// The environment variable naming the fabric's socket.
 pub const FABRIC_ENV: &str = "VERBSIM_FABRIC";
 
+static REMOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process's verbs go to a shared fabric.
+pub(crate) fn is_remote() -> bool {
+    REMOTE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The largest message either side accepts (a longer length prefix is
 /// garbage: the connection is closed).
 pub(crate) const MAX_FRAME: usize = 64 << 20;

@@ -128,6 +128,52 @@ pub(crate) enum Call {
     Mlx5dvCreateQp(ContextHandle, QpInitAttrExW, Mlx5QpInitAttr),
     /// `mlx5dv_dci_stream_id_reset`.
     Mlx5dvDciStreamIdReset(QpHandle, u16),
+    /// `rdma_create_event_channel`.
+    RdmaCreateEventChannel(),
+    /// `rdma_destroy_event_channel`.
+    RdmaDestroyEventChannel(CmChannelHandle),
+    /// `rdma_create_id`.
+    RdmaCreateId(CmChannelHandle, u64, PortSpace),
+    /// `rdma_destroy_id`.
+    RdmaDestroyId(CmIdHandle),
+    /// `rdma_id_info`.
+    RdmaIdInfo(CmIdHandle),
+    /// `rdma_bind_addr`.
+    RdmaBindAddr(CmIdHandle, SocketAddr),
+    /// `rdma_resolve_addr`.
+    RdmaResolveAddr(CmIdHandle, Option<SocketAddr>, SocketAddr, u32),
+    /// `rdma_resolve_route`.
+    RdmaResolveRoute(CmIdHandle, u32),
+    /// `rdma_listen`.
+    RdmaListen(CmIdHandle, i32),
+    /// `rdma_connect`.
+    RdmaConnect(CmIdHandle, ConnParam),
+    /// `rdma_accept`.
+    RdmaAccept(CmIdHandle, ConnParam),
+    /// `rdma_reject`.
+    RdmaReject(CmIdHandle, Vec<u8>),
+    /// `rdma_disconnect`.
+    RdmaDisconnect(CmIdHandle),
+    /// `rdma_get_cm_event`.
+    RdmaGetCmEvent(CmChannelHandle),
+    /// `rdma_ack_cm_event`.
+    RdmaAckCmEvent(CmEvent<SimVerbs>),
+    /// `rdma_create_qp`.
+    RdmaCreateQp(CmIdHandle, Option<PdHandle>, QpInitAttrExW),
+    /// `rdma_create_qp_ex`.
+    RdmaCreateQpEx(CmIdHandle, QpInitAttrExW),
+    /// `rdma_destroy_qp`.
+    RdmaDestroyQp(CmIdHandle),
+    /// `rdma_init_qp_attr`.
+    RdmaInitQpAttr(CmIdHandle, QpState),
+    /// `rdma_establish`.
+    RdmaEstablish(CmIdHandle),
+    /// `rdma_join_multicast`.
+    RdmaJoinMulticast(CmIdHandle, SocketAddr, u64),
+    /// `rdma_join_multicast_ex`.
+    RdmaJoinMulticastEx(CmIdHandle, JoinMcAttr, u64),
+    /// `rdma_leave_multicast`.
+    RdmaLeaveMulticast(CmIdHandle, SocketAddr),
     /// Calls the fabric serves beside the trait's verbs (src/fabric/extra.rs).
     Extra(super::extra::ExtraCall),
 }
@@ -192,6 +238,29 @@ impl Call {
             Self::Mlx5dvQueryDevice(..) => Verb::Mlx5dvQueryDevice,
             Self::Mlx5dvCreateQp(..) => Verb::Mlx5dvCreateQp,
             Self::Mlx5dvDciStreamIdReset(..) => Verb::Mlx5dvDciStreamIdReset,
+            Self::RdmaCreateEventChannel(..) => Verb::RdmaCreateEventChannel,
+            Self::RdmaDestroyEventChannel(..) => Verb::RdmaDestroyEventChannel,
+            Self::RdmaCreateId(..) => Verb::RdmaCreateId,
+            Self::RdmaDestroyId(..) => Verb::RdmaDestroyId,
+            Self::RdmaIdInfo(..) => Verb::RdmaCreateId,
+            Self::RdmaBindAddr(..) => Verb::RdmaBindAddr,
+            Self::RdmaResolveAddr(..) => Verb::RdmaResolveAddr,
+            Self::RdmaResolveRoute(..) => Verb::RdmaResolveRoute,
+            Self::RdmaListen(..) => Verb::RdmaListen,
+            Self::RdmaConnect(..) => Verb::RdmaConnect,
+            Self::RdmaAccept(..) => Verb::RdmaAccept,
+            Self::RdmaReject(..) => Verb::RdmaReject,
+            Self::RdmaDisconnect(..) => Verb::RdmaDisconnect,
+            Self::RdmaGetCmEvent(..) => Verb::RdmaGetCmEvent,
+            Self::RdmaAckCmEvent(..) => Verb::RdmaAckCmEvent,
+            Self::RdmaCreateQp(..) => Verb::RdmaCreateQp,
+            Self::RdmaCreateQpEx(..) => Verb::RdmaCreateQpEx,
+            Self::RdmaDestroyQp(..) => Verb::RdmaDestroyQp,
+            Self::RdmaInitQpAttr(..) => Verb::RdmaInitQpAttr,
+            Self::RdmaEstablish(..) => Verb::RdmaEstablish,
+            Self::RdmaJoinMulticast(..) => Verb::RdmaJoinMulticast,
+            Self::RdmaJoinMulticastEx(..) => Verb::RdmaJoinMulticastEx,
+            Self::RdmaLeaveMulticast(..) => Verb::RdmaLeaveMulticast,
             Self::Extra(x) => x.verb(),
         }
     }
@@ -542,6 +611,146 @@ impl Remote {
     ) -> Result<()> {
         self.call(&Call::Mlx5dvDciStreamIdReset(*qp, stream_id))
     }
+    /// `rdma_create_event_channel` on the shared fabric.
+    pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
+        self.call(&Call::RdmaCreateEventChannel())
+    }
+    /// `rdma_destroy_event_channel` on the shared fabric.
+    pub(crate) fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
+        self.call(&Call::RdmaDestroyEventChannel(*channel))
+    }
+    /// `rdma_create_id` on the shared fabric.
+    pub(crate) fn rdma_create_id(
+        &mut self,
+        channel: &CmChannelHandle,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<CmIdHandle> {
+        self.call(&Call::RdmaCreateId(*channel, context, ps))
+    }
+    /// `rdma_destroy_id` on the shared fabric.
+    pub(crate) fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.call(&Call::RdmaDestroyId(*id))
+    }
+    /// `rdma_id_info` on the shared fabric.
+    pub(crate) fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>> {
+        self.call(&Call::RdmaIdInfo(*id))
+    }
+    /// `rdma_bind_addr` on the shared fabric.
+    pub(crate) fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        self.call(&Call::RdmaBindAddr(*id, addr))
+    }
+    /// `rdma_resolve_addr` on the shared fabric.
+    pub(crate) fn rdma_resolve_addr(
+        &mut self,
+        id: &CmIdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        self.call(&Call::RdmaResolveAddr(*id, src, dst, timeout_ms))
+    }
+    /// `rdma_resolve_route` on the shared fabric.
+    pub(crate) fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
+        self.call(&Call::RdmaResolveRoute(*id, timeout_ms))
+    }
+    /// `rdma_listen` on the shared fabric.
+    pub(crate) fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
+        self.call(&Call::RdmaListen(*id, backlog))
+    }
+    /// `rdma_connect` on the shared fabric.
+    pub(crate) fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        self.call(&Call::RdmaConnect(*id, param.clone()))
+    }
+    /// `rdma_accept` on the shared fabric.
+    pub(crate) fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        self.call(&Call::RdmaAccept(*id, param.clone()))
+    }
+    /// `rdma_reject` on the shared fabric.
+    pub(crate) fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        self.call(&Call::RdmaReject(*id, private_data.to_vec()))
+    }
+    /// `rdma_disconnect` on the shared fabric.
+    pub(crate) fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.call(&Call::RdmaDisconnect(*id))
+    }
+    /// `rdma_get_cm_event` on the shared fabric.
+    pub(crate) fn rdma_get_cm_event(
+        &mut self,
+        channel: &CmChannelHandle,
+    ) -> Result<Option<CmEvent<SimVerbs>>> {
+        self.call(&Call::RdmaGetCmEvent(*channel))
+    }
+    /// `rdma_ack_cm_event` on the shared fabric.
+    pub(crate) fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()> {
+        self.call(&Call::RdmaAckCmEvent(event))
+    }
+    /// `rdma_create_qp` on the shared fabric.
+    pub(crate) fn rdma_create_qp(
+        &mut self,
+        id: &CmIdHandle,
+        pd: Option<&PdHandle>,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        let r: Result<(QpHandle, QpInitAttrExW)> = self.call(&Call::RdmaCreateQp(
+            *id,
+            pd.copied(),
+            QpInitAttrExW::from(attr),
+        ));
+        let (ret, wb_attr) = r?;
+        attr.cap = wb_attr.cap;
+        Ok(ret)
+    }
+    /// `rdma_create_qp_ex` on the shared fabric.
+    pub(crate) fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        let r: Result<(QpHandle, QpInitAttrExW)> =
+            self.call(&Call::RdmaCreateQpEx(*id, QpInitAttrExW::from(attr)));
+        let (ret, wb_attr) = r?;
+        attr.cap = wb_attr.cap;
+        Ok(ret)
+    }
+    /// `rdma_destroy_qp` on the shared fabric.
+    pub(crate) fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.call(&Call::RdmaDestroyQp(*id))
+    }
+    /// `rdma_init_qp_attr` on the shared fabric.
+    pub(crate) fn rdma_init_qp_attr(
+        &mut self,
+        id: &CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        self.call(&Call::RdmaInitQpAttr(*id, state))
+    }
+    /// `rdma_establish` on the shared fabric.
+    pub(crate) fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
+        self.call(&Call::RdmaEstablish(*id))
+    }
+    /// `rdma_join_multicast` on the shared fabric.
+    pub(crate) fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        self.call(&Call::RdmaJoinMulticast(*id, addr, context))
+    }
+    /// `rdma_join_multicast_ex` on the shared fabric.
+    pub(crate) fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        self.call(&Call::RdmaJoinMulticastEx(*id, attr.clone(), context))
+    }
+    /// `rdma_leave_multicast` on the shared fabric.
+    pub(crate) fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        self.call(&Call::RdmaLeaveMulticast(*id, addr))
+    }
 }
 
 /// Runs one call on the fabric's world for `session`; the postcard bytes
@@ -861,6 +1070,122 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::Mlx5dvDciStreamIdReset(a0, a1) => {
             let r = Verbs::mlx5dv_dci_stream_id_reset(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::RdmaCreateEventChannel() => {
+            let r = Verbs::rdma_create_event_channel(sim);
+            if let Ok(h) = &r {
+                session.own(Owned::CmChannel(*h));
+            }
+            super::encode(&r)
+        }
+        Call::RdmaDestroyEventChannel(a0) => {
+            let r = Verbs::rdma_destroy_event_channel(sim, &a0);
+            if r.is_ok() {
+                session.disown(Owned::CmChannel(a0));
+            }
+            super::encode(&r)
+        }
+        Call::RdmaCreateId(a0, a1, a2) => {
+            let r = Verbs::rdma_create_id(sim, &a0, a1, a2);
+            if let Ok(h) = &r {
+                session.own(Owned::CmId(*h));
+            }
+            super::encode(&r)
+        }
+        Call::RdmaDestroyId(a0) => {
+            let r = Verbs::rdma_destroy_id(sim, &a0);
+            if r.is_ok() {
+                session.disown(Owned::CmId(a0));
+            }
+            super::encode(&r)
+        }
+        Call::RdmaIdInfo(a0) => {
+            let r = Verbs::rdma_id_info(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaBindAddr(a0, a1) => {
+            let r = Verbs::rdma_bind_addr(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::RdmaResolveAddr(a0, a1, a2, a3) => {
+            let r = Verbs::rdma_resolve_addr(sim, &a0, a1, a2, a3);
+            super::encode(&r)
+        }
+        Call::RdmaResolveRoute(a0, a1) => {
+            let r = Verbs::rdma_resolve_route(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::RdmaListen(a0, a1) => {
+            let r = Verbs::rdma_listen(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::RdmaConnect(a0, a1) => {
+            let r = Verbs::rdma_connect(sim, &a0, &a1);
+            super::encode(&r)
+        }
+        Call::RdmaAccept(a0, a1) => {
+            let r = Verbs::rdma_accept(sim, &a0, &a1);
+            super::encode(&r)
+        }
+        Call::RdmaReject(a0, a1) => {
+            let r = Verbs::rdma_reject(sim, &a0, &a1);
+            super::encode(&r)
+        }
+        Call::RdmaDisconnect(a0) => {
+            let r = Verbs::rdma_disconnect(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaGetCmEvent(a0) => {
+            let r = Verbs::rdma_get_cm_event(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaAckCmEvent(a0) => {
+            let r = Verbs::rdma_ack_cm_event(sim, a0);
+            super::encode(&r)
+        }
+        Call::RdmaCreateQp(a0, a1, mut a2) => {
+            let mut view_a2 = a2.view();
+            let r = Verbs::rdma_create_qp(sim, &a0, a1.as_ref(), &mut view_a2);
+            let wb_a2 = view_a2.cap;
+            a2.cap = wb_a2;
+            if let Ok(h) = &r {
+                session.own(Owned::Qp(*h));
+            }
+            super::encode(&r.map(|x| (x, a2)))
+        }
+        Call::RdmaCreateQpEx(a0, mut a1) => {
+            let mut view_a1 = a1.view();
+            let r = Verbs::rdma_create_qp_ex(sim, &a0, &mut view_a1);
+            let wb_a1 = view_a1.cap;
+            a1.cap = wb_a1;
+            if let Ok(h) = &r {
+                session.own(Owned::Qp(*h));
+            }
+            super::encode(&r.map(|x| (x, a1)))
+        }
+        Call::RdmaDestroyQp(a0) => {
+            let r = Verbs::rdma_destroy_qp(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaInitQpAttr(a0, a1) => {
+            let r = Verbs::rdma_init_qp_attr(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::RdmaEstablish(a0) => {
+            let r = Verbs::rdma_establish(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaJoinMulticast(a0, a1, a2) => {
+            let r = Verbs::rdma_join_multicast(sim, &a0, a1, a2);
+            super::encode(&r)
+        }
+        Call::RdmaJoinMulticastEx(a0, a1, a2) => {
+            let r = Verbs::rdma_join_multicast_ex(sim, &a0, &a1, a2);
+            super::encode(&r)
+        }
+        Call::RdmaLeaveMulticast(a0, a1) => {
+            let r = Verbs::rdma_leave_multicast(sim, &a0, a1);
             super::encode(&r)
         }
         Call::Extra(x) => super::extra::dispatch(sim, session, x),
@@ -1373,21 +1698,21 @@ impl Engine {
             Self::Remote(r) => r.mlx5dv_dci_stream_id_reset(qp, stream_id),
         }
     }
-    /// `rdma_create_event_channel` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_create_event_channel`.
     pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
         match self {
             Self::Local(s) => Verbs::rdma_create_event_channel(&mut **s),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaCreateEventChannel)),
+            Self::Remote(r) => r.rdma_create_event_channel(),
         }
     }
-    /// `rdma_destroy_event_channel` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_destroy_event_channel`.
     pub(crate) fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_destroy_event_channel(&mut **s, channel),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaDestroyEventChannel)),
+            Self::Remote(r) => r.rdma_destroy_event_channel(channel),
         }
     }
-    /// `rdma_create_id` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_create_id`.
     pub(crate) fn rdma_create_id(
         &mut self,
         channel: &CmChannelHandle,
@@ -1396,31 +1721,31 @@ impl Engine {
     ) -> Result<CmIdHandle> {
         match self {
             Self::Local(s) => Verbs::rdma_create_id(&mut **s, channel, context, ps),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaCreateId)),
+            Self::Remote(r) => r.rdma_create_id(channel, context, ps),
         }
     }
-    /// `rdma_destroy_id` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_destroy_id`.
     pub(crate) fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_destroy_id(&mut **s, id),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaDestroyId)),
+            Self::Remote(r) => r.rdma_destroy_id(id),
         }
     }
-    /// `rdma_id_info` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_id_info`.
     pub(crate) fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>> {
         match self {
             Self::Local(s) => Verbs::rdma_id_info(&mut **s, id),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaCreateId)),
+            Self::Remote(r) => r.rdma_id_info(id),
         }
     }
-    /// `rdma_bind_addr` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_bind_addr`.
     pub(crate) fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_bind_addr(&mut **s, id, addr),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaBindAddr)),
+            Self::Remote(r) => r.rdma_bind_addr(id, addr),
         }
     }
-    /// `rdma_resolve_addr` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_resolve_addr`.
     pub(crate) fn rdma_resolve_addr(
         &mut self,
         id: &CmIdHandle,
@@ -1430,69 +1755,69 @@ impl Engine {
     ) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_resolve_addr(&mut **s, id, src, dst, timeout_ms),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaResolveAddr)),
+            Self::Remote(r) => r.rdma_resolve_addr(id, src, dst, timeout_ms),
         }
     }
-    /// `rdma_resolve_route` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_resolve_route`.
     pub(crate) fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_resolve_route(&mut **s, id, timeout_ms),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaResolveRoute)),
+            Self::Remote(r) => r.rdma_resolve_route(id, timeout_ms),
         }
     }
-    /// `rdma_listen` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_listen`.
     pub(crate) fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_listen(&mut **s, id, backlog),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaListen)),
+            Self::Remote(r) => r.rdma_listen(id, backlog),
         }
     }
-    /// `rdma_connect` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_connect`.
     pub(crate) fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_connect(&mut **s, id, param),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaConnect)),
+            Self::Remote(r) => r.rdma_connect(id, param),
         }
     }
-    /// `rdma_accept` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_accept`.
     pub(crate) fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_accept(&mut **s, id, param),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaAccept)),
+            Self::Remote(r) => r.rdma_accept(id, param),
         }
     }
-    /// `rdma_reject` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_reject`.
     pub(crate) fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_reject(&mut **s, id, private_data),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaReject)),
+            Self::Remote(r) => r.rdma_reject(id, private_data),
         }
     }
-    /// `rdma_disconnect` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_disconnect`.
     pub(crate) fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_disconnect(&mut **s, id),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaDisconnect)),
+            Self::Remote(r) => r.rdma_disconnect(id),
         }
     }
-    /// `rdma_get_cm_event` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_get_cm_event`.
     pub(crate) fn rdma_get_cm_event(
         &mut self,
         channel: &CmChannelHandle,
     ) -> Result<Option<CmEvent<SimVerbs>>> {
         match self {
             Self::Local(s) => Verbs::rdma_get_cm_event(&mut **s, channel),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaGetCmEvent)),
+            Self::Remote(r) => r.rdma_get_cm_event(channel),
         }
     }
-    /// `rdma_ack_cm_event` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_ack_cm_event`.
     pub(crate) fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_ack_cm_event(&mut **s, event),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaAckCmEvent)),
+            Self::Remote(r) => r.rdma_ack_cm_event(event),
         }
     }
-    /// `rdma_create_qp` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_create_qp`.
     pub(crate) fn rdma_create_qp(
         &mut self,
         id: &CmIdHandle,
@@ -1501,17 +1826,28 @@ impl Engine {
     ) -> Result<QpHandle> {
         match self {
             Self::Local(s) => Verbs::rdma_create_qp(&mut **s, id, pd, attr),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaCreateQp)),
+            Self::Remote(r) => r.rdma_create_qp(id, pd, attr),
         }
     }
-    /// `rdma_destroy_qp` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_create_qp_ex`.
+    pub(crate) fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        match self {
+            Self::Local(s) => Verbs::rdma_create_qp_ex(&mut **s, id, attr),
+            Self::Remote(r) => r.rdma_create_qp_ex(id, attr),
+        }
+    }
+    /// `rdma_destroy_qp`.
     pub(crate) fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_destroy_qp(&mut **s, id),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaDestroyQp)),
+            Self::Remote(r) => r.rdma_destroy_qp(id),
         }
     }
-    /// `rdma_init_qp_attr` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_init_qp_attr`.
     pub(crate) fn rdma_init_qp_attr(
         &mut self,
         id: &CmIdHandle,
@@ -1519,17 +1855,17 @@ impl Engine {
     ) -> Result<(QpAttr, QpAttrMask)> {
         match self {
             Self::Local(s) => Verbs::rdma_init_qp_attr(&mut **s, id, state),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaInitQpAttr)),
+            Self::Remote(r) => r.rdma_init_qp_attr(id, state),
         }
     }
-    /// `rdma_establish` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_establish`.
     pub(crate) fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_establish(&mut **s, id),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaEstablish)),
+            Self::Remote(r) => r.rdma_establish(id),
         }
     }
-    /// `rdma_join_multicast` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_join_multicast`.
     pub(crate) fn rdma_join_multicast(
         &mut self,
         id: &CmIdHandle,
@@ -1538,10 +1874,10 @@ impl Engine {
     ) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_join_multicast(&mut **s, id, addr, context),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaJoinMulticast)),
+            Self::Remote(r) => r.rdma_join_multicast(id, addr, context),
         }
     }
-    /// `rdma_join_multicast_ex` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_join_multicast_ex`.
     pub(crate) fn rdma_join_multicast_ex(
         &mut self,
         id: &CmIdHandle,
@@ -1550,14 +1886,14 @@ impl Engine {
     ) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_join_multicast_ex(&mut **s, id, attr, context),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaJoinMulticastEx)),
+            Self::Remote(r) => r.rdma_join_multicast_ex(id, attr, context),
         }
     }
-    /// `rdma_leave_multicast` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `rdma_leave_multicast`.
     pub(crate) fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
         match self {
             Self::Local(s) => Verbs::rdma_leave_multicast(&mut **s, id, addr),
-            Self::Remote(_) => Err(super::not_served(Verb::RdmaLeaveMulticast)),
+            Self::Remote(r) => r.rdma_leave_multicast(id, addr),
         }
     }
     /// `sim_control` (in-process worlds only: the shared fabric does not serve it yet).

@@ -47,6 +47,7 @@ pub struct FabricOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Owned {
     Qp(QpHandle),
+    CmId(CmIdHandle),
     Srq(SrqHandle),
     Ah(AhHandle),
     Mw(MwHandle),
@@ -56,6 +57,7 @@ pub(crate) enum Owned {
     Pd(PdHandle),
     Xrcd(XrcdHandle),
     Context(ContextHandle),
+    CmChannel(CmChannelHandle),
 }
 
 /// One connected process.
@@ -98,6 +100,8 @@ impl Session {
                 Owned::Pd(h) => sim.dealloc_pd(&h),
                 Owned::Xrcd(h) => sim.close_xrcd(&h),
                 Owned::Context(h) => sim.close_device(&h),
+                Owned::CmId(h) => sim.rdma_destroy_id(&h),
+                Owned::CmChannel(h) => sim.rdma_destroy_event_channel(&h),
             };
         }
         n
@@ -151,7 +155,8 @@ fn peer_pid(s: &UnixStream) -> Option<libc::pid_t> {
 pub fn serve(opts: &FabricOptions) -> io::Result<()> {
     let listener = bind(&opts.socket)?;
     listener.set_nonblocking(true)?;
-    let config = crate::config::ShimConfig::from_env();
+    let mut config = crate::config::ShimConfig::from_env();
+    config.sim.trace_enabled |= opts.trace.is_some();
     let mut sim = SimVerbs::new(config.sim.clone());
     for &(action, ppm) in &config.faults {
         let _ = sim.sim_control(SimCommand::Fault {

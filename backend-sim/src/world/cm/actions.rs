@@ -185,12 +185,23 @@ impl World {
                 data,
                 qpn,
             } => {
-                let Some(i) = self.cm.ids.get_mut(to.index, to.generation) else {
+                let Some(i) = self.cm.ids.get(to.index, to.generation) else {
                     return;
                 };
                 if i.state != IdState::Connect(Conn::ReqSent) {
                     return;
                 }
+                // The kernel fills `param.ud` of a SIDR answer: the address
+                // vector to the peer, its QP number and the UDP port space's
+                // Q_Key (`ucma_copy_ud_event`).
+                let ud = UdParam {
+                    ah_attr: self.cm_qp_attr(i, QpState::ReadyToReceive, 0, 0).ah_attr,
+                    qp_num: qpn,
+                    qkey: RDMA_UDP_QKEY,
+                };
+                let Some(i) = self.cm.ids.get_mut(to.index, to.generation) else {
+                    return;
+                };
                 i.gen += 1;
                 let padded = pad(&data, SIDR_REP_PD, self.config.cm.pad_private_data);
                 let (event, conn) = if status == 0 {
@@ -222,7 +233,13 @@ impl World {
                         listen_id: None,
                         status,
                         conn,
-                        mc: None,
+                        mc: (status == 0).then(|| {
+                            Box::new(McEventInfo {
+                                serial: u64::MAX,
+                                ud,
+                                context: 0,
+                            })
+                        }),
                     },
                 );
             }

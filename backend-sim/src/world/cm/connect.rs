@@ -536,6 +536,10 @@ impl World {
             let Some(next) = self.fabric.next_event_time() else {
                 break;
             };
+            // The shared fabric caps virtual time (World::set_time_limit).
+            if self.time_limit.is_some_and(|l| next.as_nanos() > l) {
+                break;
+            }
             rounds += 1;
             if rounds > crate::world::state::RUN_EVENT_BUDGET {
                 break;
