@@ -39,6 +39,10 @@ pub(crate) struct IdEntry {
     sync: bool,
     /// The channel its events go to (the internal one of a sync id).
     channel: CmChannelHandle,
+    /// A passive endpoint's QP recipe (`rdma_create_ep` with
+    /// `RAI_PASSIVE`): librdmacm keeps the PD and a copy of the attributes
+    /// and creates each accepted id's QP in `rdma_get_request`.
+    passive_qp: Option<(usize, c::ibv_qp_init_attr)>,
 }
 
 /// An event channel the library handed out.
@@ -274,6 +278,7 @@ fn new_id(
             handle: h,
             sync,
             channel: ch,
+            passive_qp: None,
         },
     );
     shim.cm.id_ptrs.insert(h, id as usize);
@@ -1322,8 +1327,23 @@ export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut 
         // SAFETY: as above.
         if rc == 0 { unsafe { rdma_resolve_route_impl(new, 2000) } } else { rc }
     };
-    // SAFETY: as above.
-    let rc = if rc == 0 && !qp_init_attr.is_null() { unsafe { rdma_create_qp_impl(new, pd, qp_init_attr) } } else { rc };
+    let passive = r.ai_flags & RAI_PASSIVE != 0;
+    let rc = if rc == 0 && passive && !qp_init_attr.is_null() {
+        // SAFETY: non-NULL; the caller's struct, copied as librdmacm does.
+        let attr = unsafe { *qp_init_attr };
+        with(|shim| match shim.cm.ids.get_mut(&(new as usize)) {
+            Some(e) => {
+                e.passive_qp = Some((pd as usize, attr));
+                0
+            }
+            None => -1,
+        })
+    } else if rc == 0 && !qp_init_attr.is_null() {
+        // SAFETY: as above.
+        unsafe { rdma_create_qp_impl(new, pd, qp_init_attr) }
+    } else {
+        rc
+    };
     if rc != 0 {
         // SAFETY: errno of this thread.
         let e = unsafe { *libc::__errno_location() };
@@ -1349,7 +1369,7 @@ export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
 }}
 
 export! { "RDMACM_1.0" fn rdma_get_request(listen: *mut c::rdma_cm_id, id: *mut *mut c::rdma_cm_id) -> c_int {
-    ret(with(|shim| {
+    let rc = ret(with(|shim| {
         let v = "rdma_get_request";
         if id.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "id is NULL"));
@@ -1368,7 +1388,21 @@ export! { "RDMACM_1.0" fn rdma_get_request(listen: *mut c::rdma_cm_id, id: *mut 
         // SAFETY: non-NULL out-pointer.
         unsafe { *id = new };
         Ok(())
-    }))
+    }));
+    if rc != 0 {
+        return rc;
+    }
+    // A passive endpoint's QP, made for each request (librdmacm does so
+    // after the lock-free part; the id is the caller's now).
+    let recipe = with(|shim| shim.cm.ids.get(&(listen as usize)).and_then(|e| e.passive_qp));
+    if let Some((pd, mut attr)) = recipe {
+        // SAFETY: `*id` was set above to a live id of ours; `attr` is our copy.
+        let rc = unsafe { rdma_create_qp_impl(*id, pd as *mut c::ibv_pd, &mut attr) };
+        if rc != 0 {
+            return rc;
+        }
+    }
+    0
 }}
 
 /// `rdma_ack_cm_event` under the lock already held.
