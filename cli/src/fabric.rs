@@ -98,7 +98,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         }
     };
     match serve(&opts) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(stats) => {
+            eprintln!(
+                "verbsim fabric: done: {} processes, {} calls, {} refused, {} objects reclaimed",
+                stats.sessions, stats.calls, stats.refused, stats.reclaimed
+            );
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("verbsim fabric: {}: {e}", opts.socket.display());
             ExitCode::from(1)
