@@ -5,7 +5,7 @@
 //! which owns the only [`backend_sim::World`] and serves each connected
 //! process as a session, as the kernel serves a uverbs file:
 //!
-//! * **Calls** ([`rpc`]): one message per verb over a Unix stream socket,
+//! * **Calls** (`rpc`): one message per verb over a Unix stream socket,
 //!   framed as a little-endian `u32` length and postcard bytes; the reply
 //!   is the verb's `Result` with what the verb writes back.
 //! * **Memory**: MRs name the client's own buffers; the fabric reads and
