@@ -88,16 +88,17 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
-        let a = self.devices[q.device as usize].profile.adapter;
+        let a = &self.devices[q.device as usize].profile.adapter;
         if a.is_none() {
             return;
         }
         let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
         let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
+        let doorbell_ns = a.doorbell_ns;
         // The fetch occupies the QP's send engine: unbatched posts pay it
         // once a WQE, a post list once a list (perftest issues 132, 273).
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-            q.tx.engine_free_ns = (now + a.doorbell_ns).max(q.tx.engine_free_ns) + fetch;
+            q.tx.engine_free_ns = (now + doorbell_ns).max(q.tx.engine_free_ns) + fetch;
         }
     }
 

@@ -28,6 +28,19 @@ impl World {
             core::cmp::Ordering::Equal => r.rx.nak_sent = false,
         }
         match p.opcode {
+            // The common case in one step (world/exec/fast.rs).
+            Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+                if self.rc_write_only(rq, req, p) =>
+            {
+                if p.flags.contains(PacketFlags::ACK_REQUEST)
+                    && self
+                        .qps
+                        .get(rq.index, rq.generation)
+                        .is_some_and(|r| r.phase.state() != QpState::Error)
+                {
+                    self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
+                }
+            }
             Opcode::Send(pos) | Opcode::RdmaWrite(pos) => {
                 let write = matches!(p.opcode, Opcode::RdmaWrite(_));
                 if pos.starts_message() {

@@ -48,7 +48,7 @@ impl World {
                 first: self.now_ns + a.responder_read_ns,
                 packet_ns: a.packet_ns,
                 dma_start: None,
-                model: a,
+                dma_mbps: a.dma_mbps,
             });
             self.ooo_wire(
                 template,

@@ -1,0 +1,67 @@
+//! The common single-packet RC RDMA WRITE at its responder, in one step
+//! (issue #16: a cheaper event for the common WRITE).
+//!
+//! A plain `RDMA_WRITE` that fits in one packet (`Opcode::RdmaWrite(Only)`)
+//! arriving in order at a plain RC QP does what the general path
+//! (`begin_message`, `place`, `end_message` in `receive.rs`) would do, in
+//! the same order and with the same trace: the rkey check, the copy and its
+//! `Placement` record, the expected PSN advanced, no message left in
+//! progress. Anything else (WRITE with immediate, ATOMIC_WRITE, FLUSH, a
+//! refused rkey, XRC, DC) is left to the general path, which then decides
+//! as before: this path changes nothing before it returns false.
+
+use super::*;
+use crate::fabric::SegmentPosition;
+
+impl World {
+    /// Handles `p`, an in-order `RdmaWrite(Only)` at `rq` from `req`, and
+    /// returns true; or returns false having changed nothing.
+    pub(super) fn rc_write_only(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) -> bool {
+        debug_assert_eq!(p.opcode, Opcode::RdmaWrite(SegmentPosition::Only));
+        let (Some(r), Some(s)) = (
+            self.qps.get(rq.index, rq.generation),
+            self.qps.get(req.index, req.generation),
+        ) else {
+            return false;
+        };
+        if r.class != QpClass::Rc {
+            return false;
+        }
+        let device = r.device;
+        let w = s.sq.get(p.cookie).0;
+        if w.opcode != WrOpcode::RdmaWrite {
+            return false;
+        }
+        let request = RemoteRequest {
+            op: RemoteOp::Write,
+            remote_addr: w.rdma.remote_addr,
+            rkey: w.rdma.rkey,
+            len: w.length,
+        };
+        let Ok((mr, base)) = self.check_rkey(rq, device, &request) else {
+            return false;
+        };
+        // What `begin_message` starts and `end_message` ends: nothing is
+        // left in progress.
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        r.rx.msg = RxMsg::default();
+        let (off, len) = (p.offset, p.payload_len);
+        if len > 0 {
+            let dst = [Extent {
+                mr,
+                off: (base + u64::from(off)) as usize,
+                len: len as usize,
+            }];
+            self.copy_from_request(req, p.cookie, off, len, &dst);
+            self.record(TraceEvent::Placement {
+                device,
+                qpn: p.destination.qpn,
+                offset: off,
+                len,
+            });
+        }
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        r.rx.epsn = p.psn.next();
+        true
+    }
+}
