@@ -62,7 +62,10 @@ impl World {
             }
             let class = opcode_info(opcode).map_or(OpClass::Send, |i| i.class);
             if matches!(class, OpClass::Read | OpClass::Atomic) {
-                let max_rd = q.phase.parts().2.map_or(0, |r| u32::from(r.max_rd_atomic));
+                let max_rd = q
+                    .phase
+                    .requester()
+                    .map_or(0, |r| u32::from(r.max_rd_atomic));
                 if q.tx.rd_atomic >= max_rd {
                     return;
                 }

@@ -97,7 +97,7 @@ impl World {
 
     pub(super) fn responder_view(&self, rq: QpHandle) -> ResponderView {
         let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let (b, p, _) = r.phase.parts();
+        let (b, p) = (r.phase.bound(), r.phase.path());
         ResponderView {
             qp_access_flags: b.map_or(AccessFlags::empty(), |b| b.access),
             pd: r.pd.map_or(u32::MAX, |p| p.index),
@@ -364,7 +364,7 @@ impl World {
             return;
         }
         if out.rnr_nak {
-            let timer = r.phase.parts().1.map_or(0, |p| p.min_rnr_timer);
+            let timer = r.phase.path().map_or(0, |p| p.min_rnr_timer);
             self.send_ack(p, AckSyndrome::RnrNak { timer }, p.psn, 0);
             return;
         }
