@@ -29,7 +29,8 @@ impl World {
         }
         let device = r.device;
         let w = s.sq.get(p.cookie).0;
-        if w.opcode != WrOpcode::RdmaWrite {
+        // A memory window's rkey takes the general path (`check_rkey`).
+        if w.opcode != WrOpcode::RdmaWrite || self.is_mw_key(w.rdma.rkey) {
             return false;
         }
         let request = RemoteRequest {
@@ -38,9 +39,22 @@ impl World {
             rkey: w.rdma.rkey,
             len: w.length,
         };
-        let Ok((mr, base)) = self.check_rkey(rq, device, &request) else {
+        // `check_rkey` for an MR's rkey, with the responder view built
+        // from `r` at hand (a plain RC QP: its own responder resources).
+        let responder = ResponderView {
+            qp_access_flags: r.phase.bound().map_or(AccessFlags::empty(), |b| b.access),
+            pd: r.pd.map_or(u32::MAX, |p| p.index),
+            max_dest_rd_atomic: r.phase.path().map_or(0, |p| p.max_dest_rd_atomic),
+        };
+        let mr = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_rkey(request.rkey);
+        let Ok(off) = check_remote(&request, mr, &responder) else {
             return false;
         };
+        let (mr, base) = (request.rkey >> 8, off);
         // What `begin_message` starts and `end_message` ends: nothing is
         // left in progress.
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
