@@ -32,6 +32,24 @@ impl World {
             self.discard(p, "stale duplicate");
             return Some(req);
         }
+        // The common case, an in-order single-packet WRITE between plain
+        // RC QPs, straight to its one-step path (world/exec/fast.rs); what
+        // it declines goes the general way below. Nothing is left for
+        // `unreliable_done` on a reliable sender.
+        if p.opcode == Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+            && (rt, st) == (Transport::Rc, Transport::Rc)
+            && !r.dv.ooo
+            && !s.dv.ooo
+            && p.psn == r.rx.epsn
+            && self.rc_write_only(rq, req, p)
+        {
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.nak_sent = false;
+            if p.flags.contains(PacketFlags::ACK_REQUEST) && r.phase.state() != QpState::Error {
+                self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
+            }
+            return None;
+        }
         if self.ooo_mismatch(rq, req, p) {
             return Some(req);
         }
