@@ -78,4 +78,18 @@ impl World {
         r.rx.epsn = p.psn.next();
         true
     }
+
+    /// Acknowledges `p`, accepted at `rq`, if it asks for an ACK and `rq`
+    /// is not in ERR (as the general path does after a SEND/WRITE packet).
+    #[inline]
+    pub(super) fn ack_if_asked(&mut self, rq: QpHandle, p: &Packet) {
+        if p.flags.contains(PacketFlags::ACK_REQUEST)
+            && self
+                .qps
+                .get(rq.index, rq.generation)
+                .is_some_and(|r| r.phase.state() != QpState::Error)
+        {
+            self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
+        }
+    }
 }

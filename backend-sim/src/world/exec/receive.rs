@@ -32,14 +32,7 @@ impl World {
             Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
                 if self.rc_write_only(rq, req, p) =>
             {
-                if p.flags.contains(PacketFlags::ACK_REQUEST)
-                    && self
-                        .qps
-                        .get(rq.index, rq.generation)
-                        .is_some_and(|r| r.phase.state() != QpState::Error)
-                {
-                    self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
-                }
+                self.ack_if_asked(rq, p);
             }
             Opcode::Send(pos) | Opcode::RdmaWrite(pos) => {
                 let write = matches!(p.opcode, Opcode::RdmaWrite(_));

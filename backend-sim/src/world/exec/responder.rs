@@ -45,9 +45,7 @@ impl World {
         {
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
             r.rx.nak_sent = false;
-            if p.flags.contains(PacketFlags::ACK_REQUEST) && r.phase.state() != QpState::Error {
-                self.send_ack(p, AckSyndrome::Ack, p.psn, 0);
-            }
+            self.ack_if_asked(rq, p);
             return None;
         }
         if self.ooo_mismatch(rq, req, p) {
