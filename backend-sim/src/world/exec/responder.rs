@@ -32,20 +32,43 @@ impl World {
             self.discard(p, "stale duplicate");
             return Some(req);
         }
-        // The common case, an in-order single-packet WRITE between plain
-        // RC QPs, straight to its one-step path (world/exec/fast.rs); what
-        // it declines goes the general way below. Nothing is left for
-        // `unreliable_done` on a reliable sender.
-        if p.opcode == Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
-            && (rt, st) == (Transport::Rc, Transport::Rc)
+        // Between plain RC QPs (neither OOO_DP, so no mismatch to refuse)
+        // every request goes to `rc_receive`, and the common in-order ones
+        // straight to what `rc_receive` would call: a single-packet WRITE
+        // to its one-step path (world/exec/fast.rs; what that declines
+        // goes through `rc_receive`), a READ or an atomic to its handler.
+        // Nothing is left for `unreliable_done` on a reliable sender.
+        if (rt, st) == (Transport::Rc, Transport::Rc)
             && !r.dv.ooo
             && !s.dv.ooo
-            && p.psn == r.rx.epsn
-            && self.rc_write_only(rq, req, p)
+            && p.opcode != Opcode::UdSend
         {
-            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
-            r.rx.nak_sent = false;
-            self.ack_if_asked(rq, p);
+            if p.psn == r.rx.epsn {
+                match p.opcode {
+                    Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+                        if self.rc_write_only(rq, req, p) =>
+                    {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.ack_if_asked(rq, p);
+                        return None;
+                    }
+                    Opcode::ReadRequest => {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.rc_read(rq, req, p, false);
+                        return None;
+                    }
+                    Opcode::CompareSwap | Opcode::FetchAdd => {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.rc_atomic(rq, req, p);
+                        return None;
+                    }
+                    _ => {}
+                }
+            }
+            self.rc_receive(rq, req, p);
             return None;
         }
         if self.ooo_mismatch(rq, req, p) {
