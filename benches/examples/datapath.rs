@@ -13,7 +13,8 @@
 //!
 //! `WORKLOAD` is one of `write64`, `write64_1gib`, `scale`, `read`, `fadd`, `cswap`,
 //! `send4k`, `send64k`, `send1m`, `fault_none`, `fault_faults` (the
-//! benchmark with that id, see `benches/sim.rs`); `N` requests (default
+//! benchmark with that id, see `benches/sim.rs`) or `send64` (the
+//! SEND/RECV workload with 64 B messages, no benchmark of its own); `N` requests (default
 //! 100 000) are run after a warm-up of 1 000 and drained; `--timeout T`
 //! overrides the QP `timeout` of a message-rate workload (to see what the
 //! choice of `FAULT_ACK_TIMEOUT` changes). Prints the wall
@@ -45,6 +46,7 @@ fn workload(name: &str) -> Option<Workload> {
         "cswap" => Workload::Rate(MessageRateConfig::atomic(RateOp::CompSwap)),
         "fault_none" => Workload::Rate(MessageRateConfig::fault_overhead(false)),
         "fault_faults" => Workload::Rate(MessageRateConfig::fault_overhead(true)),
+        "send64" => Workload::SendRecv(SendRecvConfig::bw(64)),
         "send4k" => Workload::SendRecv(SendRecvConfig::bw(4096)),
         "send64k" => Workload::SendRecv(SendRecvConfig::bw(65536)),
         "send1m" => Workload::SendRecv(SendRecvConfig::bw(1 << 20)),

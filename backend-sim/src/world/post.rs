@@ -35,15 +35,51 @@ fn occupancy(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// Releases one posted request's hold on the MR `key` names; an MR
+/// Releases `n` posted requests' holds on the MR `key` names; an MR
 /// deregistered under its requests is freed with the last one.
-fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
+fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
     if let Some((generation, m)) = mrs.get_by_index_mut(key >> 8) {
         if m.lkey == key && m.device == device {
-            m.pins = m.pins.saturating_sub(1);
+            m.pins = m.pins.saturating_sub(n);
             if m.deregistered && m.pins == 0 {
                 mrs.remove(key >> 8, generation);
             }
+        }
+    }
+}
+
+/// Unpins in runs: consecutive releases of one key cost one MR lookup
+/// (a poll frees a whole batch of requests, usually over one MR). The same
+/// result as unpinning one at a time: pins saturate at 0 either way, and
+/// an MR freed at 0 is not there for the rest of its run.
+struct Unpins {
+    device: u32,
+    key: u32,
+    n: u32,
+}
+
+impl Unpins {
+    fn new(device: u32) -> Self {
+        Self {
+            device,
+            key: 0,
+            n: 0,
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, mrs: &mut Arena<Mr>, key: u32) {
+        if self.n > 0 && key != self.key {
+            self.flush(mrs);
+        }
+        self.key = key;
+        self.n += 1;
+    }
+
+    fn flush(&mut self, mrs: &mut Arena<Mr>) {
+        if self.n > 0 {
+            unpin(mrs, self.device, self.key, self.n);
+            self.n = 0;
         }
     }
 }
@@ -88,16 +124,17 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
-        let a = self.devices[q.device as usize].profile.adapter;
+        let a = &self.devices[q.device as usize].profile.adapter;
         if a.is_none() {
             return;
         }
         let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
         let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
+        let doorbell_ns = a.doorbell_ns;
         // The fetch occupies the QP's send engine: unbatched posts pay it
         // once a WQE, a post list once a list (perftest issues 132, 273).
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-            q.tx.engine_free_ns = (now + a.doorbell_ns).max(q.tx.engine_free_ns) + fetch;
+            q.tx.engine_free_ns = (now + doorbell_ns).max(q.tx.engine_free_ns) + fetch;
         }
     }
 
@@ -464,12 +501,14 @@ impl World {
             };
             let device = s.device;
             let range = s.ring.free_through(seq);
+            let mut run = Unpins::new(device);
             for i in range {
                 let (w, sges, _) = s.ring.get_freed(i);
                 for g in &sges[..w.num_sge as usize] {
-                    unpin(mrs, device, g.lkey);
+                    run.add(mrs, g.lkey);
                 }
             }
+            run.flush(mrs);
             return;
         }
         let Self { qps, mrs, .. } = self;
@@ -480,23 +519,27 @@ impl World {
         match queue {
             QueueKind::Send => {
                 let range = q.sq.free_through(seq);
+                let mut run = Unpins::new(device);
                 for s in range {
                     let (w, sges, _) = q.sq.get_freed(s);
                     if !w.send_flags.contains(SendFlags::INLINE) {
                         for g in &sges[..w.num_sge as usize] {
-                            unpin(mrs, device, g.lkey);
+                            run.add(mrs, g.lkey);
                         }
                     }
                 }
+                run.flush(mrs);
             }
             QueueKind::Recv => {
                 let range = q.rq.free_through(seq);
+                let mut run = Unpins::new(device);
                 for s in range {
                     let (w, sges, _) = q.rq.get_freed(s);
                     for g in &sges[..w.num_sge as usize] {
-                        unpin(mrs, device, g.lkey);
+                        run.add(mrs, g.lkey);
                     }
                 }
+                run.flush(mrs);
             }
             QueueKind::Srq(_) => {}
         }

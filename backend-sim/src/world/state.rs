@@ -114,6 +114,46 @@ impl QpPhase {
         }
     }
 
+    /// The port binding, whatever the phase, by reference (the data
+    /// path's per-packet reads; `parts` copies all three).
+    #[inline]
+    pub(crate) fn bound(&self) -> Option<&Bound> {
+        match self {
+            Self::Reset => None,
+            Self::Init(b)
+            | Self::ReadyToReceive(b, _)
+            | Self::ReadyToSend(b, _, _)
+            | Self::SendQueueDrain(b, _, _, _)
+            | Self::SendQueueError(b, _, _) => Some(b),
+            Self::Error(b, _, _) => b.as_ref(),
+        }
+    }
+
+    /// The responder path, whatever the phase, by reference.
+    #[inline]
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Reset | Self::Init(_) => None,
+            Self::ReadyToReceive(_, p)
+            | Self::ReadyToSend(_, p, _)
+            | Self::SendQueueDrain(_, p, _, _)
+            | Self::SendQueueError(_, p, _) => Some(p),
+            Self::Error(_, p, _) => p.as_ref(),
+        }
+    }
+
+    /// The requester attributes, whatever the phase, by reference.
+    #[inline]
+    pub(crate) fn requester(&self) -> Option<&Requester> {
+        match self {
+            Self::Reset | Self::Init(_) | Self::ReadyToReceive(..) => None,
+            Self::ReadyToSend(_, _, r)
+            | Self::SendQueueDrain(_, _, r, _)
+            | Self::SendQueueError(_, _, r) => Some(r),
+            Self::Error(_, _, r) => r.as_ref(),
+        }
+    }
+
     /// The configured parts, whatever the phase.
     pub(crate) fn parts(&self) -> (Option<Bound>, Option<Path>, Option<Requester>) {
         match *self {

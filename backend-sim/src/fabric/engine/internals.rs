@@ -112,6 +112,7 @@ impl Fabric {
     pub(super) fn schedule_delivery(
         &mut self,
         src: usize,
+        dst: usize,
         at: SimInstant,
         packet: Packet,
         in_port_order: bool,
@@ -132,6 +133,7 @@ impl Fabric {
                 at: at.0,
                 seq,
                 packet,
+                dst: dst as u32,
             });
             self.arrivals_queued += 1;
         } else {
@@ -153,7 +155,7 @@ impl Fabric {
 
     /// Takes the head of port `port`'s FIFO, due at `at`, whose `PortHead`
     /// entry is the heap's top: the entry becomes the next head's, or goes.
-    pub(super) fn take_arrival(&mut self, port: usize, at: SimInstant) -> Packet {
+    pub(super) fn take_arrival(&mut self, port: usize, at: SimInstant) -> (Packet, usize) {
         let arrivals = &mut self.ports[port].arrivals;
         let head = arrivals
             .pop_front()
@@ -172,7 +174,7 @@ impl Fabric {
                 self.queue.pop_next();
             }
         }
-        head.packet
+        (head.packet, head.dst as usize)
     }
 
     /// A packet falls due at `at`: hand it out unless a link of its is down.
@@ -186,6 +188,20 @@ impl Fabric {
         // removed.
         let src = self.port_index(packet.source.port_ref())?;
         let dst = self.port_index(packet.destination.port_ref())?;
+        self.arrive_between(at, packet, src, dst, sink)
+    }
+
+    /// [`Self::arrive`] with the indices of the packet's source and
+    /// destination ports already known (an arrival FIFO keeps them).
+    #[inline]
+    pub(super) fn arrive_between<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        at: SimInstant,
+        packet: Packet,
+        src: usize,
+        dst: usize,
+        sink: &mut S,
+    ) -> Option<FabricEvent> {
         if !self.ports[src].up || !self.ports[dst].up {
             self.ports[src].counters.dropped_packets += 1;
             sink.record(FabricTrace::Dropped {
@@ -262,6 +278,7 @@ impl Fabric {
     /// `packet`, arriving at `arrive_at`, overtakes every held packet of its
     /// flow; those whose count reaches zero are released to arrive right
     /// after it.
+    #[inline]
     pub(super) fn overtake<S: FabricTraceSink + ?Sized>(
         &mut self,
         now: SimInstant,
@@ -273,6 +290,18 @@ impl Fabric {
         if self.held_count == 0 {
             return Ok(());
         }
+        self.overtake_held(now, src, packet, arrive_at, sink)
+    }
+
+    #[inline(never)]
+    fn overtake_held<S: FabricTraceSink + ?Sized>(
+        &mut self,
+        now: SimInstant,
+        src: usize,
+        packet: &Packet,
+        arrive_at: SimInstant,
+        sink: &mut S,
+    ) -> Result<(), FabricError> {
         for slot in 0..self.held.len() {
             let held = &mut self.held[slot];
             if !held.occupied
@@ -293,7 +322,10 @@ impl Fabric {
             });
             // Pushed after the overtaker, so it comes out after it even when
             // both are due at the same instant.
-            self.schedule_delivery(src, due, released, true)?;
+            let dst = self
+                .port_index(released.destination.port_ref())
+                .ok_or(FabricError::UnknownPort(released.destination.port_ref()))?;
+            self.schedule_delivery(src, dst, due, released, true)?;
         }
         Ok(())
     }

@@ -74,6 +74,9 @@ struct Arrival {
     at: u64,
     seq: u64,
     packet: Packet,
+    /// The index of the destination port in `ports` (the source port is
+    /// the FIFO's own), so the arrival need not look either up again.
+    dst: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -479,7 +482,7 @@ impl Fabric {
                 Ok(self.drop_packet(now, src, packet, reason, sink))
             }
             Verdict::Pass | Verdict::Reorder(0) => {
-                self.schedule_delivery(src, arrive_at, packet, true)?;
+                self.schedule_delivery(src, dst, arrive_at, packet, true)?;
                 self.overtake(now, src, &packet, arrive_at, sink)?;
                 Ok(SendOutcome::Scheduled { arrive_at })
             }
@@ -491,21 +494,21 @@ impl Fabric {
                     extra,
                 });
                 // Delayed packets leave the port's order: straight to the heap.
-                self.schedule_delivery(src, arrive_at, packet, false)?;
+                self.schedule_delivery(src, dst, arrive_at, packet, false)?;
                 self.overtake(now, src, &packet, arrive_at, sink)?;
                 Ok(SendOutcome::Scheduled { arrive_at })
             }
             Verdict::Duplicate => {
                 sink.record(FabricTrace::Duplicated { at: now, packet });
-                self.schedule_delivery(src, arrive_at, packet, true)?;
-                self.schedule_delivery(src, arrive_at, packet, true)?;
+                self.schedule_delivery(src, dst, arrive_at, packet, true)?;
+                self.schedule_delivery(src, dst, arrive_at, packet, true)?;
                 self.overtake(now, src, &packet, arrive_at, sink)?;
                 Ok(SendOutcome::Duplicated { arrive_at })
             }
             Verdict::Reorder(_) => {
                 if self.held_count >= self.held_packets_max {
                     // Out of hold slots: deliver in order rather than grow.
-                    self.schedule_delivery(src, arrive_at, packet, true)?;
+                    self.schedule_delivery(src, dst, arrive_at, packet, true)?;
                     self.overtake(now, src, &packet, arrive_at, sink)?;
                     return Ok(SendOutcome::Scheduled { arrive_at });
                 }
@@ -573,9 +576,9 @@ impl Fabric {
             if let Queued::PortHead(port) = queued {
                 // The port's next arrival takes the entry's place in the
                 // heap (one sift, not a pop and a push).
-                let packet = self.take_arrival(port as usize, at);
+                let (packet, dst) = self.take_arrival(port as usize, at);
                 self.deliveries_queued -= 1;
-                if let Some(event) = self.arrive(at, packet, sink) {
+                if let Some(event) = self.arrive_between(at, packet, port as usize, dst, sink) {
                     return Some((at, event));
                 }
                 continue;
@@ -635,7 +638,7 @@ impl Fabric {
         if at > self.latest {
             self.latest = at;
         }
-        let packet = self.take_arrival(port as usize, at);
+        let (packet, _) = self.take_arrival(port as usize, at);
         self.deliveries_queued -= 1;
         self.ports[dst].counters.rx_packets += 1;
         sink.record(FabricTrace::Delivered { at, packet });

@@ -8,7 +8,7 @@ impl World {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
-        let timeout = q.phase.parts().2.map_or(0, |r| r.timeout);
+        let timeout = q.phase.requester().map_or(0, |r| r.timeout);
         let Some(ns) = crate::datapath::ack_timeout_ns(timeout) else {
             return;
         };

@@ -228,7 +228,16 @@ impl World {
             if seq >= q.tx.send_seq || seq >= q.sq.tail {
                 break;
             }
-            let w = *q.sq.get(seq).0;
+            let w = q.sq.get(seq).0;
+            if w.exec == Exec::Done && !w.signaled {
+                // The common unsignalled success: no CQE, nothing to build.
+                q.sq.done += 1;
+                if q.phase.state() == QpState::Error {
+                    return;
+                }
+                continue;
+            }
+            let w = *w;
             let (status, fate) = match w.exec {
                 Exec::Done => (WcStatus::Success, None),
                 Exec::Failed(s) => (

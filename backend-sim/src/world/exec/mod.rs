@@ -50,6 +50,7 @@ use crate::trace::{Trace, TraceEvent};
 mod acks;
 mod completion;
 mod events;
+mod fast;
 mod multicast;
 mod receive;
 mod remote_ops;
@@ -258,7 +259,8 @@ pub(crate) struct Departure {
     packet_ns: u64,
     /// When the DMA engine starts on the payload (non-inline sends).
     dma_start: Option<u64>,
-    model: crate::adapter::AdapterModel,
+    /// The model's DMA bandwidth (`AdapterModel::dma_mbps`).
+    dma_mbps: u64,
 }
 
 impl Departure {
@@ -266,7 +268,13 @@ impl Departure {
     pub(crate) fn at(&self, i: u32, end: u32) -> u64 {
         let engine = self.first + u64::from(i) * self.packet_ns;
         match self.dma_start {
-            Some(d) => engine.max(d + self.model.dma_ns(u64::from(end))),
+            Some(d) => {
+                let model = crate::adapter::AdapterModel {
+                    dma_mbps: self.dma_mbps,
+                    ..crate::adapter::AdapterModel::NONE
+                };
+                engine.max(d + model.dma_ns(u64::from(end)))
+            }
             None => engine,
         }
     }

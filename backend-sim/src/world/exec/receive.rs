@@ -28,6 +28,12 @@ impl World {
             core::cmp::Ordering::Equal => r.rx.nak_sent = false,
         }
         match p.opcode {
+            // The common case in one step (world/exec/fast.rs).
+            Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+                if self.rc_write_only(rq, req, p) =>
+            {
+                self.ack_if_asked(rq, p);
+            }
             Opcode::Send(pos) | Opcode::RdmaWrite(pos) => {
                 let write = matches!(p.opcode, Opcode::RdmaWrite(_));
                 if pos.starts_message() {

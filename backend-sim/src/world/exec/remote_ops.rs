@@ -48,7 +48,7 @@ impl World {
                 first: self.now_ns + a.responder_read_ns,
                 packet_ns: a.packet_ns,
                 dma_start: None,
-                model: a,
+                dma_mbps: a.dma_mbps,
             });
             self.ooo_wire(
                 template,
@@ -203,10 +203,10 @@ impl World {
     ) {
         let s = self.qps.get(req.index, req.generation).expect("live");
         let w = *s.sq.get(p.cookie).0;
-        let sender_qkey = s.phase.parts().0.map_or(0, |b| b.qkey);
+        let sender_qkey = s.phase.bound().map_or(0, |b| b.qkey);
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let (device, qpn) = (r.device, r.qp_num);
-        let my_qkey = r.phase.parts().0.map_or(0, |b| b.qkey);
+        let my_qkey = r.phase.bound().map_or(0, |b| b.qkey);
         // A remote_qkey with bit 31 set means "use the QP's own Q_Key".
         let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
             sender_qkey

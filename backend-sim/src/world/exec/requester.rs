@@ -24,11 +24,12 @@ impl World {
                 return;
             }
             let (w, sges, _) = q.sq.get(seq);
-            let w = *w;
+            // The few fields needed here, not a copy of the whole WQE.
+            let (opcode, send_flags, transmitted) = (w.opcode, w.send_flags, w.transmitted);
             // SQD: requests already transmitted once may be retransmitted,
             // nothing new starts.
-            let may_send = state == QpState::ReadyToSend
-                || (state == QpState::SendQueueDrain && w.transmitted);
+            let may_send =
+                state == QpState::ReadyToSend || (state == QpState::SendQueueDrain && transmitted);
             if !may_send {
                 return;
             }
@@ -44,8 +45,8 @@ impl World {
                     device: q.device,
                 };
                 let checked = check_requester_local(
-                    w.opcode,
-                    w.send_flags,
+                    opcode,
+                    send_flags,
                     transport,
                     &sges[..w.num_sge as usize],
                     &mrs,
@@ -59,12 +60,17 @@ impl World {
                     return;
                 }
             }
-            let class = opcode_info(w.opcode).map_or(OpClass::Send, |i| i.class);
-            let max_rd = q.phase.parts().2.map_or(0, |r| u32::from(r.max_rd_atomic));
-            if matches!(class, OpClass::Read | OpClass::Atomic) && q.tx.rd_atomic >= max_rd {
-                return;
+            let class = opcode_info(opcode).map_or(OpClass::Send, |i| i.class);
+            if matches!(class, OpClass::Read | OpClass::Atomic) {
+                let max_rd = q
+                    .phase
+                    .requester()
+                    .map_or(0, |r| u32::from(r.max_rd_atomic));
+                if q.tx.rd_atomic >= max_rd {
+                    return;
+                }
             }
-            if w.send_flags.contains(SendFlags::FENCE) && q.tx.rd_atomic > 0 {
+            if send_flags.contains(SendFlags::FENCE) && q.tx.rd_atomic > 0 {
                 return;
             }
             // LOCAL_INV and BIND_MW execute in the adapter, no packet
@@ -101,30 +107,36 @@ impl World {
         len: u64,
         npkts: u32,
     ) -> Option<Departure> {
-        let a = self.devices.get(device as usize)?.profile.adapter;
+        let a = &self.devices.get(device as usize)?.profile.adapter;
         if a.is_none() {
             return None;
         }
+        let (wqe_ns, packet_ns, payload_fetch_ns, dma_mbps) =
+            (a.wqe_ns, a.packet_ns, a.payload_fetch_ns, a.dma_mbps);
+        let draw = self.rng_adapter.next_u64();
+        let jitter = self.devices[device as usize]
+            .profile
+            .adapter
+            .jitter_ns(draw);
         let now = self.now_ns;
-        let jitter = a.jitter_ns(self.rng_adapter.next_u64());
         let q = self.qps.get_mut(qp.index, qp.generation)?;
         let start = now.max(q.tx.engine_free_ns);
-        let ready = start + a.wqe_ns + jitter;
-        q.tx.engine_free_ns = start + a.wqe_ns + u64::from(npkts) * a.packet_ns;
+        let ready = start + wqe_ns + jitter;
+        q.tx.engine_free_ns = start + wqe_ns + u64::from(npkts) * packet_ns;
         let (first, dma_start) = if reads_payload && len > 0 {
-            let fetched = ready + a.payload_fetch_ns;
+            let fetched = ready + payload_fetch_ns;
             let d = &mut self.devices[device as usize];
             let dma_start = fetched.max(d.dma_free_ns);
-            d.dma_free_ns = dma_start + a.dma_ns(len);
+            d.dma_free_ns = dma_start + d.profile.adapter.dma_ns(len);
             (fetched, Some(dma_start))
         } else {
             (ready, None)
         };
         Some(Departure {
             first,
-            packet_ns: a.packet_ns,
+            packet_ns,
             dma_start,
-            model: a,
+            dma_mbps,
         })
     }
 
@@ -167,13 +179,14 @@ impl World {
         w.checked = true;
         w.transmitted = true;
         w.received = resume;
-        let w = *w;
+        let (signaled, send_flags, opcode, w_ah, w_remote_qpn) =
+            (w.signaled, w.send_flags, w.opcode, w.ah, w.remote_qpn);
         q.tx.next_psn = psn.add(npkts);
         q.tx.send_seq = seq + 1;
         // ACK coalescing: the last packet asks for an ACK when the request
         // is signalled, when nothing else is queued behind it, or every
         // ACK_EVERY PSNs (an ACK covers every earlier PSN, §5.1).
-        let ack_request = w.signaled
+        let ack_request = signaled
             || seq + 1 >= q.sq.tail
             || psn.value() / ACK_EVERY != psn.add(npkts).value() / ACK_EVERY;
         if matches!(class, OpClass::Read | OpClass::Atomic) {
@@ -181,10 +194,10 @@ impl World {
         }
         let device = q.device;
         let reads_payload = matches!(class, OpClass::Send | OpClass::Write)
-            && !w.send_flags.contains(SendFlags::INLINE);
+            && !send_flags.contains(SendFlags::INLINE);
         let dep = self.adapter_departure(qp, device, reads_payload, u64::from(len), npkts);
         let at = |i: u32, end: u32| dep.map_or(now, |d| d.at(i, end));
-        let info = opcode_info(w.opcode);
+        let info = opcode_info(opcode);
         let with_imm = info.is_some_and(|i| i.with_imm);
         let with_inv = info.is_some_and(|i| i.with_inv);
         let mut last_flags = if ack_request || retry {
@@ -198,7 +211,7 @@ impl World {
         if with_inv {
             last_flags = last_flags | PacketFlags::WITH_INVALIDATE;
         }
-        if w.send_flags.contains(SendFlags::SOLICITED) {
+        if send_flags.contains(SendFlags::SOLICITED) {
             last_flags = last_flags | PacketFlags::SOLICITED;
         }
         let retry_flag = if retry {
@@ -207,14 +220,14 @@ impl World {
             PacketFlags::NONE
         };
         if transport == Transport::Ud {
-            dest = if self.ud_mcast_group(w.ah, w.remote_qpn).is_some() {
+            dest = if self.ud_mcast_group(w_ah, w_remote_qpn).is_some() {
                 // To the group: fanned out on arrival (exec/multicast.rs).
                 Endpoint {
                     qpn: verbs_api::MULTICAST_QPN,
                     ..src
                 }
             } else {
-                self.ud_destination(w.ah, w.remote_qpn)
+                self.ud_destination(w_ah, w_remote_qpn)
             };
             self.wire_at(
                 Packet {
@@ -233,7 +246,7 @@ impl World {
         }
         match class {
             OpClass::Read | OpClass::Atomic => {
-                let opcode = match (class, w.opcode) {
+                let opcode = match (class, opcode) {
                     (OpClass::Read, _) => Opcode::ReadRequest,
                     (_, WrOpcode::AtomicCmpAndSwp) => Opcode::CompareSwap,
                     _ => Opcode::FetchAdd,

@@ -36,6 +36,45 @@ impl World {
             self.discard(p, "stale duplicate");
             return Some(req);
         }
+        // Between plain RC QPs (neither OOO_DP, so no mismatch to refuse)
+        // every request goes to `rc_receive`, and the common in-order ones
+        // straight to what `rc_receive` would call: a single-packet WRITE
+        // to its one-step path (world/exec/fast.rs; what that declines
+        // goes through `rc_receive`), a READ or an atomic to its handler.
+        // Nothing is left for `unreliable_done` on a reliable sender.
+        if (rt, st) == (Transport::Rc, Transport::Rc)
+            && !r.dv.ooo
+            && !s.dv.ooo
+            && p.opcode != Opcode::UdSend
+        {
+            if p.psn == r.rx.epsn {
+                match p.opcode {
+                    Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+                        if self.rc_write_only(rq, req, p) =>
+                    {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.ack_if_asked(rq, p);
+                        return None;
+                    }
+                    Opcode::ReadRequest => {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.rc_read(rq, req, p, false);
+                        return None;
+                    }
+                    Opcode::CompareSwap | Opcode::FetchAdd => {
+                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+                        r.rx.nak_sent = false;
+                        self.rc_atomic(rq, req, p);
+                        return None;
+                    }
+                    _ => {}
+                }
+            }
+            self.rc_receive(rq, req, p);
+            return None;
+        }
         if self.ooo_mismatch(rq, req, p) {
             return Some(req);
         }
@@ -101,7 +140,7 @@ impl World {
 
     pub(super) fn responder_view(&self, rq: QpHandle) -> ResponderView {
         let r = self.qps.get(rq.index, rq.generation).expect("live");
-        let (b, p, _) = r.phase.parts();
+        let (b, p) = (r.phase.bound(), r.phase.path());
         ResponderView {
             qp_access_flags: b.map_or(AccessFlags::empty(), |b| b.access),
             pd: r.pd.map_or(u32::MAX, |p| p.index),
@@ -368,7 +407,7 @@ impl World {
             return;
         }
         if out.rnr_nak {
-            let timer = r.phase.parts().1.map_or(0, |p| p.min_rnr_timer);
+            let timer = r.phase.path().map_or(0, |p| p.min_rnr_timer);
             self.send_ack(p, AckSyndrome::RnrNak { timer }, p.psn, 0);
             return;
         }
