@@ -26,16 +26,19 @@
 //! side in one group; bench-report prints the cost ratio.
 
 use std::hint::black_box;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use backend_sim::{SimConfig, SimVerbs};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use rand_chacha::rand_core::RngCore;
 use verbsim_benches::calibration::{chacha8, EventHeap, HotCopy, RandCopy, RandSpan, COPY_SIZES};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
 use verbsim_benches::data::{
     MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, SCALE_PAIRS,
 };
+use verbsim_benches::fabric::{self, CheapVerb, PingPongPair, VerbCostChild};
 use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, WorkloadError};
 
@@ -568,6 +571,21 @@ fn sim_xrc_srq_fanin(c: &mut Criterion) {
     }
 }
 
+/// The drop-in library of this profile: the cdylib cargo built with this
+/// bench (`target/release/deps/`), or the one `cargo build --release -p
+/// verbsim-shim` put one level up.
+fn shim_lib() -> Option<PathBuf> {
+    std::env::current_exe().ok().and_then(|e| {
+        let deps = e.parent()?;
+        let here = deps.join("libverbsim_shim.so");
+        Some(if here.is_file() {
+            here
+        } else {
+            deps.parent()?.join("libverbsim_shim.so")
+        })
+    })
+}
+
 /// `shim_post_poll/{direct,shim}`: the `sim_rc_write_msg_rate/64` workload
 /// through `SimVerbs` directly and through the drop-in library's C ABI
 /// (`ibv_post_send`/`ibv_poll_cq` through the context's ops, the library
@@ -589,17 +607,7 @@ fn shim_post_poll(c: &mut Criterion) {
     ) else {
         return;
     };
-    // The cdylib cargo built with this bench (`target/release/deps/`), or
-    // the one `cargo build --release -p verbsim-shim` put one level up.
-    let lib = std::env::current_exe().ok().and_then(|e| {
-        let deps = e.parent()?;
-        let here = deps.join("libverbsim_shim.so");
-        Some(if here.is_file() {
-            here
-        } else {
-            deps.parent()?.join("libverbsim_shim.so")
-        })
-    });
+    let lib = shim_lib();
     let shim = match lib.as_deref().map(verbsim_shim::driver::WriteRate::new) {
         Some(Ok(mut w)) => match w.run(PROBE_REQUESTS) {
             Ok(()) => Some(w),
@@ -630,6 +638,197 @@ fn shim_post_poll(c: &mut Criterion) {
     finish(id, direct.teardown(&mut v));
 }
 
+/// Round trips of one `ibv_rc_pingpong` run at least: criterion asks for
+/// as few as 1 per sample, too few for the program's `usec/iter` (which
+/// includes its first, cold, round trip) to mean much.
+const MIN_ROUND_TRIPS: u64 = 200;
+
+/// The shared fabric of this bench run: a socket of its own, so
+/// concurrent runs do not meet.
+fn bench_fabric() -> String {
+    format!("/tmp/verbsim-fabric-bench-{}.sock", std::process::id())
+}
+
+/// The release `verbsim` next to this bench's profile directory, with the
+/// shim next to it (what `verbsim exec` loads).
+fn release_verbsim() -> Result<PathBuf, String> {
+    let dir = fabric::profile_dir().ok_or("cannot find this bench's target directory")?;
+    let verbsim = fabric::file_in(&dir, "verbsim").ok_or_else(|| {
+        format!(
+            "no {}/verbsim (build it: cargo build --release -p verbsim-cli -p verbsim-shim)",
+            dir.display()
+        )
+    })?;
+    fabric::file_in(&dir, "libverbsim_shim.so").ok_or_else(|| {
+        format!(
+            "no {}/libverbsim_shim.so (build it: cargo build --release -p verbsim-shim)",
+            dir.display()
+        )
+    })?;
+    Ok(verbsim)
+}
+
+/// `fabric_pingpong_rate/{local,fabric}`: 64 B RC SEND ping-pong, one
+/// iteration one round trip. `local`: both QPs in this process through the
+/// drop-in library's C ABI ([`verbsim_shim::driver::SendPingPong`], the
+/// library `dlopen`ed as for `shim_post_poll`). `fabric`: Debian's
+/// `ibv_rc_pingpong -s 64` as server and client, two processes through
+/// `verbsim exec --fabric` (release `verbsim` and shim); the time is the
+/// client's `usec/iter` (wall clock, set-up excluded) over at least
+/// [`MIN_ROUND_TRIPS`]. Skipped with a SKIP line when `ibv_rc_pingpong` (Debian's
+/// ibverbs-utils) or the release builds are missing.
+fn fabric_pingpong_rate(c: &mut Criterion) {
+    const GROUP: &str = "fabric_pingpong_rate";
+    let local = if selected(&format!("{GROUP}/local")) {
+        match shim_lib()
+            .as_deref()
+            .map(verbsim_shim::driver::SendPingPong::new)
+        {
+            Some(Ok(mut p)) => match p.run(PROBE_REQUESTS) {
+                Ok(()) => Some(p),
+                Err(e) => {
+                    eprintln!("SKIP {GROUP}/local: {e}");
+                    None
+                }
+            },
+            Some(Err(e)) => {
+                eprintln!(
+                    "SKIP {GROUP}/local: {e} (build it: cargo build --release -p verbsim-shim)"
+                );
+                None
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    let pair = if selected(&format!("{GROUP}/fabric")) {
+        let found = fabric::on_path("ibv_rc_pingpong")
+            .ok_or_else(|| "ibv_rc_pingpong is not installed (Debian's ibverbs-utils)".to_owned())
+            .and_then(|program| {
+                let pair = PingPongPair {
+                    verbsim: release_verbsim()?,
+                    program,
+                    fabric: bench_fabric(),
+                };
+                pair.run(PROBE_REQUESTS)?;
+                Ok(pair)
+            });
+        match found {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("SKIP {GROUP}/fabric: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if local.is_none() && pair.is_none() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    if let Some(mut p) = local {
+        g.bench_function(BenchmarkId::from_parameter("local"), |b| {
+            b.iter_custom(|iters| timed(iters, |n| p.run(n).expect("fabric_pingpong_rate/local")));
+        });
+    }
+    if let Some(pair) = pair {
+        g.bench_function(BenchmarkId::from_parameter("fabric"), |b| {
+            b.iter_custom(|iters| {
+                let usec = pair
+                    .run(iters.max(MIN_ROUND_TRIPS))
+                    .expect("fabric_pingpong_rate/fabric");
+                Duration::from_secs_f64(usec * 1e-6 * iters as f64)
+            });
+        });
+    }
+    g.finish();
+}
+
+/// `fabric_verb_cost/{local,fabric}_{poll_cq,query_port}`: the cost of one
+/// cheap verb through the drop-in library, in process and across
+/// processes. Each side is a child process (this binary again) that loads
+/// the release shim and calls the verb N times on request
+/// ([`VerbCostChild`]): `local` without `VERBSIM_FABRIC` (a call into the
+/// library), `fabric` with it (one RPC over the fabric's Unix socket, the
+/// fabric started on demand by the release `verbsim`).
+fn fabric_verb_cost(c: &mut Criterion) {
+    const GROUP: &str = "fabric_verb_cost";
+    if !selected(GROUP) {
+        return;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("SKIP {GROUP}: cannot find this executable: {e}");
+            return;
+        }
+    };
+    let Some(shim) = shim_lib().filter(|p| p.is_file()) else {
+        eprintln!(
+            "SKIP {GROUP}: no release shim (build it: cargo build --release -p verbsim-shim)"
+        );
+        return;
+    };
+    let mut children = Vec::new();
+    match VerbCostChild::start(&exe, &shim, &[]) {
+        Ok(ch) => children.push(("local", ch)),
+        Err(e) => eprintln!("SKIP {GROUP}/local_*: {e}"),
+    }
+    let fabric_env = release_verbsim().map(|v| (bench_fabric(), v.to_string_lossy().into_owned()));
+    match fabric_env.and_then(|(sock, cmd)| {
+        VerbCostChild::start(
+            &exe,
+            &shim,
+            &[("VERBSIM_FABRIC", &sock), ("VERBSIM_FABRIC_CMD", &cmd)],
+        )
+    }) {
+        Ok(ch) => children.push(("fabric", ch)),
+        Err(e) => eprintln!("SKIP {GROUP}/fabric_*: {e}"),
+    }
+    if children.is_empty() {
+        return;
+    }
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    for (place, child) in &mut children {
+        for verb in [CheapVerb::PollCq, CheapVerb::QueryPort] {
+            let id = format!("{place}_{}", verb.word());
+            g.bench_function(BenchmarkId::from_parameter(&id), |b| {
+                b.iter_custom(|iters| {
+                    child
+                        .time(verb, iters)
+                        .unwrap_or_else(|e| panic!("{GROUP}/{id}: {e}"))
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
+/// The child side of [`fabric_verb_cost`]: loads `shim`, says `READY` (or
+/// why not) and serves requests on stdin/stdout; returns the exit status.
+fn verb_cost_child(shim: &Path) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let mut v = match verbsim_shim::driver::VerbCost::new(shim) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = writeln!(out, "ERR {e}");
+            return 1;
+        }
+    };
+    if writeln!(out, "READY").and_then(|()| out.flush()).is_err() {
+        return 1;
+    }
+    let served = fabric::serve_requests(std::io::stdin().lock(), out, |verb, n| match verb {
+        CheapVerb::PollCq => v.poll_empty(n),
+        CheapVerb::QueryPort => v.query_port(n),
+    });
+    i32::from(served.is_err())
+}
+
 /// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
 #[allow(missing_docs, unreachable_pub)]
 mod groups {
@@ -648,6 +847,22 @@ mod groups {
             sim_read_rate, sim_atomic_rate, sim_fault_overhead, sim_dc_fanout, sim_ooo_placement,
             sim_xrc_srq_fanin, sim_scale, shim_post_poll
     }
+
+    criterion_group! {
+        name = shared_fabric;
+        config = config();
+        targets = fabric_pingpong_rate, fabric_verb_cost
+    }
 }
 
-criterion_main!(groups::calibration, groups::simulator);
+/// `criterion_main!`, plus the child mode of [`fabric_verb_cost`]: with
+/// [`fabric::CHILD_ENV`] set this binary is that child, not a benchmark.
+fn main() {
+    if let Some(shim) = std::env::var_os(fabric::CHILD_ENV) {
+        std::process::exit(verb_cost_child(Path::new(&shim)));
+    }
+    groups::calibration();
+    groups::simulator();
+    groups::shared_fabric();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -35,6 +35,8 @@
 //! | `sim_atomic_rate/{fadd,cswap}` | [`data::MessageRate`] with [`data::MessageRateConfig::atomic`] |
 //! | `sim_fault_overhead/{none,faults}` | [`data::MessageRate`] with [`data::MessageRateConfig::fault_overhead`] (1 % drop, duplicate, delay through `sim_control`) |
 //! | `sim_xrc_srq_fanin/{1,64,1024}` | [`xrc::XrcFanIn`]: that many XRC_INI QPs into one XRC SRQ, 64 B SEND |
+//! | `fabric_pingpong_rate/{local,fabric}` | 64 B RC SEND ping-pong: both QPs in one process through the shim's C ABI / `ibv_rc_pingpong -s 64` as two processes on the shared fabric ([`fabric::PingPongPair`]) |
+//! | `fabric_verb_cost/{local,fabric}_{poll_cq,query_port}` | one cheap verb in a child process ([`fabric::VerbCostChild`]), in process / as an RPC to the fabric |
 //!
 //! Every input is seeded (offset tables, modify plans, heap contents); only
 //! the harness measures wall time. The data-path workloads also run over
@@ -60,6 +62,7 @@ pub mod control;
 pub mod data;
 pub mod dc;
 mod error;
+pub mod fabric;
 pub mod fixture;
 pub mod report;
 pub mod xrc;

@@ -307,6 +307,27 @@ pub const TARGETS: &[Target] = &[
         1.3,
         "≤ 1.3× SimVerbs directly",
     ),
+    Target {
+        bench: "fabric_pingpong_rate/fabric",
+        rule: Rule::CostReported {
+            reference: "fabric_pingpong_rate/local",
+        },
+        text: "round trips/s, reported beside the single-process rate",
+    },
+    Target {
+        bench: "fabric_verb_cost/fabric_poll_cq",
+        rule: Rule::CostReported {
+            reference: "fabric_verb_cost/local_poll_cq",
+        },
+        text: "cost of a verb across processes: reported (docs/fabric-perf.md)",
+    },
+    Target {
+        bench: "fabric_verb_cost/fabric_query_port",
+        rule: Rule::CostReported {
+            reference: "fabric_verb_cost/local_query_port",
+        },
+        text: "cost of a verb across processes: reported (docs/fabric-perf.md)",
+    },
     ratio(
         "sim_scale/events",
         "phys_heap_poppush/100k",
@@ -1003,6 +1024,48 @@ mod tests {
             check(&target("sim_atomic_rate/fadd"), &fadd, &all),
             Verdict::Pass(_)
         ));
+    }
+
+    #[test]
+    fn fabric_rows_report_the_cross_process_cost_and_never_count() {
+        // Goal: the shared fabric's ping-pong and verb cost print as cost
+        // multiples of their single-process references, "reported", never
+        // passed or missed. Method: local at 4 µs and fabric at 160 µs per
+        // round trip (40×); a verb at 50 ns vs 40 µs (800×).
+        let el = Some(Throughput::Elements(1));
+        let all = [
+            m("fabric_pingpong_rate/local", 4_000.0, el),
+            m("fabric_pingpong_rate/fabric", 160_000.0, el),
+            m("fabric_verb_cost/local_poll_cq", 50.0, el),
+            m("fabric_verb_cost/fabric_poll_cq", 40_000.0, el),
+        ];
+        let v = check(&target("fabric_pingpong_rate/fabric"), &all[1], &all);
+        assert!(
+            matches!(v, Verdict::Reported(r) if (r - 40.0).abs() < 1e-9),
+            "{v:?}"
+        );
+        let v = check(&target("fabric_verb_cost/fabric_poll_cq"), &all[3], &all);
+        assert!(
+            matches!(v, Verdict::Reported(r) if (r - 800.0).abs() < 1e-9),
+            "{v:?}"
+        );
+        let report = evaluate(&all);
+        assert_eq!((report.passed(), report.missed()), (0, 0));
+        let text = report.to_string();
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("fabric_pingpong_rate/fabric"))
+            .unwrap_or_else(|| panic!("no fabric row in {text}"));
+        assert!(
+            row.contains("6.25 K/s") && row.contains("40.00×") && row.ends_with("reported"),
+            "{row}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("fabric_verb_cost/fabric_query_port")
+                    && l.ends_with("not run")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use verbsim_shim::driver::WriteRate;
+use verbsim_shim::driver::{SendPingPong, VerbCost, WriteRate};
 
 /// `libverbsim_shim.so` of this build. `cargo test` builds the crate as an
 /// rlib for its tests but does not refresh the cdylib, so the test asks
@@ -51,6 +51,31 @@ fn writes_land_in_the_applications_memory() {
         w.remote()[64_000..64_064].iter().all(|&b| b == 0),
         "nothing past the last WRITE"
     );
+}
+
+#[test]
+fn pingpong_sends_each_sides_message_to_the_other() {
+    // Goal: the single-process ping-pong of `fabric_pingpong_rate` really
+    // moves each side's 64 bytes into the other's RECV buffer.
+    let mut p = SendPingPong::new(&shim()).expect("set up the ping-pong");
+    p.message_mut(0).fill(0x11);
+    p.message_mut(1).fill(0x22);
+    p.run(100).expect("100 round trips complete with SUCCESS");
+    assert!(
+        p.received(1).iter().all(|&b| b == 0x11),
+        "B got A's message"
+    );
+    assert!(
+        p.received(0).iter().all(|&b| b == 0x22),
+        "A got B's message"
+    );
+}
+
+#[test]
+fn verb_cost_polls_an_empty_cq_and_queries_the_port() {
+    let mut v = VerbCost::new(&shim()).expect("open a device and create a CQ");
+    v.poll_empty(1000).expect("an empty CQ polls 0");
+    v.query_port(1000).expect("port 1 answers");
 }
 
 /// Looks a function up in the loaded library.
