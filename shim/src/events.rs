@@ -51,8 +51,13 @@ pub(crate) fn blocking<T>(
         crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 });
         if !noticed && start.elapsed() > STUCK_NOTICE {
             noticed = true;
+            let who = if crate::fabric::is_remote() {
+                "another thread's or another process's verbs on the shared fabric"
+            } else {
+                "another thread's verbs"
+            };
             eprintln!(
-                "verbsim shim: {verb} has waited {}s: the simulated world is idle and holds no event for this channel; only another thread's verbs can make one",
+                "verbsim shim: {verb} has waited {}s: the simulated world holds no event for this channel; only {who} can make one",
                 STUCK_NOTICE.as_secs()
             );
         }
