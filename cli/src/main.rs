@@ -114,10 +114,7 @@ fn main() -> ExitCode {
                 print!("{}", exec::HELP);
                 ExitCode::SUCCESS
             }
-            Some("fabric") => {
-                print!("{}", fabric::HELP);
-                ExitCode::SUCCESS
-            }
+            Some("fabric") => fabric::main(&["--help".to_owned()]),
             Some(other) => {
                 eprintln!("verbsim: no such command `{other}`\n");
                 eprint!("{HELP}");
