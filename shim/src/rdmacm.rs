@@ -1255,11 +1255,34 @@ fn parse_addr(node: *const c_char, service: *const c_char) -> Res<Option<SocketA
 export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const c_char, hints: *const c::rdma_addrinfo, res: *mut *mut c::rdma_addrinfo) -> c_int {
     ret((|| {
         let v = "rdma_getaddrinfo";
-        if res.is_null() || (node.is_null() && service.is_null()) {
-            return Err(Fail::new(v, libc::EINVAL, "res is NULL, or neither node nor service is given"));
-        }
         // SAFETY: NULL or the caller's hints.
         let h = if hints.is_null() { c::rdma_addrinfo::default() } else { unsafe { hints.read() } };
+        // SAFETY: the hints' own sockaddrs, of the family they say (or NULL).
+        let (hs, hd) = unsafe { (read_sockaddr(h.ai_src_addr), read_sockaddr(h.ai_dst_addr)) };
+        if !res.is_null() && node.is_null() && service.is_null() && (hs.is_some() || hd.is_some()) {
+            // No name to resolve: librdmacm answers with the hints' own
+            // addresses (pyverbs' multicast tests pass a source this way).
+            let ai = state::alloc_zeroed::<c::rdma_addrinfo>();
+            // SAFETY: just allocated.
+            let r = unsafe { &mut *ai };
+            r.ai_flags = h.ai_flags;
+            let fam = hs.or(hd).is_some_and(|a| a.is_ipv4());
+            r.ai_family = if fam { libc::AF_INET } else { libc::AF_INET6 };
+            r.ai_qp_type = if h.ai_qp_type != 0 { h.ai_qp_type } else { c::IBV_QPT_RC as c_int };
+            r.ai_port_space = if h.ai_port_space != 0 { h.ai_port_space } else { c::RDMA_PS_TCP as c_int };
+            if let Some(a) = hs {
+                (r.ai_src_addr, r.ai_src_len) = malloc_sockaddr(a);
+            }
+            if let Some(a) = hd {
+                (r.ai_dst_addr, r.ai_dst_len) = malloc_sockaddr(a);
+            }
+            // SAFETY: non-NULL out-pointer.
+            unsafe { *res = ai };
+            return Ok(());
+        }
+        if res.is_null() || (node.is_null() && service.is_null()) {
+            return Err(Fail::new(v, libc::EINVAL, "res is NULL, or neither node nor service (nor an address in the hints) is given"));
+        }
         if h.ai_flags & RAI_NUMERICHOST == 0 && !node.is_null() {
             // Names other than numeric ones and "localhost" fail in parse_addr.
         }
@@ -1284,6 +1307,15 @@ export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const 
         } else {
             r.ai_dst_addr = p;
             r.ai_dst_len = len;
+            // librdmacm keeps the source address the hints give (an active
+            // side that binds before it resolves, as pyverbs' multicast
+            // tests do, passes it in `ai_src_addr`).
+            // SAFETY: the hints' own sockaddr, of the family it says (or NULL).
+            if let Some(src) = unsafe { read_sockaddr(h.ai_src_addr) } {
+                let (sp, slen) = malloc_sockaddr(src);
+                r.ai_src_addr = sp;
+                r.ai_src_len = slen;
+            }
         }
         // SAFETY: non-NULL out-pointer.
         unsafe { *res = ai };
