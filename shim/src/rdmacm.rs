@@ -1203,12 +1203,20 @@ export! { "RDMACM_1.0" fn rdma_free_devices(list: *mut *mut c::ibv_context) {
 export! { "RDMACM_1.0" fn rdma_set_option(id: *mut c::rdma_cm_id, level: c_int, optname: c_int, optval: *mut c_void, optlen: usize) -> c_int {
     ret(with(|shim| {
         let v = "rdma_set_option";
-        id_entry(shim, v, id)?;
-        let _ = (optval, optlen);
-        // The options librdmacm knows (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT,
-        // IB PATH) are accepted; the simulator's CM has no use for them.
+        let h = id_entry(shim, v, id)?.handle;
+        // The options librdmacm knows: ACK_TIMEOUT sets the timeout the CM's
+        // RTS transition uses; TOS, REUSEADDR, AFONLY and the IB path are
+        // accepted, and the simulator's CM has no use for them.
         match (level as u32, optname as u32) {
-            (c::RDMA_OPTION_ID, 0..=3) | (c::RDMA_OPTION_IB, 1) => Ok(()),
+            (c::RDMA_OPTION_ID, 3) => {
+                if optval.is_null() || optlen != 1 {
+                    return Err(Fail::new(v, libc::EINVAL, "RDMA_OPTION_ID_ACK_TIMEOUT takes one u8"));
+                }
+                // SAFETY: non-NULL, one byte long (checked above).
+                let t = unsafe { *optval.cast::<u8>() };
+                shim.sim.rdma_set_ack_timeout(h, t).at(v)
+            }
+            (c::RDMA_OPTION_ID, 0..=2) | (c::RDMA_OPTION_IB, 1) => Ok(()),
             _ => Err(Fail::new(v, libc::ENOSYS, format!("unknown option level {level} name {optname}"))),
         }
     }))

@@ -365,6 +365,8 @@ pub enum Verb {
     RdmaCreateQpEx,
     RdmaDestroyQp,
     RdmaInitQpAttr,
+    /// `rdma_set_option`.
+    RdmaSetOption,
     RdmaGetLocalAddr,
     RdmaGetPeerAddr,
     RdmaEstablish,
@@ -464,6 +466,7 @@ impl Verb {
             Self::RdmaCreateQpEx => "rdma_create_qp_ex",
             Self::RdmaDestroyQp => "rdma_destroy_qp",
             Self::RdmaInitQpAttr => "rdma_init_qp_attr",
+            Self::RdmaSetOption => "rdma_set_option",
             Self::RdmaGetLocalAddr => "rdma_get_local_addr",
             Self::RdmaGetPeerAddr => "rdma_get_peer_addr",
             Self::RdmaEstablish => "rdma_establish",

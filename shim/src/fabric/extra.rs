@@ -46,6 +46,8 @@ pub(crate) enum ExtraCall {
     AckAsyncEvent(u64),
     /// Whether a QP places data out of order.
     QpOutOfOrder(QpHandle),
+    /// `RDMA_OPTION_ID_ACK_TIMEOUT` of an rdma_cm id.
+    CmSetAckTimeout(CmIdHandle, u8),
 }
 
 impl ExtraCall {
@@ -60,6 +62,7 @@ impl ExtraCall {
             Self::AsyncPending(_) | Self::GetAsyncEvent(_) => Verb::GetAsyncEvent,
             Self::AckAsyncEvent(_) => Verb::AckAsyncEvent,
             Self::QpOutOfOrder(_) => Verb::QueryQp,
+            Self::CmSetAckTimeout(..) => Verb::RdmaSetOption,
         }
     }
 }
@@ -104,6 +107,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
         ExtraCall::GetAsyncEvent(ctx) => encode(&sim.world_mut().get_async_event(ctx)),
         ExtraCall::AckAsyncEvent(token) => encode(&sim.world_mut().ack_async_event(token)),
         ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
+        ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
     }
 }
 
@@ -229,6 +233,14 @@ impl Engine {
         match self {
             Self::Local(s) => s.world().qp_out_of_order(qp),
             Self::Remote(r) => r.extra(ExtraCall::QpOutOfOrder(qp)),
+        }
+    }
+
+    /// `rdma_set_option(RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT)`.
+    pub(crate) fn rdma_set_ack_timeout(&mut self, id: CmIdHandle, timeout: u8) -> Result<()> {
+        match self {
+            Self::Local(s) => s.world_mut().rdma_set_ack_timeout(id, timeout),
+            Self::Remote(r) => r.extra(ExtraCall::CmSetAckTimeout(id, timeout)),
         }
     }
 

@@ -160,7 +160,7 @@ impl World {
             max_dest_rd_atomic: rd_res,
             max_rd_atomic: rd_init,
             min_rnr_timer: self.config.cm.min_rnr_timer,
-            timeout: self.config.cm.ack_timeout,
+            timeout: id.ack_timeout.unwrap_or(self.config.cm.ack_timeout),
             retry_cnt: id.req.retry_count.min(7),
             rnr_retry: id.req.rnr_retry_count.min(7),
             ah_attr: AhAttr {

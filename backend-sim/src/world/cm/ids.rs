@@ -59,6 +59,7 @@ impl World {
 
     pub(super) fn cm_new_id(&mut self, channel: CmChannelHandle, ps: PortSpace) -> CmIdHandle {
         CmIdHandle::from_parts(self.cm.ids.insert(CmId {
+            ack_timeout: None,
             channel,
             ps,
             state: IdState::Idle,
@@ -81,6 +82,22 @@ impl World {
             rd: (0, 0),
             joins: Vec::new(),
         }))
+    }
+
+    /// `rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT)`
+    /// (the kernel's `rdma_set_ack_timeout`): the `timeout` the id's QP gets
+    /// when the CM moves it to RTS (`rdma_init_qp_attr` reports it too).
+    /// Values above 31 are `EINVAL` (the 5-bit field).
+    pub fn rdma_set_ack_timeout(&mut self, id: CmIdHandle, timeout: u8) -> Result<()> {
+        let v = Verb::RdmaSetOption;
+        if timeout > 31 {
+            return Err(invalid(
+                v,
+                format!("ACK timeout {timeout} does not fit 5 bits"),
+            ));
+        }
+        self.cm_id_mut(id, v)?.ack_timeout = Some(timeout);
+        Ok(())
     }
 
     /// `rdma_destroy_id`: `EBUSY` with unacknowledged events or a QP. A

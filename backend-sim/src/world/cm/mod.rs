@@ -177,6 +177,9 @@ pub(crate) struct CmQp {
 
 #[derive(Debug)]
 pub(crate) struct CmId {
+    /// `RDMA_OPTION_ID_ACK_TIMEOUT`: the QP's local ACK timeout exponent
+    /// the CM's RTS transition uses instead of `CmConfig::ack_timeout`.
+    pub(crate) ack_timeout: Option<u8>,
     pub(crate) channel: CmChannelHandle,
     pub(crate) ps: PortSpace,
     pub(crate) state: IdState,
