@@ -89,3 +89,58 @@ fn the_ack_timeout_option_reaches_the_qp_at_rts() {
         "the server's id kept the default"
     );
 }
+
+/// A passive side that moves its own QP with `rdma_init_qp_attr` up to RTS
+/// before `rdma_accept` (pyverbs' external-QP test) gets the send PSN its
+/// REP then carries: the active side's `rq_psn` matches it.
+#[test]
+fn a_passive_rts_before_accept_uses_the_psn_of_its_rep() {
+    let mut sim = SimVerbs::default();
+    let sch = sim.rdma_create_event_channel().unwrap();
+    let listen = sim.rdma_create_id(&sch, 0, PortSpace::Tcp).unwrap();
+    let server = SocketAddr::from((device_ipv4(1), 7474));
+    sim.rdma_bind_addr(&listen, server).unwrap();
+    sim.rdma_listen(&listen, 4).unwrap();
+    let cch = sim.rdma_create_event_channel().unwrap();
+    let cid = sim.rdma_create_id(&cch, 0, PortSpace::Tcp).unwrap();
+    sim.rdma_resolve_addr(&cid, None, server, 2000).unwrap();
+    event(&mut sim, &cch, CmEventType::AddrResolved);
+    sim.rdma_resolve_route(&cid, 2000).unwrap();
+    event(&mut sim, &cch, CmEventType::RouteResolved);
+    sim.rdma_connect(
+        &cid,
+        &ConnParam {
+            qp_num: 0x1234,
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ..ConnParam::default()
+        },
+    )
+    .unwrap();
+    let sid = event(&mut sim, &sch, CmEventType::ConnectRequest);
+    let (rts, mask) = sim.rdma_init_qp_attr(&sid, QpState::ReadyToSend).unwrap();
+    assert!(mask.contains(QpAttrMask::SQ_PSN));
+    let (again, _) = sim.rdma_init_qp_attr(&sid, QpState::ReadyToSend).unwrap();
+    assert_eq!(again.sq_psn, rts.sq_psn, "asked twice, one PSN");
+    sim.rdma_accept(
+        &sid,
+        &ConnParam {
+            qp_num: 0x5678,
+            responder_resources: 1,
+            initiator_depth: 1,
+            ..ConnParam::default()
+        },
+    )
+    .unwrap();
+    event(&mut sim, &cch, CmEventType::ConnectResponse);
+    let (rtr, _) = sim
+        .rdma_init_qp_attr(&cid, QpState::ReadyToReceive)
+        .unwrap();
+    assert_eq!(rtr.dest_qp_num, 0x5678);
+    assert_eq!(
+        rtr.rq_psn, rts.sq_psn,
+        "the REP carried the PSN the passive QP sends with"
+    );
+}

@@ -234,6 +234,18 @@ impl World {
         if i.dev.is_none() {
             return Err(invalid(v, "the id is not bound to a device yet"));
         }
+        // A passive side moving its own (external) QP to RTS before it
+        // accepts: the send PSN it gets now is the one its REP will carry.
+        if state == QpState::ReadyToSend
+            && i.state == IdState::Connect(Conn::ReqRcvd)
+            && !i.psn_chosen
+        {
+            let psn = self.cm_next_psn();
+            let i = self.cm_id_mut(id, v)?;
+            i.psn = psn;
+            i.psn_chosen = true;
+        }
+        let i = self.cm_id(id, v)?;
         let datagram = matches!(i.ps, PortSpace::Udp | PortSpace::Ib) || i.ud;
         let connected = matches!(i.state, IdState::Connect(_)) && i.remote_qpn != 0;
         // Responder resources and initiator depth negotiated for this side.
@@ -342,7 +354,14 @@ impl World {
             p.srq = u8::from(self.qp(q, v)?.srq.is_some());
         }
         let seq = self.cm.psn_seq;
-        let psn = self.cm_next_psn();
+        let chosen = self
+            .cm_id(id, v)?
+            .psn_chosen
+            .then(|| self.cm_id(id, v).map(|i| i.psn));
+        let psn = match chosen {
+            Some(p) => p?,
+            None => self.cm_next_psn(),
+        };
         let saved = {
             let i = self.cm_id_mut(id, v)?;
             let saved = (i.psn, i.param.clone(), i.req.rnr_retry_count);

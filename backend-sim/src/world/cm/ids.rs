@@ -60,6 +60,7 @@ impl World {
     pub(super) fn cm_new_id(&mut self, channel: CmChannelHandle, ps: PortSpace) -> CmIdHandle {
         CmIdHandle::from_parts(self.cm.ids.insert(CmId {
             ack_timeout: None,
+            psn_chosen: false,
             channel,
             ps,
             state: IdState::Idle,

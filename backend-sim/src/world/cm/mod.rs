@@ -177,6 +177,9 @@ pub(crate) struct CmQp {
 
 #[derive(Debug)]
 pub(crate) struct CmId {
+    /// Whether `psn` was chosen before `rdma_accept` (a passive side that
+    /// asked `rdma_init_qp_attr` for RTS first: its REP then carries it).
+    pub(crate) psn_chosen: bool,
     /// `RDMA_OPTION_ID_ACK_TIMEOUT`: the QP's local ACK timeout exponent
     /// the CM's RTS transition uses instead of `CmConfig::ack_timeout`.
     pub(crate) ack_timeout: Option<u8>,
