@@ -58,15 +58,12 @@ Usage:
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
                  perftest-like benchmarks (write_bw, write_lat, send_bw,
                  send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
-  verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
-                 swarm testing: random valid and invalid calls, invariants
-                 after each, failures shrunk to .verbs scripts (docs/swarm.md)
+  verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
+                 swarm testing: random valid and invalid calls with invariants
+                 after each, failures shrunk to a .verbs script (docs/swarm.md)
   verbsim calibrate
                  the simulator's timing against published perftest figures
                  (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
-  verbsim fuzz [--seeds A..B] [--calls N] [--twice] [--keep-going]
-                 swarm testing: random valid and invalid calls with invariants
-                 after each, failures shrunk to a .verbs script (docs/swarm.md)
   verbsim exec [--seed N] [--devices cx6,cx6] [--trace FILE] -- PROGRAM ARGS...
                  run an unmodified RDMA program (C, Python, Rust) on the
                  simulator through the drop-in libibverbs.so.1 (docs/drop-in.md)

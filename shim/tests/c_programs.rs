@@ -7,26 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `libverbsim_shim.so` of this build, through cargo (see `c_abi.rs`).
-fn shim() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["build", "-q", "-p", "verbsim-shim", "--message-format=json"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run cargo build -p verbsim-shim");
-    assert!(out.status.success(), "cargo build -p verbsim-shim failed");
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text
-        .lines()
-        .find(|l| {
-            l.contains("\"reason\":\"compiler-artifact\"") && l.contains("libverbsim_shim.so")
-        })
-        .expect("cargo reported the cdylib");
-    let at = line.find("libverbsim_shim.so").unwrap();
-    let start = line[..at].rfind('"').unwrap() + 1;
-    PathBuf::from(&line[start..at + "libverbsim_shim.so".len()])
-}
+mod common;
+use common::shim;
 
 /// A directory with the four library names linked to the shim.
 fn lib_dir(dir: &Path) -> PathBuf {
