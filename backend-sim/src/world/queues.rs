@@ -104,6 +104,10 @@ struct RingBuf<W> {
     /// Inline data, `inline_max` bytes per slot (send queues only).
     inline: Box<[u8]>,
     inline_max: u32,
+    /// `capacity - 1` when the capacity is a power of two, else
+    /// `u64::MAX` (decided once: `is_power_of_two` is a population count,
+    /// a dozen instructions without POPCNT, on every access otherwise).
+    mask: u64,
 }
 
 impl<W> Ring<W> {
@@ -137,13 +141,12 @@ impl<W> Ring<W> {
 impl<W> RingBuf<W> {
     #[inline]
     fn slot(&self, seq: u64) -> usize {
-        let n = self.wqes.len() as u64;
         // Rings are usually a power of two (mlx5 rounds them up): a mask
         // then, not a 64-bit division on every access.
-        if n.is_power_of_two() {
-            (seq & (n - 1)) as usize
+        if self.mask != u64::MAX {
+            (seq & self.mask) as usize
         } else {
-            (seq % n) as usize
+            (seq % self.wqes.len() as u64) as usize
         }
     }
 
@@ -172,6 +175,11 @@ impl<W: Copy + Default> Ring<W> {
                 max_sge,
                 inline: vec![0; capacity as usize * inline_max as usize].into_boxed_slice(),
                 inline_max,
+                mask: if capacity.is_power_of_two() {
+                    u64::from(capacity) - 1
+                } else {
+                    u64::MAX
+                },
             })
         });
         Self {
@@ -202,6 +210,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// Appends a request; the caller has checked [`Ring::is_full`] and the SGE count.
+    #[inline]
     pub(crate) fn push(&mut self, wqe: W, sges: &[Sge]) -> u64 {
         debug_assert!(!self.is_full());
         let seq = self.tail;
@@ -216,12 +225,14 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// The request with sequence number `seq` (must still hold its slot).
+    #[inline]
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
         debug_assert!(seq >= self.head && seq < self.tail);
         self.buf().entry(seq)
     }
 
     /// The request `seq`, writable.
+    #[inline]
     pub(crate) fn get_mut(&mut self, seq: u64) -> &mut W {
         let b = self.buf_mut();
         let slot = b.slot(seq);
@@ -244,6 +255,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// The inline bytes stored for request `seq` (the first `len`).
+    #[inline]
     pub(crate) fn inline_bytes(&self, seq: u64, len: usize) -> &[u8] {
         let b = self.buf();
         let base = b.slot(seq) * b.inline_max as usize;
@@ -258,6 +270,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// A request whose slot was just freed (still readable until reused).
+    #[inline]
     pub(crate) fn get_freed(&self, seq: u64) -> (&W, &[Sge], usize) {
         self.buf().entry(seq)
     }

@@ -646,6 +646,20 @@ impl Fabric {
         Some((at, packet))
     }
 
+    /// The packet [`Self::take_delivery_if`] would consider next (the next
+    /// event, if it is due by `limit`, waits in a port's arrival FIFO and
+    /// both of its links are up), left in place.
+    #[inline]
+    pub fn peek_delivery(&self, limit: SimInstant) -> Option<Packet> {
+        let (_, Queued::PortHead(port)) = self.queue.peek_due(limit)? else {
+            return None;
+        };
+        let packet = self.ports[port as usize].arrivals.front()?.packet;
+        let src = self.port_index(packet.source.port_ref())?;
+        let dst = self.port_index(packet.destination.port_ref())?;
+        (self.ports[src].up && self.ports[dst].up).then_some(packet)
+    }
+
     /// Runs the fabric from `now` until no event is left, handing each
     /// event to `handle` (which may send packets and schedule timers
     /// through the `&mut Fabric` it gets). Returns the virtual time of the

@@ -134,6 +134,9 @@ impl World {
                     if let Opcode::Send(pos) | Opcode::RdmaWrite(pos) = p.opcode {
                         if !pos.ends_message() {
                             n += self.absorb_run(&p, horizon, budget - n, &mut stop);
+                        } else if self.run_from.is_some() {
+                            // Single-packet WRITEs back to back (exec/fast.rs).
+                            n += self.absorb_writes(&p, horizon, budget - n, &mut stop);
                         }
                     }
                 }

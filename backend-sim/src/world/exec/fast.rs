@@ -17,21 +17,30 @@ impl World {
     /// Handles `p`, an in-order `RdmaWrite(Only)` at `rq` from `req`, and
     /// returns true; or returns false having changed nothing.
     pub(super) fn rc_write_only(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) -> bool {
+        match self.rc_write_target(rq, req, p) {
+            Some(target) => {
+                self.rc_write_apply(rq, req, p, target);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What [`Self::rc_write_only`] decides, without changing anything:
+    /// `(device, MR slot, offset of the remote address in it)` when the
+    /// one-step path takes `p`.
+    fn rc_write_target(&self, rq: QpHandle, req: QpHandle, p: &Packet) -> Option<(u32, u32, u64)> {
         debug_assert_eq!(p.opcode, Opcode::RdmaWrite(SegmentPosition::Only));
-        let (Some(r), Some(s)) = (
-            self.qps.get(rq.index, rq.generation),
-            self.qps.get(req.index, req.generation),
-        ) else {
-            return false;
-        };
+        let r = self.qps.get(rq.index, rq.generation)?;
+        let s = self.qps.get(req.index, req.generation)?;
         if r.class != QpClass::Rc {
-            return false;
+            return None;
         }
         let device = r.device;
         let w = s.sq.get(p.cookie).0;
         // A memory window's rkey takes the general path (`check_rkey`).
         if w.opcode != WrOpcode::RdmaWrite || self.is_mw_key(w.rdma.rkey) {
-            return false;
+            return None;
         }
         let request = RemoteRequest {
             op: RemoteOp::Write,
@@ -51,10 +60,19 @@ impl World {
             device,
         }
         .by_rkey(request.rkey);
-        let Ok(off) = check_remote(&request, mr, &responder) else {
-            return false;
-        };
-        let (mr, base) = (request.rkey >> 8, off);
+        let off = check_remote(&request, mr, &responder).ok()?;
+        Some((device, request.rkey >> 8, off))
+    }
+
+    /// The effects of [`Self::rc_write_only`] once it has decided to take
+    /// `p` into MR slot `mr` at offset `base`.
+    fn rc_write_apply(
+        &mut self,
+        rq: QpHandle,
+        req: QpHandle,
+        p: &Packet,
+        (device, mr, base): (u32, u32, u64),
+    ) {
         // What `begin_message` starts and `end_message` ends: nothing is
         // left in progress.
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
@@ -76,7 +94,86 @@ impl World {
         }
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         r.rx.epsn = p.psn.next();
-        true
+    }
+
+    /// Called by the event loop right after `on_request` took `p` through
+    /// the one-step path (it leaves `run_from` naming `p`): takes the
+    /// single-packet WRITEs of the same QP pair that follow it straight
+    /// from the fabric, as `absorb_run` does for the packets of one
+    /// message. Each is the next event (no other event is due before it),
+    /// in its port's arrival FIFO with both links up, within the loop's
+    /// horizon and budget, the loop's stop condition still false, in order
+    /// at a responder still receiving, for a request still outstanding,
+    /// and one this path takes; it is then delivered (counted and traced
+    /// at its own time), placed and acknowledged if it asks, exactly as the
+    /// event loop would have done through `on_event`. Anything else ends
+    /// the batch and the general loop goes on. Returns how many packets it
+    /// took (each counts as one event against `budget`).
+    #[inline(never)]
+    pub(super) fn absorb_writes(
+        &mut self,
+        p: &Packet,
+        horizon: Option<u64>,
+        budget: u64,
+        stop: &mut impl FnMut(&Self) -> bool,
+    ) -> u64 {
+        let Some(rq) = self.qp_at(p.destination) else {
+            return 0;
+        };
+        if self.run_from.take() != Some((rq, p.psn)) {
+            return 0;
+        }
+        let Some(req) = self.qp_at(p.source) else {
+            return 0;
+        };
+        let limit = SimInstant::from_nanos(horizon.unwrap_or(u64::MAX));
+        let (src, dst) = (p.source, p.destination);
+        let mut n = 0u64;
+        while n < budget && !stop(self) {
+            let Some(q) = self.fabric.peek_delivery(limit) else {
+                break;
+            };
+            let (Some(r), Some(s)) = (
+                self.qps.get(rq.index, rq.generation),
+                self.qps.get(req.index, req.generation),
+            ) else {
+                break;
+            };
+            if q.source != src
+                || q.destination != dst
+                || q.opcode != Opcode::RdmaWrite(SegmentPosition::Only)
+                || q.psn != r.rx.epsn
+                || q.cookie < s.sq.done
+                || q.cookie >= s.tx.send_seq
+                || !receives(r.phase.state(), Transport::Rc)
+                || s.class != QpClass::Rc
+                || r.dv.ooo
+                || s.dv.ooo
+            {
+                break;
+            }
+            let Some(target) = self.rc_write_target(rq, req, &q) else {
+                break;
+            };
+            let Self {
+                fabric,
+                trace,
+                drops,
+                ..
+            } = self;
+            let Some((at, q)) =
+                fabric.take_delivery_if(limit, |_| true, &mut Sink { trace, drops })
+            else {
+                break;
+            };
+            n += 1;
+            self.now_ns = self.now_ns.max(at.as_nanos());
+            self.rc_write_apply(rq, req, &q, target);
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.nak_sent = false;
+            self.ack_if_asked(rq, &q);
+        }
+        n
     }
 
     /// Acknowledges `p`, accepted at `rq`, if it asks for an ACK and `rq`

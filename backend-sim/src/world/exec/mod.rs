@@ -143,24 +143,7 @@ pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) 
         let s = src[si];
         let d = dst[di];
         let n = (s.len - so).min(d.len - d_o);
-        if s.mr == d.mr {
-            if let Some((_, m)) = mrs.get_by_index_mut(s.mr) {
-                m.bytes.copy_within(s.off + so..s.off + so + n, d.off + d_o);
-            }
-        } else if let Some((sm, dm)) = mrs.pair_by_index_mut(s.mr, d.mr) {
-            let src = s.off + so..s.off + so + n;
-            let dst = d.off + d_o..d.off + d_o + n;
-            match (&sm.bytes, &mut dm.bytes) {
-                (MrMemory::Owned(a), MrMemory::Owned(b)) => b[dst].copy_from_slice(&a[src]),
-                (a, b) => {
-                    // Two MRs over the caller's memory may overlap: never
-                    // hold both views at once.
-                    let mut bounce = vec![0u8; n];
-                    a.read(src.start, &mut bounce);
-                    b.write(dst.start, &bounce);
-                }
-            }
-        }
+        copy_piece(mrs, s.mr, s.off + so, d.mr, d.off + d_o, n);
         so += n;
         d_o += n;
         if so == s.len {
@@ -172,6 +155,65 @@ pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) 
             d_o = 0;
         }
     }
+}
+
+/// Copies `n` bytes at `src_off` of MR slot `src` to `dst_off` of MR slot
+/// `dst` (one piece of [`copy_extents`]).
+#[inline]
+fn copy_piece(mrs: &mut Arena<Mr>, src: u32, src_off: usize, dst: u32, dst_off: usize, n: usize) {
+    if src == dst {
+        if let Some((_, m)) = mrs.get_by_index_mut(src) {
+            m.bytes.copy_within(src_off..src_off + n, dst_off);
+        }
+    } else if let Some((sm, dm)) = mrs.pair_by_index_mut(src, dst) {
+        let (from, to) = (src_off..src_off + n, dst_off..dst_off + n);
+        match (&sm.bytes, &mut dm.bytes) {
+            (MrMemory::Owned(a), MrMemory::Owned(b)) => b[to].copy_from_slice(&a[from]),
+            (a, b) => {
+                // Two MRs over the caller's memory may overlap: never
+                // hold both views at once.
+                let mut bounce = vec![0u8; n];
+                a.read(from.start, &mut bounce);
+                b.write(to.start, &bounce);
+            }
+        }
+    }
+}
+
+/// [`extents`] followed by [`copy_extents`] for the common case of one
+/// SGE and one destination piece: the SGE's MR looked up once, no extent
+/// lists. The same outcome: nothing is copied unless `[off, off + len)`
+/// lies in the SGE and the SGE in an MR of `device`.
+pub(super) fn copy_one_sge(
+    mrs: &mut Arena<Mr>,
+    sge: &Sge,
+    device: u32,
+    off: u64,
+    len: u64,
+    dst: Extent,
+) {
+    if len == 0 || off.saturating_add(len) > u64::from(sge.length) {
+        // `extents` resolves nothing past the list's end.
+        return;
+    }
+    let Some((_, m)) = mrs.get_by_index(sge.lkey >> 8) else {
+        return;
+    };
+    if m.lkey != sge.lkey || m.device != device {
+        return;
+    }
+    let Some(mr_off) = mr_view(m).offset_of(sge.addr + off, len) else {
+        return;
+    };
+    debug_assert_eq!(dst.len as u64, len);
+    copy_piece(
+        mrs,
+        sge.lkey >> 8,
+        mr_off as usize,
+        dst.mr,
+        dst.off,
+        dst.len.min(len as usize),
+    );
 }
 
 /// Copies `bytes` into `dst`.

@@ -55,6 +55,9 @@ impl World {
                         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
                         r.rx.nak_sent = false;
                         self.ack_if_asked(rq, p);
+                        // The event loop may take the WRITEs that follow
+                        // in one step (`absorb_writes`).
+                        self.run_from = Some((rq, p.psn));
                         return None;
                     }
                     Opcode::ReadRequest => {
@@ -356,6 +359,12 @@ impl World {
             return;
         }
         let sges = &sges[..w.num_sge as usize];
+        if let ([sge], [d]) = (sges, dst) {
+            if d.len == len as usize {
+                copy_one_sge(mrs, sge, s.device, u64::from(off), u64::from(len), *d);
+                return;
+            }
+        }
         // One SGE gives at most one extent: no 32-entry scratch to clear.
         let mut one = [Extent::default(); 1];
         let mut many;
