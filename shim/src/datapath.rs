@@ -10,6 +10,27 @@ use verbs_api::*;
 use crate::objects::handle_of;
 use crate::state::{c, with, Fail, Obj, Shim, SimRes};
 
+/// Buffers `ibv_post_send`/`ibv_post_recv` gather a chain of C work
+/// requests into, kept in [`Shim`] from call to call so that posting
+/// allocates nothing once they have grown to the longest chain seen.
+#[derive(Default)]
+pub(crate) struct PostScratch {
+    /// The chain's WRs, as addresses, in order.
+    ptrs: Vec<usize>,
+    /// Every WR's SGEs, one after the other.
+    sg: Vec<Sge>,
+    /// The SGEs of WR *i*: `sg[ranges[i]]`.
+    ranges: Vec<core::ops::Range<usize>>,
+}
+
+impl PostScratch {
+    fn clear(&mut self) {
+        self.ptrs.clear();
+        self.sg.clear();
+        self.ranges.clear();
+    }
+}
+
 /// Reads a C SGE list.
 ///
 /// # Safety
@@ -99,50 +120,57 @@ fn post_send(
     };
     // SAFETY: a live QP of ours.
     let qp_type = QpType::from_raw(unsafe { (*qp).qp_type });
-    // Gather the chain: pointers, SGE ranges, AHs.
-    let mut ptrs = Vec::new();
-    let mut sg = Vec::new();
-    let mut ranges = Vec::new();
+    // Gather the chain: pointers and SGE ranges, into buffers kept from
+    // the last call (no allocation per post once they have grown).
+    let mut scratch = std::mem::take(&mut shim.post_scratch);
+    scratch.clear();
+    let rc = post_send_gathered(shim, &mut scratch, v, h, qp_type, first, &set_bad);
+    shim.post_scratch = scratch;
+    if crate::state::any_channel(shim) {
+        crate::events::settle(shim);
+    }
+    rc
+}
+
+/// [`post_send`] with its scratch buffers.
+fn post_send_gathered(
+    shim: &mut Shim,
+    scratch: &mut PostScratch,
+    v: &str,
+    h: QpHandle,
+    qp_type: QpType,
+    first: *mut c::ibv_send_wr,
+    set_bad: &dyn Fn(*mut c::ibv_send_wr),
+) -> c_int {
+    let PostScratch {
+        ptrs: raw,
+        sg,
+        ranges,
+    } = scratch;
     let mut p = first;
     while !p.is_null() {
         // SAFETY: the caller's chain of readable ibv_send_wr.
         let w = unsafe { &*p };
         let start = sg.len();
         // SAFETY: the WR names num_sge readable entries.
-        unsafe { sges(&mut sg, w.sg_list, w.num_sge) };
+        unsafe { sges(sg, w.sg_list, w.num_sge) };
         ranges.push(start..sg.len());
-        ptrs.push(p);
+        raw.push(p as usize);
         p = w.next;
     }
-    let mut ahs: Vec<Option<AhHandle>> = vec![None; ptrs.len()];
-    for (&p, ah) in ptrs.iter().zip(ahs.iter_mut()) {
-        // SAFETY: `p` is one of the caller's readable WRs; ud shares the
-        // union with rdma and is read as plain bytes.
-        let a = unsafe { (*p).wr.ud.ah };
-        if !a.is_null() {
-            if let Some(Obj::Ah(h)) = shim.get(a.cast()).map(|e| e.obj) {
-                *ah = Some(h);
-            }
-        }
-    }
-    let mut wrs = Vec::with_capacity(ptrs.len());
-    for (&p, r) in ptrs.iter().zip(ranges.iter()) {
-        // SAFETY: `p` is one of the caller's readable WRs.
-        wrs.push(unsafe { send_wr(&*p, &sg[r.clone()]) });
-    }
-    for ((w, &p), ah) in wrs.iter_mut().zip(ptrs.iter()).zip(ahs.iter()) {
-        if qp_type == QpType::Ud {
+    let ptrs = |i: usize| raw[i] as *mut c::ibv_send_wr;
+    // A UD request's AH, looked up once (other QPs' requests have none:
+    // `wr.ud.ah` shares its bytes with `wr.rdma`).
+    let mut ahs: Vec<AhHandle> = Vec::new();
+    if qp_type == QpType::Ud {
+        ahs.reserve(raw.len());
+        for i in 0..raw.len() {
+            let p = ptrs(i);
             // SAFETY: `p` is readable; the ud member for a UD QP.
-            let ud = unsafe { (*p).wr.ud };
-            match ah {
-                Some(a) => {
-                    w.ud = Some(UdInfo {
-                        ah: a,
-                        remote_qpn: ud.remote_qpn,
-                        remote_qkey: ud.remote_qkey,
-                    })
-                }
-                None => {
+            let a = unsafe { (*p).wr.ud.ah };
+            match shim.get(a.cast()).map(|e| e.obj) {
+                Some(Obj::Ah(h)) if !a.is_null() => ahs.push(h),
+                _ => {
                     set_bad(p);
                     crate::guard::log_err(
                         v,
@@ -154,9 +182,26 @@ fn post_send(
             }
         }
     }
+    let mut wrs = Vec::with_capacity(raw.len());
+    for (i, r) in ranges.iter().enumerate() {
+        let p = ptrs(i);
+        // SAFETY: `p` is one of the caller's readable WRs.
+        let mut w = unsafe { send_wr(&*p, &sg[r.clone()]) };
+        if let Some(ah) = ahs.get(i) {
+            // SAFETY: `p` is readable; the ud member for a UD QP.
+            let ud = unsafe { (*p).wr.ud };
+            w.ud = Some(UdInfo {
+                ah,
+                remote_qpn: ud.remote_qpn,
+                remote_qkey: ud.remote_qkey,
+            });
+        }
+        wrs.push(w);
+    }
     // IBV_WR_BIND_MW requests carry their window in wr.bind_mw.
     let mut bind_objs = Vec::new();
-    for (i, &p) in ptrs.iter().enumerate() {
+    for i in 0..raw.len() {
+        let p = ptrs(i);
         // SAFETY: `p` is one of the caller's readable WRs.
         let w = unsafe { &*p };
         if w.opcode != c::IBV_WR_BIND_MW {
@@ -201,18 +246,14 @@ fn post_send(
         shim.sim.post_send_with_binds(&h, &wrs, &binds)
     };
     drop(wrs);
-    let rc = match r {
+    match r {
         Ok(()) => 0,
         Err(e) => {
             let i = e.bad_wr().unwrap_or(0);
-            set_bad(ptrs.get(i).copied().unwrap_or(first));
+            set_bad(if i < raw.len() { ptrs(i) } else { first });
             Fail::sim(v, &e).errno
         }
-    };
-    if crate::state::any_channel(shim) {
-        crate::events::settle(shim);
     }
-    rc
 }
 
 fn post_recv_common(
@@ -228,26 +269,31 @@ fn post_recv_common(
             unsafe { *bad_wr = p };
         }
     };
-    let mut ptrs = Vec::new();
-    let mut sg = Vec::new();
-    let mut ranges = Vec::new();
+    let mut scratch = std::mem::take(&mut shim.post_scratch);
+    scratch.clear();
+    let PostScratch {
+        ptrs: raw,
+        sg,
+        ranges,
+    } = &mut scratch;
     let mut p = first;
     while !p.is_null() {
         // SAFETY: the caller's chain of readable ibv_recv_wr.
         let w = unsafe { &*p };
         let start = sg.len();
         // SAFETY: the WR names num_sge readable entries.
-        unsafe { sges(&mut sg, w.sg_list, w.num_sge) };
+        unsafe { sges(sg, w.sg_list, w.num_sge) };
         ranges.push(start..sg.len());
-        ptrs.push(p);
+        raw.push(p as usize);
         p = w.next;
     }
-    let wrs: Vec<RecvWr<'_>> = ptrs
+    let ptrs = |i: usize| raw[i] as *mut c::ibv_recv_wr;
+    let wrs: Vec<RecvWr<'_>> = ranges
         .iter()
-        .zip(ranges.iter())
-        .map(|(&p, r)| RecvWr {
+        .enumerate()
+        .map(|(i, r)| RecvWr {
             // SAFETY: a readable WR of the caller.
-            wr_id: unsafe { (*p).wr_id },
+            wr_id: unsafe { (*ptrs(i)).wr_id },
             sg_list: &sg[r.clone()],
         })
         .collect();
@@ -262,10 +308,12 @@ fn post_recv_common(
         Ok(()) => 0,
         Err(e) => {
             let i = e.bad_wr().unwrap_or(0);
-            set_bad(ptrs.get(i).copied().unwrap_or(first));
+            set_bad(if i < raw.len() { ptrs(i) } else { first });
             Fail::sim(v, &e).errno
         }
     };
+    drop(wrs);
+    shim.post_scratch = scratch;
     if crate::state::any_channel(shim) {
         crate::events::settle(shim);
     }

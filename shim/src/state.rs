@@ -85,6 +85,8 @@ pub(crate) struct Shim {
     pub(crate) async_unacked: crate::events::AsyncLedger,
     /// Reused by `ibv_poll_cq`.
     pub(crate) wc_scratch: Vec<Wc>,
+    /// Reused by `ibv_post_send`, `ibv_post_recv` and `ibv_post_srq_recv`.
+    pub(crate) post_scratch: crate::datapath::PostScratch,
     /// Inline-data bounce MRs, by QP pointer.
     pub(crate) bounces: BTreeMap<usize, crate::qpex::Bounce>,
 }
@@ -158,6 +160,7 @@ impl Shim {
             fds: crate::channel::Fds::default(),
             async_unacked: Vec::new(),
             wc_scratch: Vec::new(),
+            post_scratch: Default::default(),
             bounces: BTreeMap::new(),
         };
         // On the shared fabric, the fabric's own environment sets faults.

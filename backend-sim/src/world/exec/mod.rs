@@ -157,6 +157,9 @@ pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) 
     }
 }
 
+/// The stack bounce buffer of a copy between MRs over external memory.
+const BOUNCE: usize = 256;
+
 /// Copies `n` bytes at `src_off` of MR slot `src` to `dst_off` of MR slot
 /// `dst` (one piece of [`copy_extents`]).
 #[inline]
@@ -171,10 +174,18 @@ fn copy_piece(mrs: &mut Arena<Mr>, src: u32, src_off: usize, dst: u32, dst_off: 
             (MrMemory::Owned(a), MrMemory::Owned(b)) => b[to].copy_from_slice(&a[from]),
             (a, b) => {
                 // Two MRs over the caller's memory may overlap: never
-                // hold both views at once.
-                let mut bounce = vec![0u8; n];
-                a.read(from.start, &mut bounce);
-                b.write(to.start, &bounce);
+                // hold both views at once, and read all before writing
+                // (as memmove). Small pieces bounce on the stack, so the
+                // common small copy allocates nothing.
+                if n <= BOUNCE {
+                    let mut bounce = [0u8; BOUNCE];
+                    a.read(from.start, &mut bounce[..n]);
+                    b.write(to.start, &bounce[..n]);
+                } else {
+                    let mut bounce = vec![0u8; n];
+                    a.read(from.start, &mut bounce);
+                    b.write(to.start, &bounce);
+                }
             }
         }
     }
