@@ -43,6 +43,14 @@ pub struct Mlx5Limits {
     pub max_dc_init_rd_atom: u64,
     /// `ooo_recv_wrs_caps`; all zero = no `MLX5DV_QP_CREATE_OOO_DP`.
     pub ooo_recv_wrs: OooRecvWrsCaps,
+    /// The DMA MMO engine (`dma_mmo_sq` / `dma_mmo_qp` of the HCA caps)
+    /// behind `mlx5dv_wr_memcpy`: without it the mlx5 provider refuses
+    /// `MLX5DV_QP_EX_WITH_MEMCPY` at `mlx5dv_create_qp` with `EOPNOTSUPP`
+    /// (rdma-core `providers/mlx5/verbs.c`, `qp_init_wr_memcpy`). No
+    /// profile has it: the ConnectX-6 and -7 caps are not public
+    /// (*unconfirmed*, docs/divergence.md), and the simulator does not
+    /// execute DMA memcpy.
+    pub dma_mmo: bool,
 }
 
 /// One simulated HCA model: what `ibv_query_device` / `ibv_query_port` /
@@ -203,6 +211,7 @@ impl DeviceProfile {
                 max_dc_rd_atom: 16,
                 max_dc_init_rd_atom: 16,
                 ooo_recv_wrs: OooRecvWrsCaps::default(),
+                dma_mmo: false,
             }),
             // mlx5 has no fixed inline limit: the WQE size bounds it.
             max_inline_data: u32::MAX,

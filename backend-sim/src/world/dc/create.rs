@@ -220,6 +220,23 @@ impl World {
                     format!("mlx5dv send_ops_flags {extra} are not supported on this QP type"),
                 ));
             }
+            // MEMCPY needs the PD and the device's DMA MMO engine (the
+            // provider's qp_init_wr_memcpy, after the per-type check).
+            if ops.contains(Mlx5SendOpsFlags::MEMCPY) {
+                if !attr.comp_mask.contains(QpInitAttrMask::PD) {
+                    return Err(invalid(
+                        v,
+                        "MLX5DV_QP_EX_WITH_MEMCPY needs IBV_QP_INIT_ATTR_PD",
+                    ));
+                }
+                let mmo = self.device(device).profile.mlx5.is_some_and(|m| m.dma_mmo);
+                if !mmo {
+                    return Err(unsupported(
+                        v,
+                        "MLX5DV_QP_EX_WITH_MEMCPY: the device has no DMA MMO engine (dma_mmo_sq/dma_mmo_qp)",
+                    ));
+                }
+            }
         }
 
         let qp = self.create_qp_as(ctx, attr, None, v, dc)?;
