@@ -12,8 +12,11 @@
 //! ```
 //!
 //! `WORKLOAD` is one of `write64`, `write64_1gib`, `scale`, `read`, `fadd`, `cswap`,
-//! `send4k`, `send64k`, `send1m`, `fault_none`, `fault_faults` (the
-//! benchmark with that id, see `benches/sim.rs`) or `send64` (the
+//! `send4k`, `send64k`, `send1m`, `fault_none`, `fault_faults`, `ooo0`,
+//! `ooo8`, `ooo64` (`sim_ooo_placement/{0,8,64}`: one 64 KiB WRITE per
+//! request between two ConnectX-7 RC QPs, OOO_DP with that reorder window
+//! for 8 and 64) (the benchmark with that id, see `benches/sim.rs`) or
+//! `send64` (the
 //! SEND/RECV workload with 64 B messages, no benchmark of its own); `N` requests (default
 //! 100 000) are run after a warm-up of 1 000 and drained; `--timeout T`
 //! overrides the QP `timeout` of a message-rate workload (to see what the
@@ -28,12 +31,15 @@ use backend_sim::fabric::FabricTrace;
 use backend_sim::{SimConfig, SimVerbs, TraceEvent};
 use verbs_api::{SimCommand, SimReply, Verbs};
 use verbsim_benches::data::{MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig};
+use verbsim_benches::dc::OooWrite;
 use verbsim_benches::WorkloadError;
 
 /// A workload of the `sim` bench, by its short name.
 enum Workload {
     Rate(MessageRateConfig),
     SendRecv(SendRecvConfig),
+    /// `sim_ooo_placement/{window}`: OOO_DP QPs when the window is not 0.
+    Ooo(u32),
 }
 
 fn workload(name: &str) -> Option<Workload> {
@@ -50,6 +56,9 @@ fn workload(name: &str) -> Option<Workload> {
         "send4k" => Workload::SendRecv(SendRecvConfig::bw(4096)),
         "send64k" => Workload::SendRecv(SendRecvConfig::bw(65536)),
         "send1m" => Workload::SendRecv(SendRecvConfig::bw(1 << 20)),
+        "ooo0" => Workload::Ooo(0),
+        "ooo8" => Workload::Ooo(8),
+        "ooo64" => Workload::Ooo(64),
         _ => return None,
     })
 }
@@ -84,6 +93,14 @@ fn run(v: &mut SimVerbs, w: &Workload, n: u64) -> Result<(u64, u64), WorkloadErr
         }
         Workload::SendRecv(cfg) => {
             let mut w = SendRecvBw::new(v, cfg)?;
+            let r = timed(v, &mut |v, k| w.run(v, k));
+            let torn = w.teardown(v);
+            let r = r?;
+            torn?;
+            Ok(r)
+        }
+        Workload::Ooo(window) => {
+            let mut w = OooWrite::new(v, window > 0)?;
             let r = timed(v, &mut |v, k| w.run(v, k));
             let torn = w.teardown(v);
             let r = r?;
@@ -152,11 +169,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut v = SimVerbs::new(SimConfig {
+    let mut config = SimConfig {
         trace_enabled: trace,
         trace_events_max: if trace { 1 << 27 } else { 0 },
         ..SimConfig::default()
-    });
+    };
+    if let Workload::Ooo(window) = w {
+        // As `sim_ooo_placement` builds its simulator.
+        config.devices = vec![
+            backend_sim::DeviceProfile::connectx7(),
+            backend_sim::DeviceProfile::connectx7(),
+        ];
+        config.ooo_window = window;
+    }
+    let mut v = SimVerbs::new(config);
     match run(&mut v, &w, n) {
         Ok((wall, virt)) => {
             println!(

@@ -66,6 +66,28 @@ pub(crate) struct OooMsg {
     pub(crate) bits: u64,
 }
 
+impl OooMsg {
+    /// Packets one message's window tracks beyond `base`.
+    pub(crate) const WINDOW: u32 = u64::BITS;
+
+    /// True when packet `idx` has not arrived and lies in the window.
+    pub(crate) fn fresh(&self, idx: u32) -> bool {
+        idx >= self.base
+            && idx - self.base < Self::WINDOW
+            && (self.bits >> (idx - self.base)) & 1 == 0
+    }
+
+    /// Records packet `idx` (a [`OooMsg::fresh`] one) as arrived and moves
+    /// `base` past the packets now all arrived: a bounded bit operation,
+    /// not a scan.
+    pub(crate) fn mark(&mut self, idx: u32) {
+        self.bits |= 1 << (idx - self.base);
+        let t = self.bits.trailing_ones();
+        self.bits = self.bits.checked_shr(t).unwrap_or(0);
+        self.base += t;
+    }
+}
+
 /// OOO messages in progress, keyed by `(responder slot, requester device,
 /// requester number)`: a short vector (a handful are in progress at once),
 /// scanned by key, so lookups per packet are cheap and deterministic.

@@ -23,7 +23,7 @@ use verbs_api::{QpClass, QpState, SendFlags, WrOpcode};
 
 use super::dc::OooMsg;
 use super::World;
-use crate::fabric::{segment, AckSyndrome, Opcode, Packet, PacketFlags, Psn, Segment};
+use crate::fabric::{packet_count, AckSyndrome, Opcode, Packet, PacketFlags, Psn, SegmentPosition};
 use crate::handles::QpHandle;
 
 /// Most packets one OOO window permutes.
@@ -54,32 +54,39 @@ impl World {
         len: u32,
         mtu: u32,
         last_flags: PacketFlags,
-        kind: fn(crate::fabric::SegmentPosition) -> Opcode,
+        kind: fn(SegmentPosition) -> Opcode,
         dep: Option<super::exec::Departure>,
     ) {
         let window = self.ooo_window();
         let now = self.now_ns;
+        let count = packet_count(len, mtu);
         let mut k = 0u32;
-        let mut buf = [None::<Segment>; WINDOW_MAX];
-        let mut segs = segment(len, mtu).peekable();
-        while segs.peek().is_some() {
-            let mut n = 0;
-            while n < window {
-                match segs.next() {
-                    Some(s) => {
-                        buf[n] = Some(s);
-                        n += 1;
-                    }
-                    None => break,
-                }
+        // The packets of one window by their index from `start`: a few
+        // bytes to shuffle, each packet's share computed as `segment`
+        // gives it.
+        let mut order = [0u8; WINDOW_MAX];
+        let mut start = 0u32;
+        while start < count {
+            let n = (count - start).min(window as u32) as usize;
+            for (i, o) in order[..n].iter_mut().enumerate() {
+                *o = i as u8;
             }
             // Fisher-Yates on the window.
             for i in (1..n).rev() {
                 let j = self.dc.rng.below(i as u64 + 1) as usize;
-                buf.swap(i, j);
+                order.swap(i, j);
             }
-            for s in buf[..n].iter().flatten().copied() {
-                let flags = if s.position.ends_message() {
+            for &o in &order[..n] {
+                let index = start + u32::from(o);
+                let offset = index * mtu;
+                let last = index + 1 == count;
+                let position = match (index == 0, last) {
+                    (true, true) => SegmentPosition::Only,
+                    (true, false) => SegmentPosition::First,
+                    (false, true) => SegmentPosition::Last,
+                    (false, false) => SegmentPosition::Middle,
+                };
+                let flags = if last {
                     last_flags | template.flags
                 } else {
                     template.flags
@@ -89,16 +96,17 @@ impl World {
                 k += 1;
                 self.wire_at(
                     Packet {
-                        psn: template.psn.add(s.index),
-                        opcode: kind(s.position),
+                        psn: template.psn.add(index),
+                        opcode: kind(position),
                         flags,
-                        payload_len: s.len,
-                        offset: s.offset,
+                        payload_len: (len - offset).min(mtu),
+                        offset,
                         ..template
                     },
                     depart,
                 );
             }
+            start += n as u32;
         }
     }
 
@@ -189,22 +197,19 @@ impl World {
                 OooMsg::default()
             }
         };
-        if idx < st.base
-            || idx - st.base >= WINDOW_MAX as u32
-            || (st.bits >> (idx - st.base)) & 1 == 1
-        {
+        if !st.fresh(idx) {
             self.dc.ooo.insert(key, st);
             self.discard(p, "OOO duplicate or outside the window");
             return;
         }
         self.place(rq, req, p, write);
-        st.bits |= 1 << (idx - st.base);
-        while st.bits & 1 == 1 {
-            st.bits >>= 1;
-            st.base += 1;
-        }
+        st.mark(idx);
         if st.base < n {
             self.dc.ooo.insert(key, st);
+            // More packets of this message may follow at once: the event
+            // loop takes them straight from the fabric
+            // (world/exec/ooo_run.rs).
+            self.run_from = Some((rq, p.psn));
             return;
         }
         self.dc.ooo.remove(&key);
@@ -253,18 +258,10 @@ impl World {
         let idx = p.psn.distance_from(first);
         let key = (qp.index, p.source.device.0, p.source.qpn | 0x8000_0000);
         let mut st = self.dc.ooo.get(&key).copied().unwrap_or_default();
-        if idx >= w.npkts.max(1)
-            || idx < st.base
-            || idx - st.base >= WINDOW_MAX as u32
-            || (st.bits >> (idx - st.base)) & 1 == 1
-        {
+        if idx >= w.npkts.max(1) || !st.fresh(idx) {
             return Some(false);
         }
-        st.bits |= 1 << (idx - st.base);
-        while st.bits & 1 == 1 {
-            st.bits >>= 1;
-            st.base += 1;
-        }
+        st.mark(idx);
         // `received` counts every arrived packet (the READ is done when it
         // reaches npkts); the window state remembers which.
         let q = self.qps.get_mut(qp.index, qp.generation)?;

@@ -95,9 +95,15 @@ pub(crate) struct Ring<W> {
 }
 
 /// The storage of a non-empty [`Ring`]. Boxed slices, not `Vec`s: a ring
-/// never grows.
+/// never grows. The slices are sized at creation but allocated (and
+/// filled) at the first push, so creating a QP that never posts (a QP
+/// created, connected and destroyed; an idle one) neither allocates nor
+/// initialises its slots (`sim_qp_lifecycle_rate`, perf.md); after that
+/// first push nothing is allocated per work request.
 #[derive(Debug)]
 struct RingBuf<W> {
+    /// Slots (`capacity` of them once allocated, none before).
+    capacity: u32,
     wqes: Box<[W]>,
     sges: Box<[Sge]>,
     max_sge: u32,
@@ -127,7 +133,8 @@ impl<W> Ring<W> {
             .expect("a ring of capacity 0 holds no request")
     }
 
-    /// Heap bytes the ring owns (its storage; 0 at capacity 0).
+    /// Heap bytes the ring owns (its storage; 0 at capacity 0, only the
+    /// counters' box before the first push).
     pub(crate) fn heap_bytes(&self) -> usize {
         self.buf.as_deref().map_or(0, |b| {
             size_of::<RingBuf<W>>()
@@ -135,6 +142,18 @@ impl<W> Ring<W> {
                 + b.sges.len() * size_of::<Sge>()
                 + b.inline.len()
         })
+    }
+}
+
+impl<W: Copy + Default> RingBuf<W> {
+    /// Allocates the slots (the first push).
+    #[cold]
+    #[inline(never)]
+    fn allocate(&mut self) {
+        let n = self.capacity as usize;
+        self.wqes = vec![W::default(); n].into_boxed_slice();
+        self.sges = vec![Sge::default(); n * self.max_sge as usize].into_boxed_slice();
+        self.inline = vec![0; n * self.inline_max as usize].into_boxed_slice();
     }
 }
 
@@ -146,7 +165,7 @@ impl<W> RingBuf<W> {
         if self.mask != u64::MAX {
             (seq & self.mask) as usize
         } else {
-            (seq % self.wqes.len() as u64) as usize
+            (seq % u64::from(self.capacity)) as usize
         }
     }
 
@@ -170,10 +189,11 @@ impl<W: Copy + Default> Ring<W> {
     pub(crate) fn with_inline(capacity: u32, max_sge: u32, inline_max: u32) -> Self {
         let buf = (capacity > 0).then(|| {
             Box::new(RingBuf {
-                wqes: vec![W::default(); capacity as usize].into_boxed_slice(),
-                sges: vec![Sge::default(); capacity as usize * max_sge as usize].into_boxed_slice(),
+                capacity,
+                wqes: Box::default(),
+                sges: Box::default(),
                 max_sge,
-                inline: vec![0; capacity as usize * inline_max as usize].into_boxed_slice(),
+                inline: Box::default(),
                 inline_max,
                 mask: if capacity.is_power_of_two() {
                     u64::from(capacity) - 1
@@ -192,7 +212,7 @@ impl<W: Copy + Default> Ring<W> {
 
     #[allow(dead_code)] // for sizing checks in tests
     pub(crate) fn capacity(&self) -> u32 {
-        self.buf.as_deref().map_or(0, |b| b.wqes.len() as u32)
+        self.buf.as_deref().map_or(0, |b| b.capacity)
     }
 
     /// Slots in use (outstanding or completed but not yet freed).
@@ -215,6 +235,9 @@ impl<W: Copy + Default> Ring<W> {
         debug_assert!(!self.is_full());
         let seq = self.tail;
         let b = self.buf_mut();
+        if b.wqes.is_empty() {
+            b.allocate();
+        }
         debug_assert!(sges.len() <= b.max_sge as usize);
         let slot = b.slot(seq);
         b.wqes[slot] = wqe;

@@ -129,15 +129,18 @@ impl World {
                 self.now_ns = self.now_ns.max(t.as_nanos());
                 self.run_from = None;
                 self.on_event(event);
-                // The rest of an in-order message in one step (world/exec/run.rs).
+                // The rest of an in-order message in one step
+                // (world/exec/run.rs), or the packets of an out-of-order
+                // one that follow at once (world/exec/ooo_run.rs).
                 if let FabricEvent::Delivered(p) = event {
-                    if let Opcode::Send(pos) | Opcode::RdmaWrite(pos) = p.opcode {
-                        if !pos.ends_message() {
-                            n += self.absorb_run(&p, horizon, budget - n, &mut stop);
-                        } else if self.run_from.is_some() {
+                    if self.run_from.is_some() {
+                        n += if p.opcode == Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
+                        {
                             // Single-packet WRITEs back to back (exec/fast.rs).
-                            n += self.absorb_writes(&p, horizon, budget - n, &mut stop);
-                        }
+                            self.absorb_writes(&p, horizon, budget - n, &mut stop)
+                        } else {
+                            self.absorb_run(&p, horizon, budget - n, &mut stop)
+                        };
                     }
                 }
             }

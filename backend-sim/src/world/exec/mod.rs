@@ -52,6 +52,7 @@ mod completion;
 mod events;
 mod fast;
 mod multicast;
+mod ooo_run;
 mod receive;
 mod remote_ops;
 mod requester;

@@ -41,33 +41,38 @@ impl World {
         stop: &mut impl FnMut(&Self) -> bool,
     ) -> u64 {
         let write = match p.opcode {
-            Opcode::Send(pos) if !pos.ends_message() => false,
-            Opcode::RdmaWrite(pos) if !pos.ends_message() => true,
+            Opcode::Send(_) => false,
+            Opcode::RdmaWrite(_) => true,
             _ => return 0,
         };
         let seg = p.payload_len;
-        if budget == 0 || seg == 0 {
-            return 0;
-        }
         // Only after the event placed `p` in order, mid-message, at its
-        // destination (not after a duplicate, a stale or refused packet).
-        let (Some(rq), Some(req)) = (self.qp_at(p.destination), self.qp_at(p.source)) else {
+        // destination (not after a duplicate, a stale or refused packet),
+        // or accepted it out of order without completing its message.
+        let Some((rq, psn)) = self.run_from.take() else {
             return 0;
         };
-        if self.run_from.take() != Some((rq, p.psn)) {
+        if budget == 0 || seg == 0 || psn != p.psn || self.qp_at(p.destination) != Some(rq) {
             return 0;
         }
+        let Some(req) = self.qp_at(p.source) else {
+            return 0;
+        };
         let (Some(r), Some(s)) = (
             self.qps.get(rq.index, rq.generation),
             self.qps.get(req.index, req.generation),
         ) else {
             return 0;
         };
+        if r.dv.ooo {
+            return self.absorb_ooo_run(p, rq, req, horizon, budget, stop);
+        }
         // Plain RC at both ends (XRC, DC, UC and OOO_DP take the general
         // path), `p` accepted in order, its message still being received.
         let start = p.offset + seg;
         let msg = r.rx.msg;
-        if r.class != QpClass::Rc
+        if matches!(p.opcode, Opcode::Send(pos) | Opcode::RdmaWrite(pos) if pos.ends_message())
+            || r.class != QpClass::Rc
             || s.class != QpClass::Rc
             || r.dv.ooo
             || s.dv.ooo
@@ -173,15 +178,35 @@ impl World {
         len: u32,
         write: bool,
     ) -> bool {
-        let Some(r) = self.qps.get(rq.index, rq.generation) else {
+        let mut src = [Extent::default(); EXTENTS_MAX];
+        let mut dst = [Extent::default(); EXTENTS_MAX];
+        let Some((ns, nd)) = self.run_extents(rq, req, cookie, off, len, write, &mut src, &mut dst)
+        else {
             return false;
         };
+        copy_extents(&mut self.mrs, &src[..ns], &dst[..nd]);
+        true
+    }
+
+    /// The source and destination pieces of [`World::place_run`]'s copy
+    /// (counts in `src` and `dst`), or `None` when that copy would not
+    /// equal the packets' copies in turn.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_extents(
+        &self,
+        rq: QpHandle,
+        req: QpHandle,
+        cookie: u64,
+        off: u32,
+        len: u32,
+        write: bool,
+        src: &mut [Extent; EXTENTS_MAX],
+        dst: &mut [Extent; EXTENTS_MAX],
+    ) -> Option<(usize, usize)> {
+        let r = self.qps.get(rq.index, rq.generation)?;
         let msg = r.rx.msg;
-        let mut dst = [Extent::default(); EXTENTS_MAX];
         let nd = if write {
-            let Some((mr, base)) = msg.write else {
-                return false;
-            };
+            let (mr, base) = msg.write?;
             dst[0] = Extent {
                 mr,
                 off: (base + u64::from(off)) as usize,
@@ -189,44 +214,32 @@ impl World {
             };
             1
         } else {
-            let Some(recv) = msg.recv else {
-                return false;
-            };
-            match self.recv_extents(rq, recv, off, len, &mut dst) {
-                Some(n) => n,
-                None => return false,
-            }
+            self.recv_extents(rq, msg.recv?, off, len, dst)?
         };
-        let Some(s) = self.qps.get(req.index, req.generation) else {
-            return false;
-        };
+        let s = self.qps.get(req.index, req.generation)?;
         let (w, sges, _) = s.sq.get(cookie);
         if w.send_flags.contains(SendFlags::INLINE) {
-            return false;
+            return None;
         }
-        let mut src = [Extent::default(); EXTENTS_MAX];
-        let Some(ns) = extents(
+        let ns = extents(
             &sges[..w.num_sge as usize],
             &self.mrs,
             s.device,
             u64::from(off),
             u64::from(len),
-            &mut src,
-        ) else {
-            return false;
-        };
-        let (src, dst) = (&src[..ns], &dst[..nd]);
+            src,
+        )?;
+        let (srcs, dsts) = (&src[..ns], &dst[..nd]);
         let external = |e: &Extent| {
             self.mrs
                 .get_by_index(e.mr)
                 .is_none_or(|(_, m)| m.bytes.is_external())
         };
-        if src.iter().any(|a| dst.iter().any(|b| a.mr == b.mr))
-            || src.iter().chain(dst).any(external)
+        if srcs.iter().any(|a| dsts.iter().any(|b| a.mr == b.mr))
+            || srcs.iter().chain(dsts).any(external)
         {
-            return false;
+            return None;
         }
-        copy_extents(&mut self.mrs, src, dst);
-        true
+        Some((ns, nd))
     }
 }
