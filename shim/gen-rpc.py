@@ -69,6 +69,8 @@ close_xrcd(xrcd: &XrcdHandle) -> ()
 mlx5dv_query_device(ctx: &ContextHandle, comp_mask: Mlx5ContextMask) -> Mlx5Context
 mlx5dv_create_qp(ctx: &ContextHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>, mlx5_attr: &Mlx5QpInitAttr) -> QpHandle
 mlx5dv_dci_stream_id_reset(qp: &QpHandle, stream_id: u16) -> ()
+mlx5dv_reserved_qpn_alloc(ctx: &ContextHandle) -> u32
+mlx5dv_reserved_qpn_dealloc(ctx: &ContextHandle, qpn: u32) -> ()
 rdma_create_event_channel() -> CmChannelHandle
 rdma_destroy_event_channel(channel: &CmChannelHandle) -> ()
 rdma_create_id(channel: &CmChannelHandle, context: u64, ps: PortSpace) -> CmIdHandle

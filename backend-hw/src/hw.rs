@@ -733,6 +733,16 @@ impl Verbs for HwVerbs {
             )),
         }
     }
+
+    #[cfg(feature = "mlx5")]
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &HwContext) -> Result<u32> {
+        self.mlx5dv_reserved_qpn_alloc_impl(ctx)
+    }
+
+    #[cfg(feature = "mlx5")]
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &HwContext, qpn: u32) -> Result<()> {
+        self.mlx5dv_reserved_qpn_dealloc_impl(ctx, qpn)
+    }
 }
 
 #[cfg(test)]

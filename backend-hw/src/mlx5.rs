@@ -1,5 +1,5 @@
-//! The mlx5 direct verbs' bodies: `mlx5dv_query_device` and
-//! `mlx5dv_create_qp`.
+//! The mlx5 direct verbs' bodies: `mlx5dv_query_device`,
+//! `mlx5dv_create_qp` and `mlx5dv_reserved_qpn_alloc`/`_dealloc`.
 
 // Handles wrap `Arc`s although their inners are `!Send`; see `hw.rs`.
 #![allow(clippy::arc_with_non_send_sync)]
@@ -104,5 +104,34 @@ impl HwVerbs {
         attr.cap = cap_from_c(&ex.cap);
         let dc = is_dc.then_some(mlx5_attr.dc_init_attr.dc_type);
         Ok(self.make_qp(verb, q, &inner, attr, dc))
+    }
+
+    /// The body of `Verbs::mlx5dv_reserved_qpn_alloc`.
+    pub(crate) fn mlx5dv_reserved_qpn_alloc_impl(&mut self, ctx: &HwContext) -> Result<u32> {
+        let verb = Verb::Mlx5dvReservedQpnAlloc;
+        let (c, _) = self.ctx(ctx, verb)?;
+        let mut qpn = 0u32;
+        // SAFETY: live context; `qpn` is a valid, writable u32 for the call.
+        let rc = unsafe { crate::ffi::mlx5dv::mlx5dv_reserved_qpn_alloc(c, &mut qpn) };
+        match rc {
+            0 => Ok(qpn),
+            rc => Err(c_error(verb, rc, "mlx5dv_reserved_qpn_alloc")),
+        }
+    }
+
+    /// The body of `Verbs::mlx5dv_reserved_qpn_dealloc`.
+    pub(crate) fn mlx5dv_reserved_qpn_dealloc_impl(
+        &mut self,
+        ctx: &HwContext,
+        qpn: u32,
+    ) -> Result<()> {
+        let verb = Verb::Mlx5dvReservedQpnDealloc;
+        let (c, _) = self.ctx(ctx, verb)?;
+        // SAFETY: live context; the library checks `qpn` against the
+        // numbers this context holds.
+        match unsafe { crate::ffi::mlx5dv::mlx5dv_reserved_qpn_dealloc(c, qpn) } {
+            0 => Ok(()),
+            rc => Err(c_error(verb, rc, "mlx5dv_reserved_qpn_dealloc")),
+        }
     }
 }

@@ -478,6 +478,14 @@ impl Verbs for SimVerbs {
         self.world.mlx5dv_dci_stream_id_reset(*qp, stream_id)
     }
 
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
+        self.world.mlx5dv_reserved_qpn_alloc(*ctx)
+    }
+
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &ContextHandle, qpn: u32) -> Result<()> {
+        self.world.mlx5dv_reserved_qpn_dealloc(*ctx, qpn)
+    }
+
     // ------------------------------------------------------------ XRC
     // The model: backend-sim/src/world/xrc.rs and docs/xrc.md.
 

@@ -142,6 +142,21 @@ pub enum TraceEvent {
         /// Its status.
         status: i32,
     },
+    /// `mlx5dv_reserved_qpn_alloc` reserved a QP number.
+    QpnReserved {
+        /// Device index.
+        device: u32,
+        /// The number.
+        qpn: u32,
+    },
+    /// A reserved QP number was released (`mlx5dv_reserved_qpn_dealloc`
+    /// or the close of its context).
+    QpnReleased {
+        /// Device index.
+        device: u32,
+        /// The number.
+        qpn: u32,
+    },
 }
 
 impl fmt::Display for TraceEvent {
@@ -241,6 +256,8 @@ impl fmt::Display for TraceEvent {
                     write!(f, "dev{device} cm id#{id} {event} status={status}")
                 }
             }
+            Self::QpnReserved { device, qpn } => write!(f, "dev{device} qpn {qpn:#08x} reserved"),
+            Self::QpnReleased { device, qpn } => write!(f, "dev{device} qpn {qpn:#08x} released"),
         }
     }
 }

@@ -848,6 +848,8 @@ pub(crate) const SPECS: &[Spec] = &[
         ["QP"],
         &[&[("stream_id", Int)]]
     ),
+    spec!("mlx5dv_reserved_qpn_alloc", ["CTX"], NO_KEYS),
+    spec!("mlx5dv_reserved_qpn_dealloc", ["CTX"], &[&[("qpn", Int)]]),
     // rdma_cm
     spec!("rdma_create_event_channel", [], NO_KEYS),
     spec!("rdma_destroy_event_channel", ["CHANNEL"], NO_KEYS),

@@ -177,42 +177,47 @@ else
     failed=$((failed + 1))
 fi
 
-# rdma-core's own rdma_cm tests (test_rdmacm), whose passive side is a
-# forked child: pyverbs finds a device's IP through
-# /sys/class/infiniband/DEV/device/net/ and `ip addr`, so they run in a
-# mount and network namespace where a tmpfs gives the simulated devices the
-# netdev `lo` and `lo` holds only device 0's address (docs/rdma-cm.md's
-# plan: 10.0.0.1; `lo` is brought up first, since bringing it up adds
-# 127.0.0.1). The pass count may only rise (shim/ci/pyverbs-rdmacm-floor).
+# rdma-core's own rdma_cm tests (test_rdmacm, and test_mlx5_rdmacm: DC
+# QPs as rdma_cm external QPs, a reserved QP number for the second
+# connection), whose passive sides are forked children: pyverbs finds a
+# device's IP through /sys/class/infiniband/DEV/device/net/ and `ip addr`,
+# so they run in a mount and network namespace where a tmpfs gives the
+# simulated devices the netdev `lo` and `lo` holds only device 0's address
+# (docs/rdma-cm.md's plan: 10.0.0.1; `lo` is brought up first, since
+# bringing it up adds 127.0.0.1). Each module's pass count may only rise
+# (shim/ci/pyverbs-rdmacm-floor, shim/ci/pyverbs-mlx5-rdmacm-floor).
 # Skipped where namespaces cannot be made.
 if unshare -mn true 2>/dev/null; then
     tests=$(mktemp -d)
     cp -r /usr/share/doc/rdma-core/tests "$tests/tests"
     gunzip -f "$tests"/tests/*.gz 2>/dev/null || true
-    {
-        echo 'set -e'
-        echo 'mount -t tmpfs verbsim-sysfs /sys/class'
-        echo 'for d in sim_cx6_0 sim_cx6_1; do mkdir -p /sys/class/infiniband/$d/device/net/lo; done'
-        echo 'ip link set lo up'
-        echo 'ip addr flush dev lo'
-        echo 'ip addr add 10.0.0.1/8 dev lo'
-        echo "cd '$tests/tests'"
-        echo "exec timeout 600 '$bin' exec --fabric ci-pyverbs -- /usr/bin/python3 run_tests.py -v test_rdmacm"
-    } > "$tests/run.sh"
-    unshare -mn sh "$tests/run.sh" > "$tmp/pyverbs-cm.log" 2>&1
-    ok=$(grep -c '\.\.\. ok$' "$tmp/pyverbs-cm.log")
-    floor=$(cat "$(dirname "$0")/pyverbs-rdmacm-floor")
-    grep -E '\.\.\. |^Ran ' "$tmp/pyverbs-cm.log" | sed 's/ (tests\.[A-Za-z_.]*)//'
-    if [ "$ok" -ge "$floor" ]; then
-        echo "PASS pyverbs test_rdmacm: $ok ok (floor $floor), passive sides in forked children, one fabric"
-        printf '| pyverbs `test_rdmacm` (forked children) | | | %s of 10 ok |\n' "$ok" >> "$report"
-    else
-        echo "FAIL pyverbs test_rdmacm: $ok ok, below the floor of $floor"; tail -n 30 "$tmp/pyverbs-cm.log"
-        failed=$((failed + 1))
-    fi
+    for spec in "test_rdmacm pyverbs-rdmacm-floor 10" "test_mlx5_rdmacm pyverbs-mlx5-rdmacm-floor 2"; do
+        read -r module floor_file total <<< "$spec"
+        floor=$(cat "$(dirname "$0")/$floor_file")
+        {
+            echo 'set -e'
+            echo 'mount -t tmpfs verbsim-sysfs /sys/class'
+            echo 'for d in sim_cx6_0 sim_cx6_1; do mkdir -p /sys/class/infiniband/$d/device/net/lo; done'
+            echo 'ip link set lo up'
+            echo 'ip addr flush dev lo'
+            echo 'ip addr add 10.0.0.1/8 dev lo'
+            echo "cd '$tests/tests'"
+            echo "exec timeout 600 '$bin' exec --fabric ci-pyverbs -- /usr/bin/python3 run_tests.py -v $module"
+        } > "$tests/run.sh"
+        unshare -mn sh "$tests/run.sh" > "$tmp/pyverbs-$module.log" 2>&1
+        ok=$(grep -c '\.\.\. ok$' "$tmp/pyverbs-$module.log")
+        grep -E '\.\.\. |^Ran ' "$tmp/pyverbs-$module.log" | sed 's/ (tests\.[A-Za-z0-9_.]*)//'
+        if [ "$ok" -ge "$floor" ]; then
+            echo "PASS pyverbs $module: $ok ok (floor $floor), passive sides in forked children, one fabric"
+            printf '| pyverbs `%s` (forked children) | | | %s of %s ok |\n' "$module" "$ok" "$total" >> "$report"
+        else
+            echo "FAIL pyverbs $module: $ok ok, below the floor of $floor"; tail -n 30 "$tmp/pyverbs-$module.log"
+            failed=$((failed + 1))
+        fi
+    done
     rm -rf "$tests"
 else
-    echo "SKIP pyverbs test_rdmacm: cannot make mount and network namespaces here"
+    echo "SKIP pyverbs test_rdmacm, test_mlx5_rdmacm: cannot make mount and network namespaces here"
 fi
 
 echo "fabric pairs: $failed failed"

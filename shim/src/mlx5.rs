@@ -3,8 +3,8 @@
 //! `mlx5dv_query_device`, `mlx5dv_create_qp` (DCI, DCT, DCI streams,
 //! `MLX5DV_QP_CREATE_OOO_DP` and the other modelled create flags),
 //! `mlx5dv_qp_ex_from_ibv_qp_ex` with `mlx5dv_wr_set_dc_addr(_stream)`,
-//! `mlx5dv_dci_stream_id_reset`, and `mlx5dv_create_cq` without mlx5
-//! attributes. The rest of libmlx5 (DevX, steering, crypto, mkeys, VAR,
+//! `mlx5dv_dci_stream_id_reset`, `mlx5dv_reserved_qpn_alloc`/`_dealloc`,
+//! and `mlx5dv_create_cq` without mlx5 attributes. The rest of libmlx5 (DevX, steering, crypto, mkeys, VAR,
 //! UAR, …) fails with `EOPNOTSUPP` (`stubs.rs`).
 
 use core::ffi::{c_int, c_void};
@@ -143,6 +143,28 @@ export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset(qp: *mut c::ibv_qp, stream_i
         let v = "mlx5dv_dci_stream_id_reset";
         let h = crate::objects::handle_of!(shim, v, qp, Qp, "QP")?;
         shim.sim.mlx5dv_dci_stream_id_reset(&h, stream_id).at(v)
+    }))
+}}
+
+export! { "MLX5_1.18" fn mlx5dv_reserved_qpn_alloc(ctx: *mut c::ibv_context, qpn: *mut u32) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_reserved_qpn_alloc";
+        let c = crate::device::ctx_of(shim, v, ctx)?;
+        if qpn.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "qpn is NULL"));
+        }
+        let n = shim.sim.mlx5dv_reserved_qpn_alloc(&c).at(v)?;
+        // SAFETY: non-NULL; the caller's u32.
+        unsafe { qpn.write(n) };
+        Ok(())
+    }))
+}}
+
+export! { "MLX5_1.18" fn mlx5dv_reserved_qpn_dealloc(ctx: *mut c::ibv_context, qpn: u32) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_reserved_qpn_dealloc";
+        let c = crate::device::ctx_of(shim, v, ctx)?;
+        shim.sim.mlx5dv_reserved_qpn_dealloc(&c, qpn).at(v)
     }))
 }}
 

@@ -104,3 +104,45 @@ fn null_and_unknown_pointers_are_einval_not_a_crash() {
         );
     }
 }
+
+#[test]
+fn reserved_qp_numbers_through_libmlx5() {
+    let path = std::ffi::CString::new(shim().into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: dlopen of the library this build made.
+    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null());
+    type Ptr = *mut core::ffi::c_void;
+    // SAFETY: each symbol is called with its rdma-core signature, on a
+    // context the library opened (or a pointer it never handed out).
+    unsafe {
+        let get_list: unsafe extern "C" fn(*mut i32) -> *mut Ptr =
+            core::mem::transmute(sym(lib, "ibv_get_device_list"));
+        let free_list: unsafe extern "C" fn(*mut Ptr) =
+            core::mem::transmute(sym(lib, "ibv_free_device_list"));
+        let open: unsafe extern "C" fn(Ptr) -> Ptr =
+            core::mem::transmute(sym(lib, "ibv_open_device"));
+        let close: unsafe extern "C" fn(Ptr) -> i32 =
+            core::mem::transmute(sym(lib, "ibv_close_device"));
+        let alloc: unsafe extern "C" fn(Ptr, *mut u32) -> i32 =
+            core::mem::transmute(sym(lib, "mlx5dv_reserved_qpn_alloc"));
+        let dealloc: unsafe extern "C" fn(Ptr, u32) -> i32 =
+            core::mem::transmute(sym(lib, "mlx5dv_reserved_qpn_dealloc"));
+        let mut n = 0;
+        let list = get_list(&mut n);
+        assert!(!list.is_null() && n > 0);
+        let ctx = open(*list);
+        assert!(!ctx.is_null());
+        let (mut a, mut b) = (0u32, 0u32);
+        assert_eq!(alloc(ctx, &mut a), 0);
+        assert_eq!(alloc(ctx, &mut b), 0);
+        assert!(a > 1 && b > 1 && a != b);
+        assert_eq!(alloc(ctx, core::ptr::null_mut()), libc::EINVAL);
+        assert_eq!(dealloc(ctx, 0x00ab_cdef), libc::EINVAL);
+        assert_eq!(dealloc(ctx, a), 0);
+        assert_eq!(dealloc(ctx, a), libc::EINVAL);
+        assert_eq!(alloc(0x1234_5678usize as Ptr, &mut a), libc::EINVAL);
+        // b is still held: closing the context releases it.
+        assert_eq!(close(ctx), 0);
+        free_list(list);
+    }
+}

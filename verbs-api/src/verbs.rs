@@ -805,6 +805,39 @@ pub trait Verbs {
         ))
     }
 
+    /// `mlx5dv_reserved_qpn_alloc(ctx, &qpn)`: reserves a QP number of the
+    /// device that no QP has and no QP created later gets, for `rdma_cm`
+    /// external QPs that need a unique number per connection (a DCI
+    /// connecting to one DCT several times). The number belongs to `ctx`
+    /// and is released by [`Verbs::mlx5dv_reserved_qpn_dealloc`] or when
+    /// the context closes.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` if the device is not mlx5 (or lacks the support);
+    /// another errno (`ENOMEM`) if no number is left.
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &Self::Context) -> Result<u32> {
+        let _ = ctx;
+        Err(Error::not_implemented(
+            Verb::Mlx5dvReservedQpnAlloc,
+            self.backend().name(),
+        ))
+    }
+
+    /// `mlx5dv_reserved_qpn_dealloc(ctx, qpn)`: releases a number
+    /// [`Verbs::mlx5dv_reserved_qpn_alloc`] gave `ctx`.
+    ///
+    /// # Errors
+    /// `EINVAL` if `qpn` is not a number reserved through `ctx` (never
+    /// allocated, or already released); `EOPNOTSUPP` if the device is not
+    /// mlx5.
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &Self::Context, qpn: u32) -> Result<()> {
+        let _ = (ctx, qpn);
+        Err(Error::not_implemented(
+            Verb::Mlx5dvReservedQpnDealloc,
+            self.backend().name(),
+        ))
+    }
+
     // --------------------------------------------------------------- rdma_cm
 
     /// `rdma_create_event_channel`.

@@ -448,6 +448,17 @@ extern "C" {
     /// `mlx5dv_dci_stream_id_reset` (MLX5_1.21): moves one errored stream of
     /// a DCI back to working order. Returns 0 or a positive errno.
     pub(crate) fn mlx5dv_dci_stream_id_reset(qp: *mut ibv_qp, stream_id: u16) -> c_int;
+
+    /// `mlx5dv_reserved_qpn_alloc` (MLX5_1.18): reserves a device-unique QP
+    /// number no QP uses (for `rdma_cm` external QPs). Returns 0 and writes
+    /// `*qpn`, or a positive errno (`EOPNOTSUPP` for a non-mlx5 context or
+    /// a device without the support).
+    pub(crate) fn mlx5dv_reserved_qpn_alloc(ctx: *mut ibv_context, qpn: *mut u32) -> c_int;
+
+    /// `mlx5dv_reserved_qpn_dealloc` (MLX5_1.18): releases a reserved
+    /// number. Returns 0 or a positive errno (`EINVAL` for a number this
+    /// context does not hold).
+    pub(crate) fn mlx5dv_reserved_qpn_dealloc(ctx: *mut ibv_context, qpn: u32) -> c_int;
 }
 
 // ---------------------------------------------------------------------------

@@ -60,7 +60,8 @@ impl World {
         Ok(ContextHandle::from_parts(self.contexts.insert(ctx)))
     }
 
-    /// `ibv_close_device`: `EBUSY` while the context still has children.
+    /// `ibv_close_device`: `EBUSY` while the context still has children;
+    /// the QP numbers it reserved are released.
     pub fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
         let c = self.ctx(ctx, Verb::CloseDevice)?;
         if c.children > 0 {
@@ -73,6 +74,7 @@ impl World {
             ));
         }
         self.contexts.remove(ctx.index, ctx.generation);
+        self.release_reserved_qpns(ctx);
         Ok(())
     }
 

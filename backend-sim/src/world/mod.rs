@@ -17,6 +17,7 @@ mod ooo;
 mod post;
 mod qp;
 mod queues;
+mod reserved_qpn;
 mod srq;
 mod state;
 mod xrc;
@@ -292,6 +293,8 @@ pub struct World {
     pub(crate) cm: cm::Cm,
     /// Memory windows, extended CQs, `send_ops_flags`, ECE (`world/ext.rs`).
     pub(crate) ext: ext::ExtState,
+    /// QP numbers reserved by `mlx5dv_reserved_qpn_alloc` (`world/reserved_qpn.rs`).
+    pub(crate) rqpn: reserved_qpn::ReservedQpns,
 }
 
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
@@ -359,6 +362,7 @@ impl World {
             dc: dc::DcState::new(config.seed),
             cm: cm::Cm::default(),
             ext: ext::ExtState::default(),
+            rqpn: reserved_qpn::ReservedQpns::default(),
             rng_rkey: SimRng::new(config.seed, Stream::RkeyAlloc),
             rng_adapter: SimRng::new(config.seed, Stream::Adapter),
             trace: Trace::new(config.trace_enabled, config.trace_events_max),

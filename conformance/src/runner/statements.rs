@@ -579,6 +579,19 @@ impl<V: Verbs> Runner<'_, V> {
                 let r = self.v.mlx5dv_dci_stream_id_reset(&q.qp, id);
                 self.expect(stmt, r)?;
             }
+            "mlx5dv_reserved_qpn_alloc" => {
+                let ctx = self.ctx(&p0)?;
+                let r = self.v.mlx5dv_reserved_qpn_alloc(&ctx);
+                if let Some(qpn) = self.expect(stmt, r)? {
+                    self.bind(stmt, Value::Scalar(Scalar::Int(i128::from(qpn))));
+                }
+            }
+            "mlx5dv_reserved_qpn_dealloc" => {
+                let ctx = self.ctx(&p0)?;
+                let qpn = self.num_arg(stmt, "qpn", 0)?;
+                let r = self.v.mlx5dv_reserved_qpn_dealloc(&ctx, qpn);
+                self.expect(stmt, r)?;
+            }
             // ------------------------------------------------------------ memory, checks
             "fill" | "write" => self.write_mr(stmt, &p0)?,
             "check" => self.check_mr(stmt, &p0)?,

@@ -128,6 +128,10 @@ pub(crate) enum Call {
     Mlx5dvCreateQp(ContextHandle, QpInitAttrExW, Mlx5QpInitAttr),
     /// `mlx5dv_dci_stream_id_reset`.
     Mlx5dvDciStreamIdReset(QpHandle, u16),
+    /// `mlx5dv_reserved_qpn_alloc`.
+    Mlx5dvReservedQpnAlloc(ContextHandle),
+    /// `mlx5dv_reserved_qpn_dealloc`.
+    Mlx5dvReservedQpnDealloc(ContextHandle, u32),
     /// `rdma_create_event_channel`.
     RdmaCreateEventChannel(),
     /// `rdma_destroy_event_channel`.
@@ -238,6 +242,8 @@ impl Call {
             Self::Mlx5dvQueryDevice(..) => Verb::Mlx5dvQueryDevice,
             Self::Mlx5dvCreateQp(..) => Verb::Mlx5dvCreateQp,
             Self::Mlx5dvDciStreamIdReset(..) => Verb::Mlx5dvDciStreamIdReset,
+            Self::Mlx5dvReservedQpnAlloc(..) => Verb::Mlx5dvReservedQpnAlloc,
+            Self::Mlx5dvReservedQpnDealloc(..) => Verb::Mlx5dvReservedQpnDealloc,
             Self::RdmaCreateEventChannel(..) => Verb::RdmaCreateEventChannel,
             Self::RdmaDestroyEventChannel(..) => Verb::RdmaDestroyEventChannel,
             Self::RdmaCreateId(..) => Verb::RdmaCreateId,
@@ -610,6 +616,18 @@ impl Remote {
         stream_id: u16,
     ) -> Result<()> {
         self.call(&Call::Mlx5dvDciStreamIdReset(*qp, stream_id))
+    }
+    /// `mlx5dv_reserved_qpn_alloc` on the shared fabric.
+    pub(crate) fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
+        self.call(&Call::Mlx5dvReservedQpnAlloc(*ctx))
+    }
+    /// `mlx5dv_reserved_qpn_dealloc` on the shared fabric.
+    pub(crate) fn mlx5dv_reserved_qpn_dealloc(
+        &mut self,
+        ctx: &ContextHandle,
+        qpn: u32,
+    ) -> Result<()> {
+        self.call(&Call::Mlx5dvReservedQpnDealloc(*ctx, qpn))
     }
     /// `rdma_create_event_channel` on the shared fabric.
     pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
@@ -1070,6 +1088,14 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::Mlx5dvDciStreamIdReset(a0, a1) => {
             let r = Verbs::mlx5dv_dci_stream_id_reset(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::Mlx5dvReservedQpnAlloc(a0) => {
+            let r = Verbs::mlx5dv_reserved_qpn_alloc(sim, &a0);
+            super::encode(&r)
+        }
+        Call::Mlx5dvReservedQpnDealloc(a0, a1) => {
+            let r = Verbs::mlx5dv_reserved_qpn_dealloc(sim, &a0, a1);
             super::encode(&r)
         }
         Call::RdmaCreateEventChannel() => {
@@ -1696,6 +1722,24 @@ impl Engine {
         match self {
             Self::Local(s) => Verbs::mlx5dv_dci_stream_id_reset(&mut **s, qp, stream_id),
             Self::Remote(r) => r.mlx5dv_dci_stream_id_reset(qp, stream_id),
+        }
+    }
+    /// `mlx5dv_reserved_qpn_alloc`.
+    pub(crate) fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
+        match self {
+            Self::Local(s) => Verbs::mlx5dv_reserved_qpn_alloc(&mut **s, ctx),
+            Self::Remote(r) => r.mlx5dv_reserved_qpn_alloc(ctx),
+        }
+    }
+    /// `mlx5dv_reserved_qpn_dealloc`.
+    pub(crate) fn mlx5dv_reserved_qpn_dealloc(
+        &mut self,
+        ctx: &ContextHandle,
+        qpn: u32,
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::mlx5dv_reserved_qpn_dealloc(&mut **s, ctx, qpn),
+            Self::Remote(r) => r.mlx5dv_reserved_qpn_dealloc(ctx, qpn),
         }
     }
     /// `rdma_create_event_channel`.
