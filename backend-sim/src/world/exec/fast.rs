@@ -130,9 +130,10 @@ impl World {
         let (src, dst) = (p.source, p.destination);
         let mut n = 0u64;
         while n < budget && !stop(self) {
-            let Some(q) = self.fabric.peek_delivery(limit) else {
+            let Some(peeked) = self.fabric.peek_arrival(limit) else {
                 break;
             };
+            let q = peeked.packet;
             let (Some(r), Some(s)) = (
                 self.qps.get(rq.index, rq.generation),
                 self.qps.get(req.index, req.generation),
@@ -161,13 +162,9 @@ impl World {
                 drops,
                 ..
             } = self;
-            let Some((at, q)) =
-                fabric.take_delivery_if(limit, |_| true, &mut Sink { trace, drops })
-            else {
-                break;
-            };
+            fabric.take_peeked(peeked, &mut Sink { trace, drops });
             n += 1;
-            self.now_ns = self.now_ns.max(at.as_nanos());
+            self.now_ns = self.now_ns.max(peeked.at.as_nanos());
             self.rc_write_apply(rq, req, &q, target);
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
             r.rx.nak_sent = false;
