@@ -17,8 +17,34 @@
 //! first request it declines ends the burst and `kick`'s general loop takes
 //! it from there.
 
+use core::cell::Cell;
+
 use super::*;
 use crate::fabric::SegmentPosition;
+
+/// The device's MRs with the last lkey looked up remembered: a post list
+/// gathers from one MR, and nothing changes an MR during a burst.
+struct Remembered<'a> {
+    mrs: DevMrs<'a>,
+    last: &'a Cell<Option<(u32, Option<MrView>)>>,
+}
+
+impl MrLookup for Remembered<'_> {
+    fn by_lkey(&self, lkey: u32) -> Option<MrView> {
+        match self.last.get() {
+            Some((k, v)) if k == lkey => v,
+            _ => {
+                let v = self.mrs.by_lkey(lkey);
+                self.last.set(Some((lkey, v)));
+                v
+            }
+        }
+    }
+
+    fn by_rkey(&self, rkey: u32) -> Option<MrView> {
+        self.mrs.by_rkey(rkey)
+    }
+}
 
 impl World {
     /// Transmits the run of plain requests at the head of `qp`'s
@@ -46,6 +72,8 @@ impl World {
             q.tx.dest,
         );
         let now = self.now_ns;
+        let adapter = self.devices[device as usize].profile.adapter;
+        let last = Cell::new(None);
         let mut first = true;
         loop {
             let q = self.qps.get(qp.index, qp.generation).expect("live");
@@ -68,9 +96,12 @@ impl World {
                 break;
             }
             if !w.checked {
-                let mrs = DevMrs {
-                    mrs: &self.mrs,
-                    device,
+                let mrs = Remembered {
+                    mrs: DevMrs {
+                        mrs: &self.mrs,
+                        device,
+                    },
+                    last: &last,
                 };
                 let sges = &sges[..w.num_sge as usize];
                 if check_requester_local(opcode, send_flags, Transport::Rc, sges, &mrs, pd, mtu)
@@ -94,9 +125,36 @@ impl World {
             let ack_request = signaled
                 || seq + 1 >= q.sq.tail
                 || psn.value() / ACK_EVERY != psn.next().value() / ACK_EVERY;
-            let reads_payload = !send_flags.contains(SendFlags::INLINE);
-            let dep = self.adapter_departure(qp, device, reads_payload, u64::from(len), 1);
-            let depart = dep.map_or(now, |d| d.at(0, len));
+            // `adapter_departure` with the model looked up once.
+            let depart = if adapter.is_none() {
+                now
+            } else {
+                let draw = self.rng_adapter.next_u64();
+                let jitter = adapter.jitter_ns(draw);
+                let start = now.max(q.tx.engine_free_ns);
+                let ready = start + adapter.wqe_ns + jitter;
+                q.tx.engine_free_ns = start + adapter.wqe_ns + adapter.packet_ns;
+                let dep = if !send_flags.contains(SendFlags::INLINE) && len > 0 {
+                    let fetched = ready + adapter.payload_fetch_ns;
+                    let d = &mut self.devices[device as usize];
+                    let dma_start = fetched.max(d.dma_free_ns);
+                    d.dma_free_ns = dma_start + adapter.dma_ns(u64::from(len));
+                    Departure {
+                        first: fetched,
+                        packet_ns: adapter.packet_ns,
+                        dma_start: Some(dma_start),
+                        dma_mbps: adapter.dma_mbps,
+                    }
+                } else {
+                    Departure {
+                        first: ready,
+                        packet_ns: adapter.packet_ns,
+                        dma_start: None,
+                        dma_mbps: adapter.dma_mbps,
+                    }
+                };
+                dep.at(0, len)
+            };
             let mut flags = if ack_request {
                 PacketFlags::ACK_REQUEST
             } else {
