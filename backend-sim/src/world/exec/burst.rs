@@ -47,8 +47,30 @@ impl MrLookup for Remembered<'_> {
 }
 
 impl World {
+    /// The cheap test before [`Self::transmit_burst`]: the next request to
+    /// transmit is a new SEND or WRITE (READs and atomics, kicked after
+    /// every response, never start a burst).
+    #[inline]
+    pub(super) fn burst_may_start(&self, qp: QpHandle) -> bool {
+        self.qps.get(qp.index, qp.generation).is_some_and(|q| {
+            q.tx.send_seq < q.sq.tail && {
+                let w = q.sq.get(q.tx.send_seq).0;
+                !w.transmitted
+                    && matches!(
+                        w.opcode,
+                        WrOpcode::RdmaWrite
+                            | WrOpcode::RdmaWriteWithImm
+                            | WrOpcode::Send
+                            | WrOpcode::SendWithImm
+                            | WrOpcode::SendWithInv
+                    )
+            }
+        })
+    }
+
     /// Transmits the run of plain requests at the head of `qp`'s
     /// untransmitted ones, as described in the module documentation.
+    #[inline(never)]
     pub(super) fn transmit_burst(&mut self, qp: QpHandle) {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;

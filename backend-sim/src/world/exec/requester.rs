@@ -9,7 +9,9 @@ impl World {
     /// entering RTS, after progress and when an RNR wait ends.
     pub(crate) fn kick(&mut self, qp: QpHandle) {
         // A run of plain single-packet requests in one step (exec/burst.rs).
-        self.transmit_burst(qp);
+        if self.burst_may_start(qp) {
+            self.transmit_burst(qp);
+        }
         loop {
             // DCI: per-request target and streams (world/dc.rs).
             match self.dc_gate(qp) {
