@@ -85,7 +85,7 @@ mod tests;
 
 pub use crate::rng::SimRng;
 pub use config::{FabricConfig, PortConfig, PortCounters};
-pub use engine::{Fabric, FabricEvent, RuleId, SendOutcome};
+pub use engine::{Fabric, FabricEvent, Peeked, Route, RuleId, SendOutcome};
 pub use packet::{
     AckSyndrome, Address, DeviceIndex, Endpoint, Opcode, Packet, PacketFlags, PortRef,
 };

@@ -15,6 +15,9 @@ use super::FabricError;
 use crate::rng::{SimRng, Stream};
 
 mod internals;
+mod route;
+
+pub use route::{Peeked, Route};
 
 /// What the fabric hands back when an event is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,16 @@
 use super::*;
 use crate::fabric::SegmentPosition;
 
+/// `check_rkey`'s responder view of a plain RC QP (its own responder
+/// resources).
+fn responder_view(r: &crate::world::qp::Qp) -> ResponderView {
+    ResponderView {
+        qp_access_flags: r.phase.bound().map_or(AccessFlags::empty(), |b| b.access),
+        pd: r.pd.map_or(u32::MAX, |p| p.index),
+        max_dest_rd_atomic: r.phase.path().map_or(0, |p| p.max_dest_rd_atomic),
+    }
+}
+
 impl World {
     /// Handles `p`, an in-order `RdmaWrite(Only)` at `rq` from `req`, and
     /// returns true; or returns false having changed nothing.
@@ -50,11 +60,7 @@ impl World {
         };
         // `check_rkey` for an MR's rkey, with the responder view built
         // from `r` at hand (a plain RC QP: its own responder resources).
-        let responder = ResponderView {
-            qp_access_flags: r.phase.bound().map_or(AccessFlags::empty(), |b| b.access),
-            pd: r.pd.map_or(u32::MAX, |p| p.index),
-            max_dest_rd_atomic: r.phase.path().map_or(0, |p| p.max_dest_rd_atomic),
-        };
+        let responder = responder_view(r);
         let mr = DevMrs {
             mrs: &self.mrs,
             device,
@@ -128,11 +134,25 @@ impl World {
         };
         let limit = SimInstant::from_nanos(horizon.unwrap_or(u64::MAX));
         let (src, dst) = (p.source, p.destination);
+        let Some(r) = self.qps.get(rq.index, rq.generation) else {
+            return 0;
+        };
+        if r.class != QpClass::Rc {
+            return 0;
+        }
+        // Nothing in the batch changes the responder's attributes or any
+        // MR's key, range or access (placements write bytes only): its
+        // view, and each key's MR once looked up, hold for the batch.
+        let device = r.device;
+        let responder = responder_view(r);
+        let mut rkey_mr: Option<(u32, Option<MrView>)> = None;
+        let mut lkey_mr: Option<(u32, Option<MrView>)> = None;
         let mut n = 0u64;
         while n < budget && !stop(self) {
-            let Some(q) = self.fabric.peek_delivery(limit) else {
+            let Some(peeked) = self.fabric.peek_arrival(limit) else {
                 break;
             };
+            let q = peeked.packet;
             let (Some(r), Some(s)) = (
                 self.qps.get(rq.index, rq.generation),
                 self.qps.get(req.index, req.generation),
@@ -152,24 +172,93 @@ impl World {
             {
                 break;
             }
-            let Some(target) = self.rc_write_target(rq, req, &q) else {
+            // `rc_write_target`, with the lookups above kept.
+            let (w, sges, _) = s.sq.get(q.cookie);
+            if w.opcode != WrOpcode::RdmaWrite || self.is_mw_key(w.rdma.rkey) {
+                break;
+            }
+            let request = RemoteRequest {
+                op: RemoteOp::Write,
+                remote_addr: w.rdma.remote_addr,
+                rkey: w.rdma.rkey,
+                len: w.length,
+            };
+            let mr = match rkey_mr {
+                Some((k, v)) if k == request.rkey => v,
+                _ => {
+                    let v = DevMrs {
+                        mrs: &self.mrs,
+                        device,
+                    }
+                    .by_rkey(request.rkey);
+                    rkey_mr = Some((request.rkey, v));
+                    v
+                }
+            };
+            let Ok(base) = check_remote(&request, mr, &responder) else {
                 break;
             };
+            // One gather SGE (not inline): `copy_one_sge` below.
+            let one = (w.num_sge == 1 && !w.send_flags.contains(SendFlags::INLINE))
+                .then(|| (sges[0], s.device));
             let Self {
                 fabric,
                 trace,
                 drops,
                 ..
             } = self;
-            let Some((at, q)) =
-                fabric.take_delivery_if(limit, |_| true, &mut Sink { trace, drops })
-            else {
-                break;
-            };
+            fabric.take_peeked(peeked, &mut Sink { trace, drops });
             n += 1;
-            self.now_ns = self.now_ns.max(at.as_nanos());
-            self.rc_write_apply(rq, req, &q, target);
+            self.now_ns = self.now_ns.max(peeked.at.as_nanos());
+            // `rc_write_apply`.
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.msg = RxMsg::default();
+            let (off, len) = (q.offset, q.payload_len);
+            if len > 0 {
+                let d = Extent {
+                    mr: request.rkey >> 8,
+                    off: (base + u64::from(off)) as usize,
+                    len: len as usize,
+                };
+                match one {
+                    Some((sge, sdev)) => {
+                        let (o, l) = (u64::from(off), u64::from(len));
+                        if o + l <= u64::from(sge.length) {
+                            let v = match lkey_mr {
+                                Some((k, v)) if k == sge.lkey => v,
+                                _ => {
+                                    let v = DevMrs {
+                                        mrs: &self.mrs,
+                                        device: sdev,
+                                    }
+                                    .by_lkey(sge.lkey);
+                                    lkey_mr = Some((sge.lkey, v));
+                                    v
+                                }
+                            };
+                            if let Some(from) = v.and_then(|v| v.offset_of(sge.addr + o, l)) {
+                                copy_piece(
+                                    &mut self.mrs,
+                                    sge.lkey >> 8,
+                                    from as usize,
+                                    d.mr,
+                                    d.off,
+                                    d.len,
+                                );
+                            }
+                        }
+                    }
+                    None => self.copy_from_request(req, q.cookie, off, len, &[d]),
+                }
+                self.record(TraceEvent::Placement {
+                    device,
+                    qpn: q.destination.qpn,
+                    offset: off,
+                    len,
+                });
+            }
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.epsn = q.psn.next();
             r.rx.nak_sent = false;
             self.ack_if_asked(rq, &q);
         }

@@ -8,6 +8,10 @@ impl World {
     /// Transmits what the send queue allows: called after a post, on
     /// entering RTS, after progress and when an RNR wait ends.
     pub(crate) fn kick(&mut self, qp: QpHandle) {
+        // A run of plain single-packet requests in one step (exec/burst.rs).
+        if self.burst_may_start(qp) {
+            self.transmit_burst(qp);
+        }
         loop {
             // DCI: per-request target and streams (world/dc.rs).
             match self.dc_gate(qp) {

@@ -1,0 +1,224 @@
+//! A post list of single-packet RC SENDs and WRITEs transmitted in one
+//! step (issue #16 item 1: batch transmission per post list).
+//!
+//! `kick` transmits request after request, looking up the QP, its device
+//! and the fabric route for each and asking the fabric to decide every
+//! packet's fate. When nothing can decide differently for the requests of
+//! one call (a plain RC QP in RTS, not blocked, not in an RNR wait, and a
+//! [`crate::fabric::Fabric::clear_route`] between its ports: no rule, no
+//! background fault, nothing held, both links up), [`World::transmit_burst`]
+//! takes the run of new requests that need one packet each and carry no
+//! READ, atomic, FENCE, local operation or deferred error: it looks the QP
+//! up once, arms the ACK timer after the first packet as `transmit` does
+//! (later calls in the same instant change nothing) and hands each packet
+//! to [`crate::fabric::Fabric::send_routed`]. Each request gets the same
+//! checks, departure time (the adapter model's draws in the same order),
+//! packet, trace records and queue sequence as through `transmit`; the
+//! first request it declines ends the burst and `kick`'s general loop takes
+//! it from there.
+
+use core::cell::Cell;
+
+use super::*;
+use crate::fabric::SegmentPosition;
+
+/// The device's MRs with the last lkey looked up remembered: a post list
+/// gathers from one MR, and nothing changes an MR during a burst.
+struct Remembered<'a> {
+    mrs: DevMrs<'a>,
+    last: &'a Cell<Option<(u32, Option<MrView>)>>,
+}
+
+impl MrLookup for Remembered<'_> {
+    fn by_lkey(&self, lkey: u32) -> Option<MrView> {
+        match self.last.get() {
+            Some((k, v)) if k == lkey => v,
+            _ => {
+                let v = self.mrs.by_lkey(lkey);
+                self.last.set(Some((lkey, v)));
+                v
+            }
+        }
+    }
+
+    fn by_rkey(&self, rkey: u32) -> Option<MrView> {
+        self.mrs.by_rkey(rkey)
+    }
+}
+
+impl World {
+    /// The cheap test before [`Self::transmit_burst`]: the next request to
+    /// transmit is a new SEND or WRITE (READs and atomics, kicked after
+    /// every response, never start a burst).
+    #[inline]
+    pub(super) fn burst_may_start(&self, qp: QpHandle) -> bool {
+        self.qps.get(qp.index, qp.generation).is_some_and(|q| {
+            q.tx.send_seq < q.sq.tail && {
+                let w = q.sq.get(q.tx.send_seq).0;
+                !w.transmitted
+                    && matches!(
+                        w.opcode,
+                        WrOpcode::RdmaWrite
+                            | WrOpcode::RdmaWriteWithImm
+                            | WrOpcode::Send
+                            | WrOpcode::SendWithImm
+                            | WrOpcode::SendWithInv
+                    )
+            }
+        })
+    }
+
+    /// Transmits the run of plain requests at the head of `qp`'s
+    /// untransmitted ones, as described in the module documentation.
+    #[inline(never)]
+    pub(super) fn transmit_burst(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        if q.class != QpClass::Rc
+            || q.phase.state() != QpState::ReadyToSend
+            || q.tx.blocked
+            || q.tx.rnr_wait
+            || q.tx.send_seq >= q.sq.tail
+        {
+            return;
+        }
+        let Some(route) = self.fabric.clear_route(q.tx.src, q.tx.dest) else {
+            return;
+        };
+        let (device, pd, mtu, src, dest) = (
+            q.device,
+            q.pd.map_or(u32::MAX, |p| p.index),
+            q.tx.mtu,
+            q.tx.src,
+            q.tx.dest,
+        );
+        let now = self.now_ns;
+        let adapter = self.devices[device as usize].profile.adapter;
+        let last = Cell::new(None);
+        let mut first = true;
+        loop {
+            let q = self.qps.get(qp.index, qp.generation).expect("live");
+            let seq = q.tx.send_seq;
+            if seq >= q.sq.tail {
+                break;
+            }
+            let (w, sges, _) = q.sq.get(seq);
+            let (opcode, send_flags) = (w.opcode, w.send_flags);
+            let Some(info) = opcode_info(opcode) else {
+                break;
+            };
+            let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+            if w.deferred_error.is_some()
+                || w.transmitted
+                || !matches!(info.class, OpClass::Send | OpClass::Write)
+                || send_flags.contains(SendFlags::FENCE)
+                || packet_count(len, mtu) != 1
+            {
+                break;
+            }
+            if !w.checked {
+                let mrs = Remembered {
+                    mrs: DevMrs {
+                        mrs: &self.mrs,
+                        device,
+                    },
+                    last: &last,
+                };
+                let sges = &sges[..w.num_sge as usize];
+                if check_requester_local(opcode, send_flags, Transport::Rc, sges, &mrs, pd, mtu)
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+            let psn = q.tx.next_psn;
+            let w = q.sq.get_mut(seq);
+            w.psn = psn.value();
+            w.npkts = 1;
+            w.exec = Exec::Sent;
+            w.checked = true;
+            w.transmitted = true;
+            w.received = 0;
+            let signaled = w.signaled;
+            q.tx.next_psn = psn.next();
+            q.tx.send_seq = seq + 1;
+            let ack_request = signaled
+                || seq + 1 >= q.sq.tail
+                || psn.value() / ACK_EVERY != psn.next().value() / ACK_EVERY;
+            // `adapter_departure` with the model looked up once.
+            let depart = if adapter.is_none() {
+                now
+            } else {
+                let draw = self.rng_adapter.next_u64();
+                let jitter = adapter.jitter_ns(draw);
+                let start = now.max(q.tx.engine_free_ns);
+                let ready = start + adapter.wqe_ns + jitter;
+                q.tx.engine_free_ns = start + adapter.wqe_ns + adapter.packet_ns;
+                let dep = if !send_flags.contains(SendFlags::INLINE) && len > 0 {
+                    let fetched = ready + adapter.payload_fetch_ns;
+                    let d = &mut self.devices[device as usize];
+                    let dma_start = fetched.max(d.dma_free_ns);
+                    d.dma_free_ns = dma_start + adapter.dma_ns(u64::from(len));
+                    Departure {
+                        first: fetched,
+                        packet_ns: adapter.packet_ns,
+                        dma_start: Some(dma_start),
+                        dma_mbps: adapter.dma_mbps,
+                    }
+                } else {
+                    Departure {
+                        first: ready,
+                        packet_ns: adapter.packet_ns,
+                        dma_start: None,
+                        dma_mbps: adapter.dma_mbps,
+                    }
+                };
+                dep.at(0, len)
+            };
+            let mut flags = if ack_request {
+                PacketFlags::ACK_REQUEST
+            } else {
+                PacketFlags::NONE
+            };
+            if info.with_imm {
+                flags = flags | PacketFlags::WITH_IMMEDIATE;
+            }
+            if info.with_inv {
+                flags = flags | PacketFlags::WITH_INVALIDATE;
+            }
+            if send_flags.contains(SendFlags::SOLICITED) {
+                flags = flags | PacketFlags::SOLICITED;
+            }
+            let packet = Packet {
+                source: src,
+                destination: dest,
+                psn,
+                opcode: if info.class == OpClass::Write {
+                    Opcode::RdmaWrite(SegmentPosition::Only)
+                } else {
+                    Opcode::Send(SegmentPosition::Only)
+                },
+                flags,
+                payload_len: len,
+                offset: 0,
+                cookie: seq,
+            };
+            let at = SimInstant::from_nanos(now);
+            let depart = SimInstant::from_nanos(depart.max(now));
+            let Self {
+                fabric,
+                trace,
+                drops,
+                ..
+            } = self;
+            // A full event queue loses the packet, as `wire_at` does.
+            let _ = fabric.send_routed(at, depart, route, packet, &mut Sink { trace, drops });
+            if first {
+                first = false;
+                self.arm_ack_timer(qp, now);
+            }
+        }
+    }
+}
