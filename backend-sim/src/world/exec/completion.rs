@@ -3,6 +3,32 @@
 //! error, and unreliable requests finishing on departure.
 
 use super::*;
+use crate::world::queues::SendWqe;
+
+/// What the answer of a READ or atomic needs of its WQE.
+#[derive(Clone, Copy)]
+struct ReadWqe {
+    exec: Exec,
+    opcode: WrOpcode,
+    psn: u32,
+    received: u32,
+    num_sge: u32,
+    rdma: verbs_api::RdmaInfo,
+}
+
+impl ReadWqe {
+    #[inline]
+    fn of(w: &SendWqe) -> Self {
+        Self {
+            exec: w.exec,
+            opcode: w.opcode,
+            psn: w.psn,
+            received: w.received,
+            num_sge: w.num_sge,
+            rdma: w.rdma,
+        }
+    }
+}
 
 impl World {
     pub(super) fn on_read_response(&mut self, p: &Packet) {
@@ -16,7 +42,8 @@ impl World {
         if seq < q.sq.done || seq >= q.tx.send_seq {
             return;
         }
-        let w = *q.sq.get(seq).0;
+        // The few fields needed here, not a copy of the whole WQE.
+        let w = ReadWqe::of(q.sq.get(seq).0);
         if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
             return;
         }
@@ -221,7 +248,7 @@ impl World {
             return;
         };
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let w = *q.sq.get(seq).0;
+        let w = ReadWqe::of(q.sq.get(seq).0);
         if w.exec != Exec::Sent
             || !matches!(
                 w.opcode,
