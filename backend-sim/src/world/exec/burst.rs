@@ -58,37 +58,38 @@ fn max_rd_atomic(q: &crate::world::qp::Qp) -> u32 {
 }
 
 impl World {
-    /// The cheap test before [`Self::transmit_burst`]: the next request to
-    /// transmit is a new SEND or WRITE, or a new READ or atomic that
-    /// `max_rd_atomic` lets go (a kick after a response with nothing
-    /// waiting costs this test only).
+    /// The cheap test before [`Self::transmit_burst`]: `Some(false)` when
+    /// the next request to transmit is a new SEND or WRITE, `Some(true)`
+    /// when it is a new READ or atomic that `max_rd_atomic` lets go.
     #[inline]
-    pub(super) fn burst_may_start(&self, qp: QpHandle) -> bool {
-        self.qps.get(qp.index, qp.generation).is_some_and(|q| {
-            q.tx.send_seq < q.sq.tail && {
-                let w = q.sq.get(q.tx.send_seq).0;
-                !w.transmitted
-                    && match w.opcode {
-                        WrOpcode::RdmaWrite
-                        | WrOpcode::RdmaWriteWithImm
-                        | WrOpcode::Send
-                        | WrOpcode::SendWithImm
-                        | WrOpcode::SendWithInv => true,
-                        WrOpcode::RdmaRead
-                        | WrOpcode::AtomicCmpAndSwp
-                        | WrOpcode::AtomicFetchAndAdd => {
-                            q.tx.rd_atomic < max_rd_atomic(q)
-                        }
-                        _ => false,
-                    }
+    pub(super) fn burst_may_start(&self, qp: QpHandle) -> Option<bool> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        if q.tx.send_seq >= q.sq.tail {
+            return None;
+        }
+        let w = q.sq.get(q.tx.send_seq).0;
+        if w.transmitted {
+            return None;
+        }
+        match w.opcode {
+            WrOpcode::RdmaWrite
+            | WrOpcode::RdmaWriteWithImm
+            | WrOpcode::Send
+            | WrOpcode::SendWithImm
+            | WrOpcode::SendWithInv => Some(false),
+            WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+                (q.tx.rd_atomic < max_rd_atomic(q)).then_some(true)
             }
-        })
+            _ => None,
+        }
     }
 
     /// Transmits the run of plain requests at the head of `qp`'s
     /// untransmitted ones, as described in the module documentation.
+    /// `READS`: a run of READs and atomics (one request packet each, the
+    /// response of a READ fitting one packet), else of SENDs and WRITEs.
     #[inline(never)]
-    pub(super) fn transmit_burst(&mut self, qp: QpHandle) {
+    pub(super) fn transmit_burst<const READS: bool>(&mut self, qp: QpHandle) {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
@@ -128,13 +129,15 @@ impl World {
             let len = u32::try_from(w.length).unwrap_or(u32::MAX);
             // A READ whose response fits one packet, or an atomic: one
             // request packet, as `transmit` sends it.
-            let rd_atomic = matches!(info.class, OpClass::Read | OpClass::Atomic);
+            let rd_atomic = READS;
+            let kind = if READS {
+                matches!(info.class, OpClass::Read | OpClass::Atomic)
+            } else {
+                matches!(info.class, OpClass::Send | OpClass::Write)
+            };
             if w.deferred_error.is_some()
                 || w.transmitted
-                || !matches!(
-                    info.class,
-                    OpClass::Send | OpClass::Write | OpClass::Read | OpClass::Atomic
-                )
+                || !kind
                 || send_flags.contains(SendFlags::FENCE)
                 || packet_count(len, mtu) != 1
                 || (rd_atomic && q.tx.rd_atomic >= max_rd_atomic(q))

@@ -24,8 +24,10 @@ impl World {
     #[inline(never)]
     fn kick_some(&mut self, qp: QpHandle) {
         // A run of plain single-packet requests in one step (exec/burst.rs).
-        if self.burst_may_start(qp) {
-            self.transmit_burst(qp);
+        match self.burst_may_start(qp) {
+            Some(false) => self.transmit_burst::<false>(qp),
+            Some(true) => self.transmit_burst::<true>(qp),
+            None => {}
         }
         loop {
             // DCI: per-request target and streams (world/dc.rs).
