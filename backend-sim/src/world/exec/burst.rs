@@ -1,5 +1,6 @@
-//! A post list of single-packet RC SENDs and WRITEs transmitted in one
-//! step (issue #16 item 1: batch transmission per post list).
+//! A post list of single-packet RC SENDs and WRITEs, and READs and
+//! atomics (one request packet each), transmitted in one step (issue #16
+//! item 1: batch transmission per post list).
 //!
 //! `kick` transmits request after request, looking up the QP, its device
 //! and the fabric route for each and asking the fabric to decide every
@@ -7,8 +8,10 @@
 //! one call (a plain RC QP in RTS, not blocked, not in an RNR wait, and a
 //! [`crate::fabric::Fabric::clear_route`] between its ports: no rule, no
 //! background fault, nothing held, both links up), [`World::transmit_burst`]
-//! takes the run of new requests that need one packet each and carry no
-//! READ, atomic, FENCE, local operation or deferred error: it looks the QP
+//! takes the run of new requests that need one packet each (a READ whose
+//! response fits one packet, an atomic) and carry no FENCE, local
+//! operation or deferred error, while `max_rd_atomic` lets READs and
+//! atomics go: it looks the QP
 //! up once, arms the ACK timer after the first packet as `transmit` does
 //! (later calls in the same instant change nothing) and hands each packet
 //! to [`crate::fabric::Fabric::send_routed`]. Each request gets the same
@@ -46,32 +49,47 @@ impl MrLookup for Remembered<'_> {
     }
 }
 
+/// `kick`'s limit on READs and atomics outstanding.
+#[inline]
+fn max_rd_atomic(q: &crate::world::qp::Qp) -> u32 {
+    q.phase
+        .requester()
+        .map_or(0, |r| u32::from(r.max_rd_atomic))
+}
+
 impl World {
-    /// The cheap test before [`Self::transmit_burst`]: the next request to
-    /// transmit is a new SEND or WRITE (READs and atomics, kicked after
-    /// every response, never start a burst).
+    /// The cheap test before [`Self::transmit_burst`]: `Some(false)` when
+    /// the next request to transmit is a new SEND or WRITE, `Some(true)`
+    /// when it is a new READ or atomic that `max_rd_atomic` lets go.
     #[inline]
-    pub(super) fn burst_may_start(&self, qp: QpHandle) -> bool {
-        self.qps.get(qp.index, qp.generation).is_some_and(|q| {
-            q.tx.send_seq < q.sq.tail && {
-                let w = q.sq.get(q.tx.send_seq).0;
-                !w.transmitted
-                    && matches!(
-                        w.opcode,
-                        WrOpcode::RdmaWrite
-                            | WrOpcode::RdmaWriteWithImm
-                            | WrOpcode::Send
-                            | WrOpcode::SendWithImm
-                            | WrOpcode::SendWithInv
-                    )
+    pub(super) fn burst_may_start(&self, qp: QpHandle) -> Option<bool> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        if q.tx.send_seq >= q.sq.tail {
+            return None;
+        }
+        let w = q.sq.get(q.tx.send_seq).0;
+        if w.transmitted {
+            return None;
+        }
+        match w.opcode {
+            WrOpcode::RdmaWrite
+            | WrOpcode::RdmaWriteWithImm
+            | WrOpcode::Send
+            | WrOpcode::SendWithImm
+            | WrOpcode::SendWithInv => Some(false),
+            WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+                (q.tx.rd_atomic < max_rd_atomic(q)).then_some(true)
             }
-        })
+            _ => None,
+        }
     }
 
     /// Transmits the run of plain requests at the head of `qp`'s
     /// untransmitted ones, as described in the module documentation.
+    /// `READS`: a run of READs and atomics (one request packet each, the
+    /// response of a READ fitting one packet), else of SENDs and WRITEs.
     #[inline(never)]
-    pub(super) fn transmit_burst(&mut self, qp: QpHandle) {
+    pub(super) fn transmit_burst<const READS: bool>(&mut self, qp: QpHandle) {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
@@ -109,11 +127,20 @@ impl World {
                 break;
             };
             let len = u32::try_from(w.length).unwrap_or(u32::MAX);
+            // A READ whose response fits one packet, or an atomic: one
+            // request packet, as `transmit` sends it.
+            let rd_atomic = READS;
+            let kind = if READS {
+                matches!(info.class, OpClass::Read | OpClass::Atomic)
+            } else {
+                matches!(info.class, OpClass::Send | OpClass::Write)
+            };
             if w.deferred_error.is_some()
                 || w.transmitted
-                || !matches!(info.class, OpClass::Send | OpClass::Write)
+                || !kind
                 || send_flags.contains(SendFlags::FENCE)
                 || packet_count(len, mtu) != 1
+                || (rd_atomic && q.tx.rd_atomic >= max_rd_atomic(q))
             {
                 break;
             }
@@ -144,9 +171,14 @@ impl World {
             let signaled = w.signaled;
             q.tx.next_psn = psn.next();
             q.tx.send_seq = seq + 1;
+            // Every READ and atomic asks for its answer.
             let ack_request = signaled
+                || rd_atomic
                 || seq + 1 >= q.sq.tail
                 || psn.value() / ACK_EVERY != psn.next().value() / ACK_EVERY;
+            if rd_atomic {
+                q.tx.rd_atomic += 1;
+            }
             // `adapter_departure` with the model looked up once.
             let depart = if adapter.is_none() {
                 now
@@ -156,7 +188,7 @@ impl World {
                 let start = now.max(q.tx.engine_free_ns);
                 let ready = start + adapter.wqe_ns + jitter;
                 q.tx.engine_free_ns = start + adapter.wqe_ns + adapter.packet_ns;
-                let dep = if !send_flags.contains(SendFlags::INLINE) && len > 0 {
+                let dep = if !rd_atomic && !send_flags.contains(SendFlags::INLINE) && len > 0 {
                     let fetched = ready + adapter.payload_fetch_ns;
                     let d = &mut self.devices[device as usize];
                     let dma_start = fetched.max(d.dma_free_ns);
@@ -175,33 +207,36 @@ impl World {
                         dma_mbps: adapter.dma_mbps,
                     }
                 };
-                dep.at(0, len)
+                dep.at(0, if rd_atomic { 0 } else { len })
             };
             let mut flags = if ack_request {
                 PacketFlags::ACK_REQUEST
             } else {
                 PacketFlags::NONE
             };
-            if info.with_imm {
+            // `transmit` sends a READ or atomic request with AckReq alone.
+            if info.with_imm && !rd_atomic {
                 flags = flags | PacketFlags::WITH_IMMEDIATE;
             }
-            if info.with_inv {
+            if info.with_inv && !rd_atomic {
                 flags = flags | PacketFlags::WITH_INVALIDATE;
             }
-            if send_flags.contains(SendFlags::SOLICITED) {
+            if send_flags.contains(SendFlags::SOLICITED) && !rd_atomic {
                 flags = flags | PacketFlags::SOLICITED;
             }
             let packet = Packet {
                 source: src,
                 destination: dest,
                 psn,
-                opcode: if info.class == OpClass::Write {
-                    Opcode::RdmaWrite(SegmentPosition::Only)
-                } else {
-                    Opcode::Send(SegmentPosition::Only)
+                opcode: match (info.class, opcode) {
+                    (OpClass::Write, _) => Opcode::RdmaWrite(SegmentPosition::Only),
+                    (OpClass::Read, _) => Opcode::ReadRequest,
+                    (OpClass::Atomic, WrOpcode::AtomicCmpAndSwp) => Opcode::CompareSwap,
+                    (OpClass::Atomic, _) => Opcode::FetchAdd,
+                    _ => Opcode::Send(SegmentPosition::Only),
                 },
                 flags,
-                payload_len: len,
+                payload_len: if rd_atomic { 0 } else { len },
                 offset: 0,
                 cookie: seq,
             };

@@ -3,6 +3,32 @@
 //! error, and unreliable requests finishing on departure.
 
 use super::*;
+use crate::world::queues::SendWqe;
+
+/// What the answer of a READ or atomic needs of its WQE.
+#[derive(Clone, Copy)]
+struct ReadWqe {
+    exec: Exec,
+    opcode: WrOpcode,
+    psn: u32,
+    received: u32,
+    num_sge: u32,
+    rdma: verbs_api::RdmaInfo,
+}
+
+impl ReadWqe {
+    #[inline]
+    fn of(w: &SendWqe) -> Self {
+        Self {
+            exec: w.exec,
+            opcode: w.opcode,
+            psn: w.psn,
+            received: w.received,
+            num_sge: w.num_sge,
+            rdma: w.rdma,
+        }
+    }
+}
 
 impl World {
     pub(super) fn on_read_response(&mut self, p: &Packet) {
@@ -16,7 +42,8 @@ impl World {
         if seq < q.sq.done || seq >= q.tx.send_seq {
             return;
         }
-        let w = *q.sq.get(seq).0;
+        // The few fields needed here, not a copy of the whole WQE.
+        let w = ReadWqe::of(q.sq.get(seq).0);
         if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
             return;
         }
@@ -26,6 +53,45 @@ impl World {
         }
         if ooo.is_none() && p.psn != Psn::new(w.psn).add(w.received) {
             return; // out of order: the timer retries the READ
+        }
+        if w.num_sge == 1 && p.payload_len > 0 {
+            // One landing SGE: its MR looked up once for the landing check
+            // and the placement (`landing_fails`, `extents`).
+            let Some((sge, device, view)) = self.landing_one(qp, seq) else {
+                return;
+            };
+            let (off, len) = (u64::from(p.offset), u64::from(p.payload_len));
+            // `extents` of one SGE: the range lies in it, and in its MR.
+            let Some(doff) = view
+                .filter(|_| off + len <= u64::from(sge.length))
+                .and_then(|v| v.offset_of(sge.addr + off, len))
+            else {
+                return;
+            };
+            let Some(src) = self.remote_extent(
+                u32::from(p.source.device.0),
+                w.rdma.rkey,
+                w.rdma.remote_addr + off,
+                len,
+            ) else {
+                return;
+            };
+            copy_piece(
+                &mut self.mrs,
+                src.mr,
+                src.off,
+                sge.lkey >> 8,
+                doff as usize,
+                len as usize,
+            );
+            self.record(TraceEvent::Placement {
+                device,
+                qpn: p.destination.qpn,
+                offset: p.offset,
+                len: p.payload_len,
+            });
+            self.read_answered(qp, seq, w.psn, ooo.is_none());
+            return;
         }
         if self.landing_fails(qp, seq) {
             return;
@@ -81,15 +147,21 @@ impl World {
             // is lost, the timer retries and the responder refuses then.
             (_, None) => return,
         }
+        self.read_answered(qp, seq, w.psn, ooo.is_none());
+    }
+
+    /// After a response of READ `seq` (first PSN `psn`) was placed: counts
+    /// it (`in_order`: not an OOO_DP one, counted on its own) and moves on.
+    fn read_answered(&mut self, qp: QpHandle, seq: u64, psn: u32, in_order: bool) {
         // An answer implies everything before the READ was received.
-        self.acknowledge(qp, Psn::new(w.psn), false);
+        self.acknowledge(qp, Psn::new(psn), false);
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         // Forward progress (which alone reloads the retry counter) is new
         // data for the oldest request: responses to a later request, or
         // answers repeated by a retry, do not count.
         let oldest = seq == q.sq.done;
         let w = q.sq.get_mut(seq);
-        if ooo.is_none() {
+        if in_order {
             w.received += 1;
         }
         if w.received >= w.npkts {
@@ -102,6 +174,36 @@ impl World {
         self.complete_sq(qp);
         self.kick(qp);
         self.rearm(qp);
+    }
+
+    /// [`Self::landing_fails`] for a request with one SGE, returning on
+    /// success the SGE, the requester's device and the SGE's MR as its
+    /// lkey names it (looked up once), or `None` having failed it.
+    fn landing_one(&mut self, qp: QpHandle, seq: u64) -> Option<(Sge, u32, Option<MrView>)> {
+        let q = self.qps.get(qp.index, qp.generation)?;
+        let sge = q.sq.get(seq).1[0];
+        let device = q.device;
+        let view = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_lkey(sge.lkey);
+        // `check_local_sges` of one SGE, with LOCAL_WRITE needed.
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        let ok = sge.length == 0
+            || view.is_some_and(|mr| {
+                mr.valid
+                    && mr.pd == pd
+                    && mr.offset_of(sge.addr, u64::from(sge.length)).is_some()
+                    && mr.access.contains(AccessFlags::LOCAL_WRITE)
+            });
+        if !ok {
+            // The general check fails it the same way.
+            let failed = self.landing_fails(qp, seq);
+            debug_assert!(failed);
+            return None;
+        }
+        Some((sge, device, view))
     }
 
     /// The landing buffer of a READ or atomic is checked when its response
@@ -146,13 +248,30 @@ impl World {
             return;
         };
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let w = *q.sq.get(seq).0;
+        let w = ReadWqe::of(q.sq.get(seq).0);
         if w.exec != Exec::Sent
             || !matches!(
                 w.opcode,
                 WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
             )
         {
+            return;
+        }
+        if w.num_sge == 1 {
+            // One landing SGE: its MR looked up once (`landing_one`), the
+            // 8 bytes written as `extents` and `copy_bytes` would.
+            let Some((sge, _, view)) = self.landing_one(qp, seq) else {
+                return;
+            };
+            if let Some(off) = view
+                .filter(|_| sge.length >= 8)
+                .and_then(|v| v.offset_of(sge.addr, 8))
+            {
+                if let Some((_, m)) = self.mrs.get_by_index_mut(sge.lkey >> 8) {
+                    m.bytes.write(off as usize, &p.cookie.to_le_bytes());
+                }
+            }
+            self.atomic_answered(qp, seq, w.psn);
             return;
         }
         if self.landing_fails(qp, seq) {
@@ -171,7 +290,12 @@ impl World {
         if let Some(nd) = extents(sges, &self.mrs, q.device, 0, 8, dst) {
             copy_bytes(&mut self.mrs, &p.cookie.to_le_bytes(), &dst[..nd]);
         }
-        self.acknowledge(qp, Psn::new(w.psn), false);
+        self.atomic_answered(qp, seq, w.psn);
+    }
+
+    /// After the answer of atomic `seq` (PSN `psn`) landed: it is done.
+    fn atomic_answered(&mut self, qp: QpHandle, seq: u64, psn: u32) {
+        self.acknowledge(qp, Psn::new(psn), false);
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         q.sq.get_mut(seq).exec = Exec::Done;
         q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);

@@ -133,7 +133,11 @@ impl World {
                 // (world/exec/run.rs), or the packets of an out-of-order
                 // one that follow at once (world/exec/ooo_run.rs).
                 if let FabricEvent::Delivered(p) = event {
-                    if self.run_from.is_some() {
+                    if self.run_from.is_none() && answers::is_answer_traffic(p.opcode) {
+                        // READs, atomics and their answers back to back
+                        // (exec/answers.rs).
+                        n += self.absorb_answers(horizon, budget - n, &mut stop);
+                    } else if self.run_from.is_some() {
                         n += if p.opcode == Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
                         {
                             // Single-packet WRITEs back to back (exec/fast.rs).

@@ -48,6 +48,7 @@ use crate::profile::DriverModel;
 use crate::trace::{Trace, TraceEvent};
 
 mod acks;
+mod answers;
 mod burst;
 mod completion;
 mod events;

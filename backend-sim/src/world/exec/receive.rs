@@ -358,4 +358,34 @@ impl World {
         .by_rkey(req.rkey);
         check_remote(req, mr, &self.responder_view(rq)).map(|off| (req.rkey >> 8, off))
     }
+
+    /// [`Self::check_rkey`] at a plain RC responder `rq` (not a DCT: its
+    /// own responder resources), the common MR rkey checked with the
+    /// view built from the QP at hand; a window's rkey takes `check_rkey`.
+    #[inline]
+    pub(super) fn check_rkey_rc(
+        &self,
+        rq: QpHandle,
+        device: u32,
+        req: &RemoteRequest,
+    ) -> Result<(u32, u64), ErrorScenario> {
+        let Some(r) = self
+            .qps
+            .get(rq.index, rq.generation)
+            .filter(|r| r.class != QpClass::Dct && !self.is_mw_key(req.rkey))
+        else {
+            return self.check_rkey(rq, device, req);
+        };
+        let responder = ResponderView {
+            qp_access_flags: r.phase.bound().map_or(AccessFlags::empty(), |b| b.access),
+            pd: r.pd.map_or(u32::MAX, |p| p.index),
+            max_dest_rd_atomic: r.phase.path().map_or(0, |p| p.max_dest_rd_atomic),
+        };
+        let mr = DevMrs {
+            mrs: &self.mrs,
+            device,
+        }
+        .by_rkey(req.rkey);
+        check_remote(req, mr, &responder).map(|off| (req.rkey >> 8, off))
+    }
 }

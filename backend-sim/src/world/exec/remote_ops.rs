@@ -7,24 +7,25 @@ use super::*;
 impl World {
     pub(super) fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = s.sq.get(p.cookie).0;
+        let (rkey, remote_addr, length) = (w.rdma.rkey, w.rdma.remote_addr, w.length);
         let mtu = s.tx.mtu;
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let device = r.device;
         let req_view = RemoteRequest {
             op: RemoteOp::Read,
-            remote_addr: w.rdma.remote_addr,
-            rkey: w.rdma.rkey,
-            len: w.length,
+            remote_addr,
+            rkey,
+            len: length,
         };
-        if let Err(scenario) = self.check_rkey(rq, device, &req_view) {
+        if let Err(scenario) = self.check_rkey_rc(rq, device, &req_view) {
             self.responder_error(rq, p, scenario, None);
             return;
         }
         // A resumed READ asks for the bytes from `p.offset` on, answered
         // with PSNs from its own.
         let from = p.offset;
-        let len = u32::try_from(w.length)
+        let len = u32::try_from(length)
             .unwrap_or(u32::MAX)
             .saturating_sub(from);
         let n = packet_count(len, mtu);
@@ -71,6 +72,25 @@ impl World {
             d.dma_free_ns = start + a.dma_ns(u64::from(len));
             start
         };
+        if n == 1 {
+            // One response (what `segment` yields for it), without the
+            // iterator: the common small READ.
+            let depart = first.max(dma_start + a.dma_ns(u64::from(len)));
+            self.wire_at(
+                Packet {
+                    source: p.destination,
+                    destination: p.source,
+                    psn: p.psn,
+                    opcode: Opcode::ReadResponse(crate::fabric::SegmentPosition::Only),
+                    flags: PacketFlags::NONE,
+                    payload_len: len,
+                    offset: from,
+                    cookie: p.cookie,
+                },
+                depart,
+            );
+            return;
+        }
         for (i, seg) in segment(len, mtu).enumerate() {
             let depart = (first + i as u64 * a.packet_ns)
                 .max(dma_start + a.dma_ns(u64::from(seg.offset + seg.len)));
@@ -92,23 +112,24 @@ impl World {
 
     pub(super) fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = s.sq.get(p.cookie).0;
+        let (wr_opcode, atomic) = (w.opcode, w.atomic);
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let device = r.device;
         let req_view = RemoteRequest {
             op: RemoteOp::Atomic,
-            remote_addr: w.atomic.remote_addr,
-            rkey: w.atomic.rkey,
+            remote_addr: atomic.remote_addr,
+            rkey: atomic.rkey,
             len: 8,
         };
-        let (slot, off) = match self.check_rkey(rq, device, &req_view) {
+        let (slot, off) = match self.check_rkey_rc(rq, device, &req_view) {
             Ok((slot, off)) => (slot, off as usize),
             Err(scenario) => {
                 self.responder_error(rq, p, scenario, None);
                 return;
             }
         };
-        let Some(op) = AtomicOp::from_wr(w.opcode, w.atomic.compare_add, w.atomic.swap) else {
+        let Some(op) = AtomicOp::from_wr(wr_opcode, atomic.compare_add, atomic.swap) else {
             return;
         };
         let original = match self.mrs.get_by_index_mut(slot) {

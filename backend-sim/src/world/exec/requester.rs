@@ -7,10 +7,27 @@ use super::*;
 impl World {
     /// Transmits what the send queue allows: called after a post, on
     /// entering RTS, after progress and when an RNR wait ends.
+    #[inline]
     pub(crate) fn kick(&mut self, qp: QpHandle) {
+        // Nothing left to transmit (the common kick after a response): the
+        // loop below would return at once (`dc_gate` lets it through).
+        if self
+            .qps
+            .get(qp.index, qp.generation)
+            .is_some_and(|q| q.tx.send_seq < q.sq.tail)
+        {
+            self.kick_some(qp);
+        }
+    }
+
+    /// [`Self::kick`] with something left to transmit.
+    #[inline(never)]
+    fn kick_some(&mut self, qp: QpHandle) {
         // A run of plain single-packet requests in one step (exec/burst.rs).
-        if self.burst_may_start(qp) {
-            self.transmit_burst(qp);
+        match self.burst_may_start(qp) {
+            Some(false) => self.transmit_burst::<false>(qp),
+            Some(true) => self.transmit_burst::<true>(qp),
+            None => {}
         }
         loop {
             // DCI: per-request target and streams (world/dc.rs).

@@ -1,0 +1,79 @@
+//! READ and atomic traffic handled back to back (issue #16: READs and
+//! atomics at >= 60 % of the WRITE message rate).
+//!
+//! A window of READs or atomics keeps both directions busy: requests
+//! arrive at the responder, their answers at the requester, interleaved in
+//! time. After the event loop has handled one of these packets,
+//! [`World::absorb_answers`] goes on with the packets that follow while
+//! each is the next event due: a READ request, an atomic, a
+//! single-packet READ response or an atomic ACK waiting at the head of its
+//! port's arrival FIFO with both links up, within the loop's horizon and
+//! event budget, the loop's stop condition still false. It takes the
+//! packet straight from the FIFO ([`crate::fabric::Fabric::peek_arrival`],
+//! `take_peeked`: counted and traced as delivered at its own time, as
+//! `pop_due` does) and hands it to `on_event`, the handler the loop would
+//! call; anything else (a timer, a delayed or held packet, a WRITE, a
+//! SEND, a multi-packet response) ends the batch and the general loop
+//! goes on. So every event is handled by the same code in the same order:
+//! only the loop's own work per event is saved.
+
+use super::*;
+use crate::fabric::SegmentPosition;
+
+/// The packets [`World::absorb_answers`] takes.
+#[inline]
+pub(super) fn is_answer_traffic(opcode: Opcode) -> bool {
+    matches!(
+        opcode,
+        Opcode::ReadRequest
+            | Opcode::CompareSwap
+            | Opcode::FetchAdd
+            | Opcode::ReadResponse(SegmentPosition::Only)
+            | Opcode::AtomicAcknowledge
+    )
+}
+
+impl World {
+    /// Called by the event loop right after it handled a packet
+    /// [`is_answer_traffic`] accepts: handles the packets of that kind that
+    /// follow, as described in the module documentation. Returns how many
+    /// it took (each counts as one event against the loop's `budget`,
+    /// which is what is left of it).
+    #[inline(never)]
+    pub(super) fn absorb_answers(
+        &mut self,
+        horizon: Option<u64>,
+        budget: u64,
+        stop: &mut impl FnMut(&Self) -> bool,
+    ) -> u64 {
+        let limit = SimInstant::from_nanos(horizon.unwrap_or(u64::MAX));
+        let mut n = 0u64;
+        while n < budget && !stop(self) {
+            let Some(peeked) = self.fabric.peek_arrival(limit) else {
+                break;
+            };
+            if !is_answer_traffic(peeked.packet.opcode) {
+                break;
+            }
+            let Self {
+                fabric,
+                trace,
+                drops,
+                ..
+            } = self;
+            fabric.take_peeked(peeked, &mut Sink { trace, drops });
+            n += 1;
+            self.now_ns = self.now_ns.max(peeked.at.as_nanos());
+            self.run_from = None;
+            self.on_event(FabricEvent::Delivered(peeked.packet));
+            if self.run_from.is_some() {
+                // A packet that starts a run (not one of these): the
+                // general loop goes on (the run is then handled packet by
+                // packet, as the loop would without its batches).
+                self.run_from = None;
+                break;
+            }
+        }
+        n
+    }
+}
