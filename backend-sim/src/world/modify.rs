@@ -316,6 +316,7 @@ struct Entered {
     qpn: u32,
     ctx: ContextHandle,
     srq: Option<SrqHandle>,
+    class: QpClass,
 }
 
 impl Entered {
@@ -329,6 +330,7 @@ impl Entered {
             qpn: q.qp_num,
             ctx: q.ctx,
             srq: q.srq,
+            class: q.class,
         }
     }
 }
@@ -429,6 +431,7 @@ impl World {
             qpn,
             ctx,
             srq,
+            class,
         } = e;
         self.record(TraceEvent::QpState {
             device,
@@ -475,7 +478,8 @@ impl World {
             QpState::SendQueueError if from != QpState::SendQueueError => {
                 self.flush_queue(qp, super::state::QueueKind::Send);
             }
-            _ => {}
+            // No side effect ran: the QP is as the caller left it.
+            _ => return self.state_entered_data_path(qp, from, to, class),
         }
         // A flush above can overrun a CQ, and a CQ overrun moves its QPs to
         // ERR (data-path §6): that nested transition has run in full, so
@@ -487,14 +491,31 @@ impl World {
         {
             return;
         }
+        self.state_entered_data_path(qp, from, to, class);
+    }
+
+    /// The executor's and DC's sides of a state change (the QP is live
+    /// and in `to`).
+    #[inline]
+    fn state_entered_data_path(
+        &mut self,
+        qp: QpHandle,
+        from: QpState,
+        to: QpState,
+        class: QpClass,
+    ) {
         self.exec_on_state(qp, from, to);
-        self.dc_on_state(qp, from, to);
+        if matches!(class, QpClass::Dci | QpClass::Dct) {
+            self.dc_on_state(qp, from, to);
+        }
         // R5 invariants of the target state.
-        let q = self.qps.get(qp.index, qp.generation).expect("live");
-        debug_assert_eq!(q.phase.state(), to);
-        if to == QpState::Error {
-            debug_assert_eq!(q.sq.outstanding(), 0, "entering ERR flushes the SQ");
-            debug_assert_eq!(q.rq.outstanding(), 0, "entering ERR flushes the RQ");
+        #[cfg(debug_assertions)]
+        if let Some(q) = self.qps.get(qp.index, qp.generation) {
+            debug_assert_eq!(q.phase.state(), to);
+            if to == QpState::Error {
+                debug_assert_eq!(q.sq.outstanding(), 0, "entering ERR flushes the SQ");
+                debug_assert_eq!(q.rq.outstanding(), 0, "entering ERR flushes the RQ");
+            }
         }
     }
 
