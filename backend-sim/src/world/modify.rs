@@ -6,10 +6,9 @@ use verbs_api::{
     QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
 };
 
-use super::qp::Qp;
 use super::state::{AltPath, QpPhase};
 use super::{invalid, AsyncSubject, Device, World};
-use crate::handles::{ContextHandle, QpHandle, SrqHandle};
+use crate::handles::QpHandle;
 use crate::profile::DriverModel;
 use crate::trace::TraceEvent;
 
@@ -41,6 +40,37 @@ fn table_error(
         ),
     )
 }
+
+/// The attributes with a plain range (one test skips all four).
+const RANGED: M = M::TIMEOUT
+    .union(M::RETRY_CNT)
+    .union(M::RNR_RETRY)
+    .union(M::MIN_RNR_TIMER);
+
+/// The attributes checked against the device or a value list.
+const RARE: M = M::MAX_QP_RD_ATOMIC
+    .union(M::MAX_DEST_RD_ATOMIC)
+    .union(M::ALT_PATH)
+    .union(M::PATH_MIG_STATE)
+    .union(M::RATE_LIMIT);
+
+/// The attributes of the responder path.
+const PATH_BITS: M = M::AV
+    .union(M::PATH_MTU)
+    .union(M::DEST_QPN)
+    .union(M::RQ_PSN)
+    .union(M::MAX_DEST_RD_ATOMIC)
+    .union(M::MIN_RNR_TIMER)
+    .union(M::PATH_MIG_STATE);
+
+/// The attributes of the requester.
+const REQ_BITS: M = M::SQ_PSN
+    .union(M::TIMEOUT)
+    .union(M::RETRY_CNT)
+    .union(M::RNR_RETRY)
+    .union(M::MAX_QP_RD_ATOMIC)
+    .union(M::RATE_LIMIT)
+    .union(M::EN_SQD_ASYNC_NOTIFY);
 
 fn mtu_ok(mtu: Mtu) -> bool {
     matches!(
@@ -132,63 +162,67 @@ fn check_attrs(
             )));
         }
     }
-    if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
-        return Err(out_of_range("timeout", attr.timeout, 31));
+    if mask.intersects(RANGED) {
+        if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
+            return Err(out_of_range("timeout", attr.timeout, 31));
+        }
+        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 {
+            return Err(out_of_range("retry_cnt", attr.retry_cnt, 7));
+        }
+        if mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
+            return Err(out_of_range("rnr_retry", attr.rnr_retry, 7));
+        }
+        if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+            return Err(out_of_range("min_rnr_timer", attr.min_rnr_timer, 31));
+        }
     }
-    if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 {
-        return Err(out_of_range("retry_cnt", attr.retry_cnt, 7));
-    }
-    if mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
-        return Err(out_of_range("rnr_retry", attr.rnr_retry, 7));
-    }
-    if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
-        return Err(out_of_range("min_rnr_timer", attr.min_rnr_timer, 31));
-    }
-    if mask.contains(M::MAX_QP_RD_ATOMIC)
-        && u32::from(attr.max_rd_atomic) > p.attr.max_qp_init_rd_atom
-    {
-        return Err(refuse(format!(
-            "max_rd_atomic {} is above max_qp_init_rd_atom {}",
-            attr.max_rd_atomic, p.attr.max_qp_init_rd_atom
-        )));
-    }
-    if mask.contains(M::MAX_DEST_RD_ATOMIC)
-        && u32::from(attr.max_dest_rd_atomic) > p.attr.max_qp_rd_atom
-    {
-        return Err(refuse(format!(
-            "max_dest_rd_atomic {} is above max_qp_rd_atom {}",
-            attr.max_dest_rd_atomic, p.attr.max_qp_rd_atom
-        )));
-    }
-    if mask.contains(M::ALT_PATH) {
-        check_alt_path(d, attr, pkey_tbl_len)?;
-    }
-    if mask.contains(M::PATH_MIG_STATE)
-        && !matches!(
-            attr.path_mig_state,
-            PathMigState::Migrated | PathMigState::Rearm | PathMigState::Armed
-        )
-    {
-        return Err(refuse(format!(
-            "path_mig_state {} is not a valid value",
-            attr.path_mig_state
-        )));
-    }
-    if mask.contains(M::RATE_LIMIT)
-        && attr.rate_limit != 0
-        && attr.rate_limit > p.rate_limit_max_kbps
-    {
-        return Err(refuse(if p.rate_limit_max_kbps == 0 {
-            format!(
-                "rate_limit {} kbps: the device has no packet pacing",
-                attr.rate_limit
+    if mask.intersects(RARE) {
+        if mask.contains(M::MAX_QP_RD_ATOMIC)
+            && u32::from(attr.max_rd_atomic) > p.attr.max_qp_init_rd_atom
+        {
+            return Err(refuse(format!(
+                "max_rd_atomic {} is above max_qp_init_rd_atom {}",
+                attr.max_rd_atomic, p.attr.max_qp_init_rd_atom
+            )));
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC)
+            && u32::from(attr.max_dest_rd_atomic) > p.attr.max_qp_rd_atom
+        {
+            return Err(refuse(format!(
+                "max_dest_rd_atomic {} is above max_qp_rd_atom {}",
+                attr.max_dest_rd_atomic, p.attr.max_qp_rd_atom
+            )));
+        }
+        if mask.contains(M::ALT_PATH) {
+            check_alt_path(d, attr, pkey_tbl_len)?;
+        }
+        if mask.contains(M::PATH_MIG_STATE)
+            && !matches!(
+                attr.path_mig_state,
+                PathMigState::Migrated | PathMigState::Rearm | PathMigState::Armed
             )
-        } else {
-            format!(
-                "rate_limit {} kbps is above the device's {} kbps",
-                attr.rate_limit, p.rate_limit_max_kbps
-            )
-        }));
+        {
+            return Err(refuse(format!(
+                "path_mig_state {} is not a valid value",
+                attr.path_mig_state
+            )));
+        }
+        if mask.contains(M::RATE_LIMIT)
+            && attr.rate_limit != 0
+            && attr.rate_limit > p.rate_limit_max_kbps
+        {
+            return Err(refuse(if p.rate_limit_max_kbps == 0 {
+                format!(
+                    "rate_limit {} kbps: the device has no packet pacing",
+                    attr.rate_limit
+                )
+            } else {
+                format!(
+                    "rate_limit {} kbps is above the device's {} kbps",
+                    attr.rate_limit, p.rate_limit_max_kbps
+                )
+            }));
+        }
     }
     Ok(port)
 }
@@ -259,7 +293,7 @@ fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, r
             b.access = attr.qp_access_flags;
         }
     }
-    if let Some(pa) = path {
+    if let Some(pa) = path.filter(|_| mask.intersects(PATH_BITS)) {
         if mask.contains(M::AV) {
             pa.ah = attr.ah_attr;
         }
@@ -282,7 +316,7 @@ fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, r
             pa.path_mig_state = attr.path_mig_state;
         }
     }
-    if let Some(r) = req {
+    if let Some(r) = req.filter(|_| mask.intersects(REQ_BITS)) {
         if mask.contains(M::SQ_PSN) {
             r.sq_psn = attr.sq_psn & PSN_MASK;
         }
@@ -303,34 +337,6 @@ fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, r
         }
         if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
             r.en_sqd_async_notify = attr.en_sqd_async_notify != 0;
-        }
-    }
-}
-
-/// What `state_entered` needs of a QP whose phase just changed.
-#[derive(Clone, Copy)]
-struct Entered {
-    from: QpState,
-    to: QpState,
-    device: u32,
-    qpn: u32,
-    ctx: ContextHandle,
-    srq: Option<SrqHandle>,
-    class: QpClass,
-}
-
-impl Entered {
-    /// `q`, whose phase was `from` and is now its current one.
-    #[inline]
-    fn of(q: &Qp, from: QpState) -> Self {
-        Self {
-            from,
-            to: q.phase.state(),
-            device: q.device,
-            qpn: q.qp_num,
-            ctx: q.ctx,
-            srq: q.srq,
-            class: q.class,
         }
     }
 }
@@ -390,8 +396,7 @@ impl World {
             // The alternate path belongs to the path.
             q.alt = None;
         }
-        let entered = Entered::of(q, cur);
-        self.state_entered(qp, entered);
+        self.state_entered(qp, cur);
         if mask.contains(M::ALT_PATH) && has_path {
             let q = self.qp_mut(qp, v)?;
             q.alt = Some(Box::new(AltPath {
@@ -417,22 +422,17 @@ impl World {
             q.alt = None;
         }
         q.phase = phase;
-        let entered = Entered::of(q, from);
-        self.state_entered(qp, entered);
+        self.state_entered(qp, from);
     }
 
-    /// After a QP's phase changed from `e.from` to `e.to`: traces the
-    /// change and runs the entry side effects of qp-state-machine.md §7.
-    fn state_entered(&mut self, qp: QpHandle, e: Entered) {
-        let Entered {
-            from,
-            to,
-            device,
-            qpn,
-            ctx,
-            srq,
-            class,
-        } = e;
+    /// After a QP's phase changed from `from` to its current one: traces
+    /// the change and runs the entry side effects of qp-state-machine.md §7.
+    fn state_entered(&mut self, qp: QpHandle, from: QpState) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let to = q.phase.state();
+        let (device, qpn, ctx, srq, class) = (q.device, q.qp_num, q.ctx, q.srq, q.class);
         self.record(TraceEvent::QpState {
             device,
             qpn,
