@@ -185,8 +185,32 @@ impl QpPhase {
         if self.state() == next && next != QpState::SendQueueDrain {
             return;
         }
+        // The transitions of a QP's ordinary life, built from the parts
+        // they keep (the generic rebuild below moves every field through
+        // options); each arm is what the generic one computes.
+        let cur = &*self;
+        *self = match (cur, next) {
+            (_, QpState::Reset) => Self::Reset,
+            (Self::Reset, QpState::Init) => Self::Init(Bound::default()),
+            (Self::Init(b), QpState::ReadyToReceive) => Self::ReadyToReceive(*b, Path::default()),
+            (Self::ReadyToReceive(b, p), QpState::ReadyToSend) => {
+                Self::ReadyToSend(*b, *p, Requester::default())
+            }
+            (Self::Reset, QpState::Error) => Self::Error(None, None, None),
+            (Self::Init(b), QpState::Error) => Self::Error(Some(*b), None, None),
+            (Self::ReadyToReceive(b, p), QpState::Error) => Self::Error(Some(*b), Some(*p), None),
+            (Self::ReadyToSend(b, p, r), QpState::Error) => {
+                Self::Error(Some(*b), Some(*p), Some(*r))
+            }
+            _ => self.rebuilt(next),
+        };
+    }
+
+    /// [`Self::reshape`]'s new phase, from the parts of any phase.
+    #[inline(never)]
+    fn rebuilt(&self, next: QpState) -> Self {
         let (b, p, r) = self.parts();
-        *self = match next {
+        match next {
             QpState::Reset => Self::Reset,
             QpState::Init => Self::Init(b.unwrap_or_default()),
             QpState::ReadyToReceive => {
@@ -209,8 +233,8 @@ impl QpPhase {
                 r.unwrap_or_default(),
             ),
             QpState::Error => Self::Error(b, p, r),
-            QpState::UnknownState | QpState::Unknown(_) => return,
-        };
+            QpState::UnknownState | QpState::Unknown(_) => *self,
+        }
     }
 
     /// The configured parts, whatever the phase.
