@@ -362,9 +362,18 @@ impl Verbs for SimVerbs {
 
     fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::ModifyQp)?;
-        let r = self.world.modify_qp(qp, attr, mask);
-        self.world.unpark_rnr();
-        r
+        // Matched rather than kept across `unpark_rnr`: a success moves no
+        // error value.
+        match self.world.modify_qp(qp, attr, mask) {
+            Ok(()) => {
+                self.world.unpark_rnr();
+                Ok(())
+            }
+            Err(e) => {
+                self.world.unpark_rnr();
+                Err(e)
+            }
+        }
     }
 
     fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {

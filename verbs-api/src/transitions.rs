@@ -891,14 +891,25 @@ pub fn check_modify(
     if !mask.difference(SUPPORTED_BITS).is_empty() {
         return Err(ErrorKind::Unsupported);
     }
-    let (cur, next) = resolve_states(qp_state, mask, attr_state, attr_cur_state);
-    let invalid_transition = ErrorKind::InvalidTransition {
-        from: cur,
-        to: next,
+    // The slots of `cur` and `next` (step 3), without building the states
+    // themselves: a state of a table slot is the slot's state, and the
+    // states are needed only for an invalid transition.
+    let c = slot(if mask.contains(M::CUR_STATE) {
+        attr_cur_state
+    } else {
+        qp_state
+    });
+    let n = if mask.contains(M::STATE) {
+        slot(attr_state)
+    } else {
+        c
     };
-    let (c, n) = (slot(cur), slot(next));
+    let invalid_transition = || {
+        let (from, to) = resolve_states(qp_state, mask, attr_state, attr_cur_state);
+        ErrorKind::InvalidTransition { from, to }
+    };
     if c == BEYOND_ERR || n == BEYOND_ERR {
-        return Err(invalid_transition);
+        return Err(invalid_transition());
     }
     if mask.contains(M::CUR_STATE) && !CUR_STATE_OK[c] {
         return Err(ErrorKind::InvalidAttrMask {
@@ -907,12 +918,12 @@ pub fn check_modify(
         });
     }
     let Some(masks) = grid(class, flavor)[c][n] else {
-        return Err(invalid_transition);
+        return Err(invalid_transition());
     };
     let missing = masks.missing(mask);
     let extra = masks.extra(mask);
     if missing.is_empty() && extra.is_empty() {
-        Ok(next)
+        Ok(TABLE_STATES[n])
     } else {
         Err(ErrorKind::InvalidAttrMask { missing, extra })
     }
@@ -1957,6 +1968,15 @@ mod tests {
         states.push(QpState::UnknownState);
         states.extend((0..=9).chain([42, u32::MAX]).map(QpState::Unknown));
         states
+    }
+
+    #[test]
+    fn table_states_invert_the_slots() {
+        // Goal: check_modify returns the state of the target slot; method: every table state round-trips.
+        for (i, s) in TABLE_STATES.iter().enumerate() {
+            assert_eq!(slot(*s), i);
+            assert_eq!(state_slot(*s), i);
+        }
     }
 
     #[test]

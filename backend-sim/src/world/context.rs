@@ -186,7 +186,11 @@ impl World {
         verb: Verb,
         what: &str,
     ) -> Result<()> {
-        let d = self.device(device);
+        Self::check_ah(self.device(device), attr, verb, what)
+    }
+
+    /// [`Self::check_ah_attr`] against the device itself.
+    pub(crate) fn check_ah(d: &Device, attr: &AhAttr, verb: Verb, what: &str) -> Result<()> {
         if !d.port_valid(attr.port_num) {
             return Err(invalid(
                 verb,

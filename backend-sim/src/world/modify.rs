@@ -6,8 +6,8 @@ use verbs_api::{
     QpAttr, QpAttrMask as M, QpClass, QpState, Result, TableFlavor, Verb,
 };
 
-use super::state::{AltPath, Bound, Path, QpPhase, Requester};
-use super::{invalid, AsyncSubject, World};
+use super::state::{AltPath, QpPhase};
+use super::{invalid, AsyncSubject, Device, World};
 use crate::handles::QpHandle;
 use crate::profile::DriverModel;
 use crate::trace::TraceEvent;
@@ -41,11 +41,304 @@ fn table_error(
     )
 }
 
+/// The attributes with a plain range (one test skips all four).
+const RANGED: M = M::TIMEOUT
+    .union(M::RETRY_CNT)
+    .union(M::RNR_RETRY)
+    .union(M::MIN_RNR_TIMER);
+
+/// The attributes checked against the device or a value list.
+const RARE: M = M::MAX_QP_RD_ATOMIC
+    .union(M::MAX_DEST_RD_ATOMIC)
+    .union(M::ALT_PATH)
+    .union(M::PATH_MIG_STATE)
+    .union(M::RATE_LIMIT);
+
+/// The attributes of the responder path.
+const PATH_BITS: M = M::AV
+    .union(M::PATH_MTU)
+    .union(M::DEST_QPN)
+    .union(M::RQ_PSN)
+    .union(M::MAX_DEST_RD_ATOMIC)
+    .union(M::MIN_RNR_TIMER)
+    .union(M::PATH_MIG_STATE);
+
+/// The attributes of the requester.
+const REQ_BITS: M = M::SQ_PSN
+    .union(M::TIMEOUT)
+    .union(M::RETRY_CNT)
+    .union(M::RNR_RETRY)
+    .union(M::MAX_QP_RD_ATOMIC)
+    .union(M::RATE_LIMIT)
+    .union(M::EN_SQD_ASYNC_NOTIFY);
+
 fn mtu_ok(mtu: Mtu) -> bool {
     matches!(
         mtu,
         Mtu::Mtu256 | Mtu::Mtu512 | Mtu::Mtu1024 | Mtu::Mtu2048 | Mtu::Mtu4096
     )
+}
+
+/// `EINVAL` with `msg` (out of line: the error paths stay out of the
+/// hot code).
+#[cold]
+#[inline(never)]
+fn refuse(msg: String) -> Error {
+    invalid(Verb::ModifyQp, msg)
+}
+
+/// `EINVAL` for an attribute above its field's range.
+#[cold]
+#[inline(never)]
+fn out_of_range(name: &str, value: u8, max: u8) -> Error {
+    refuse(format!("{name} {value} is out of range 0..={max}"))
+}
+
+/// The range checks of qp-state-machine.md §5.1–§5.2 for a modify into
+/// `next` (not RESET) from `cur` on device `d`, in the kernel's order;
+/// `port` is the QP's port (1 before it has one). Returns the port the QP
+/// has after the modify.
+#[inline]
+fn check_attrs(
+    d: &Device,
+    mut port: u8,
+    cur: QpState,
+    next: QpState,
+    attr: &QpAttr,
+    mask: M,
+) -> Result<u8> {
+    let v = Verb::ModifyQp;
+    let p = &d.profile;
+    // PORT (uverbs: 1..=phys_port_cnt).
+    if mask.contains(M::PORT) {
+        if !d.port_valid(attr.port_num) {
+            return Err(refuse(format!(
+                "port_num {} is not a port of the device (1..={})",
+                attr.port_num, p.attr.phys_port_cnt
+            )));
+        }
+        port = attr.port_num;
+    }
+    // AV (uverbs, mlx5: port valid and equal to the QP's; GRH on RoCE; sgid_index).
+    if mask.contains(M::AV) {
+        World::check_ah(d, &attr.ah_attr, v, "ah_attr")?;
+        if mask.contains(M::PORT) {
+            if attr.ah_attr.port_num != attr.port_num {
+                return Err(refuse(format!(
+                    "ah_attr.port_num {} differs from port_num {}",
+                    attr.ah_attr.port_num, attr.port_num
+                )));
+            }
+        } else if cur == QpState::Init && next == QpState::ReadyToReceive {
+            if attr.ah_attr.port_num != port {
+                return Err(refuse(format!(
+                    "ah_attr.port_num {} differs from the QP's port {port}",
+                    attr.ah_attr.port_num
+                )));
+            }
+        } else {
+            // The kernel sets PORT implicitly from the AV (K-UVERBS).
+            port = attr.ah_attr.port_num;
+        }
+    }
+    let pkey_tbl_len = p.port.pkey_tbl_len;
+    if mask.contains(M::PKEY_INDEX) && attr.pkey_index >= pkey_tbl_len {
+        return Err(refuse(format!(
+            "pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
+            attr.pkey_index
+        )));
+    }
+    if mask.contains(M::PATH_MTU) {
+        if !mtu_ok(attr.path_mtu) {
+            return Err(refuse(format!(
+                "path_mtu {} is not an IBV_MTU value (1..=5)",
+                attr.path_mtu.to_raw()
+            )));
+        }
+        if attr.path_mtu.to_raw() > p.port.max_mtu.to_raw() {
+            return Err(refuse(format!(
+                "path_mtu {} is above the port's max_mtu {}",
+                attr.path_mtu, p.port.max_mtu
+            )));
+        }
+    }
+    if mask.intersects(RANGED) {
+        if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
+            return Err(out_of_range("timeout", attr.timeout, 31));
+        }
+        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 {
+            return Err(out_of_range("retry_cnt", attr.retry_cnt, 7));
+        }
+        if mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
+            return Err(out_of_range("rnr_retry", attr.rnr_retry, 7));
+        }
+        if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+            return Err(out_of_range("min_rnr_timer", attr.min_rnr_timer, 31));
+        }
+    }
+    if mask.intersects(RARE) {
+        if mask.contains(M::MAX_QP_RD_ATOMIC)
+            && u32::from(attr.max_rd_atomic) > p.attr.max_qp_init_rd_atom
+        {
+            return Err(refuse(format!(
+                "max_rd_atomic {} is above max_qp_init_rd_atom {}",
+                attr.max_rd_atomic, p.attr.max_qp_init_rd_atom
+            )));
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC)
+            && u32::from(attr.max_dest_rd_atomic) > p.attr.max_qp_rd_atom
+        {
+            return Err(refuse(format!(
+                "max_dest_rd_atomic {} is above max_qp_rd_atom {}",
+                attr.max_dest_rd_atomic, p.attr.max_qp_rd_atom
+            )));
+        }
+        if mask.contains(M::ALT_PATH) {
+            check_alt_path(d, attr, pkey_tbl_len)?;
+        }
+        if mask.contains(M::PATH_MIG_STATE)
+            && !matches!(
+                attr.path_mig_state,
+                PathMigState::Migrated | PathMigState::Rearm | PathMigState::Armed
+            )
+        {
+            return Err(refuse(format!(
+                "path_mig_state {} is not a valid value",
+                attr.path_mig_state
+            )));
+        }
+        if mask.contains(M::RATE_LIMIT)
+            && attr.rate_limit != 0
+            && attr.rate_limit > p.rate_limit_max_kbps
+        {
+            return Err(refuse(if p.rate_limit_max_kbps == 0 {
+                format!(
+                    "rate_limit {} kbps: the device has no packet pacing",
+                    attr.rate_limit
+                )
+            } else {
+                format!(
+                    "rate_limit {} kbps is above the device's {} kbps",
+                    attr.rate_limit, p.rate_limit_max_kbps
+                )
+            }));
+        }
+    }
+    Ok(port)
+}
+
+/// The checks of `IBV_QP_ALT_PATH` (rare: out of line).
+#[inline(never)]
+fn check_alt_path(d: &Device, attr: &QpAttr, pkey_tbl_len: u16) -> Result<()> {
+    let v = Verb::ModifyQp;
+    if d.profile.grh_required() {
+        return Err(invalid(
+            v,
+            "IBV_QP_ALT_PATH is not supported on a RoCE port",
+        ));
+    }
+    if !d.port_valid(attr.alt_port_num) {
+        return Err(refuse(format!(
+            "alt_port_num {} is not a port of the device",
+            attr.alt_port_num
+        )));
+    }
+    World::check_ah(d, &attr.alt_ah_attr, v, "alt_ah_attr")?;
+    if attr.alt_ah_attr.port_num != attr.alt_port_num {
+        return Err(invalid(v, "alt_ah_attr.port_num differs from alt_port_num"));
+    }
+    if attr.alt_timeout > 31 {
+        return Err(refuse(format!(
+            "alt_timeout {} is out of range 0..=31",
+            attr.alt_timeout
+        )));
+    }
+    if attr.alt_pkey_index >= pkey_tbl_len {
+        return Err(refuse(format!(
+            "alt_pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
+            attr.alt_pkey_index
+        )));
+    }
+    Ok(())
+}
+
+/// Enters `next` (a table state but RESET) and applies every attribute of
+/// `mask` (already range-checked), in place (qp-state-machine.md §2, §7):
+/// INIT is bound to a port (receives may be posted, IBA C10-25), RTR adds
+/// the responder path, RTS the requester, SQD starts not draining
+/// (`state_entered` marks it draining while requests are in flight), ERR
+/// keeps what was configured for `ibv_query_qp`.
+#[inline]
+fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, rxe: bool) {
+    let round = |n: u8| {
+        if rxe && n > 0 {
+            n.next_power_of_two()
+        } else {
+            n
+        }
+    };
+    phase.reshape(next);
+    let (bound, path, req) = phase.parts_mut();
+    if let Some(b) = bound {
+        if mask.contains(M::PORT) || mask.contains(M::AV) || b.port_num == 0 {
+            b.port_num = port;
+        }
+        if mask.contains(M::PKEY_INDEX) {
+            b.pkey_index = attr.pkey_index;
+        }
+        if mask.contains(M::QKEY) {
+            b.qkey = attr.qkey;
+        }
+        if mask.contains(M::ACCESS_FLAGS) {
+            b.access = attr.qp_access_flags;
+        }
+    }
+    if let Some(pa) = path.filter(|_| mask.intersects(PATH_BITS)) {
+        if mask.contains(M::AV) {
+            pa.ah = attr.ah_attr;
+        }
+        if mask.contains(M::PATH_MTU) {
+            pa.path_mtu = attr.path_mtu;
+        }
+        if mask.contains(M::DEST_QPN) {
+            pa.dest_qpn = attr.dest_qp_num & PSN_MASK;
+        }
+        if mask.contains(M::RQ_PSN) {
+            pa.rq_psn = attr.rq_psn & PSN_MASK;
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC) {
+            pa.max_dest_rd_atomic = round(attr.max_dest_rd_atomic);
+        }
+        if mask.contains(M::MIN_RNR_TIMER) {
+            pa.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask.contains(M::PATH_MIG_STATE) {
+            pa.path_mig_state = attr.path_mig_state;
+        }
+    }
+    if let Some(r) = req.filter(|_| mask.intersects(REQ_BITS)) {
+        if mask.contains(M::SQ_PSN) {
+            r.sq_psn = attr.sq_psn & PSN_MASK;
+        }
+        if mask.contains(M::TIMEOUT) {
+            r.timeout = attr.timeout;
+        }
+        if mask.contains(M::RETRY_CNT) {
+            r.retry_cnt = attr.retry_cnt;
+        }
+        if mask.contains(M::RNR_RETRY) {
+            r.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(M::MAX_QP_RD_ATOMIC) {
+            r.max_rd_atomic = round(attr.max_rd_atomic);
+        }
+        if mask.contains(M::RATE_LIMIT) {
+            r.rate_limit = attr.rate_limit;
+        }
+        if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
+            r.en_sqd_async_notify = attr.en_sqd_async_notify != 0;
+        }
+    }
 }
 
 impl World {
@@ -55,9 +348,10 @@ impl World {
     ///    mlx5 gaps for mlx5 profiles);
     /// 2. `cur_qp_state` must be the real state;
     /// 3. the range checks of qp-state-machine.md §5.1–§5.2;
-    /// 4. the state-entry side effects of §7 (through `set_state`).
+    /// 4. the state-entry side effects of §7 (through `state_entered`).
     ///
-    /// Nothing changes on error.
+    /// Nothing changes on error. The QP is looked up once and its phase
+    /// changed in place.
     ///
     /// # Divergence from hardware
     /// Out-of-range `timeout`, `retry_cnt`, `rnr_retry` and `min_rnr_timer`
@@ -66,21 +360,20 @@ impl World {
     /// cached state after a device-initiated ERR).
     pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
         let v = Verb::ModifyQp;
-        let q = self.qp(qp, v)?;
-        let d = self.device(q.device);
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return self.qp(qp, v).map(|_| ());
+        };
+        let d = &self.devices[q.device as usize];
         let flavor = d.profile.table_flavor;
         let cur = q.phase.state();
         let next = check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
             .map_err(|k| table_error(q.class, flavor, cur, attr, mask, k))?;
         let mask = strip_mask(q.class, mask);
         if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
-            return Err(invalid(
-                v,
-                format!(
-                    "cur_qp_state {} does not match the QP's state {cur}",
-                    attr.cur_qp_state
-                ),
-            ));
+            return Err(refuse(format!(
+                "cur_qp_state {} does not match the QP's state {cur}",
+                attr.cur_qp_state
+            )));
         }
         if let QpPhase::SendQueueDrain(.., true) = q.phase {
             if d.profile.driver == DriverModel::Rxe && next != QpState::Error {
@@ -90,9 +383,20 @@ impl World {
                 ));
             }
         }
-        let phase = self.next_phase(qp, cur, next, attr, mask)?;
-        let has_path = phase.parts().1.is_some();
-        self.set_state(qp, phase);
+        if next == QpState::Reset {
+            q.phase = QpPhase::Reset;
+        } else {
+            let port = q.phase.bound().map_or(1, |b| b.port_num);
+            let port = check_attrs(d, port, cur, next, attr, mask)?;
+            let rxe = d.profile.driver == DriverModel::Rxe;
+            apply(&mut q.phase, next, attr, mask, port, rxe);
+        }
+        let has_path = q.phase.path().is_some();
+        if !has_path {
+            // The alternate path belongs to the path.
+            q.alt = None;
+        }
+        self.state_entered(qp, cur);
         if mask.contains(M::ALT_PATH) && has_path {
             let q = self.qp_mut(qp, v)?;
             q.alt = Some(Box::new(AltPath {
@@ -105,331 +409,30 @@ impl World {
         Ok(())
     }
 
-    /// The phase after a validated modify: applies every attribute in `mask`
-    /// after its range check; pure (returns an error without side effects).
-    fn next_phase(
-        &self,
-        qp: QpHandle,
-        cur: QpState,
-        next: QpState,
-        attr: &QpAttr,
-        mask: M,
-    ) -> Result<QpPhase> {
-        let v = Verb::ModifyQp;
-        let q = self.qp(qp, v)?;
-        let d = self.device(q.device);
-        let p = &d.profile;
-        let (mut bound, mut path, mut req) = q.phase.parts();
-        if next == QpState::Reset {
-            return Ok(QpPhase::Reset);
-        }
-
-        // PORT (uverbs: 1..=phys_port_cnt).
-        let mut port = bound.map_or(1, |b| b.port_num);
-        if mask.contains(M::PORT) {
-            if !d.port_valid(attr.port_num) {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "port_num {} is not a port of the device (1..={})",
-                        attr.port_num, p.attr.phys_port_cnt
-                    ),
-                ));
-            }
-            port = attr.port_num;
-        }
-        // AV (uverbs, mlx5: port valid and equal to the QP's; GRH on RoCE; sgid_index).
-        if mask.contains(M::AV) {
-            self.check_ah_attr(q.device, &attr.ah_attr, v, "ah_attr")?;
-            if mask.contains(M::PORT) {
-                if attr.ah_attr.port_num != attr.port_num {
-                    return Err(invalid(
-                        v,
-                        format!(
-                            "ah_attr.port_num {} differs from port_num {}",
-                            attr.ah_attr.port_num, attr.port_num
-                        ),
-                    ));
-                }
-            } else if cur == QpState::Init && next == QpState::ReadyToReceive {
-                if attr.ah_attr.port_num != port {
-                    return Err(invalid(
-                        v,
-                        format!(
-                            "ah_attr.port_num {} differs from the QP's port {port}",
-                            attr.ah_attr.port_num
-                        ),
-                    ));
-                }
-            } else {
-                // The kernel sets PORT implicitly from the AV (K-UVERBS).
-                port = attr.ah_attr.port_num;
-            }
-        }
-        let pkey_tbl_len = p.port.pkey_tbl_len;
-        if mask.contains(M::PKEY_INDEX) && attr.pkey_index >= pkey_tbl_len {
-            return Err(invalid(
-                v,
-                format!(
-                    "pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
-                    attr.pkey_index
-                ),
-            ));
-        }
-        if mask.contains(M::PATH_MTU) {
-            if !mtu_ok(attr.path_mtu) {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "path_mtu {} is not an IBV_MTU value (1..=5)",
-                        attr.path_mtu.to_raw()
-                    ),
-                ));
-            }
-            if attr.path_mtu.to_raw() > p.port.max_mtu.to_raw() {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "path_mtu {} is above the port's max_mtu {}",
-                        attr.path_mtu, p.port.max_mtu
-                    ),
-                ));
-            }
-        }
-        for (bit, value, max, name) in [
-            (M::TIMEOUT, attr.timeout, 31, "timeout"),
-            (M::RETRY_CNT, attr.retry_cnt, 7, "retry_cnt"),
-            (M::RNR_RETRY, attr.rnr_retry, 7, "rnr_retry"),
-            (M::MIN_RNR_TIMER, attr.min_rnr_timer, 31, "min_rnr_timer"),
-        ] {
-            if mask.contains(bit) && value > max {
-                return Err(invalid(
-                    v,
-                    format!("{name} {value} is out of range 0..={max}"),
-                ));
-            }
-        }
-        let rxe = p.driver == DriverModel::Rxe;
-        let round = |n: u8| {
-            if rxe && n > 0 {
-                n.next_power_of_two()
-            } else {
-                n
-            }
-        };
-        if mask.contains(M::MAX_QP_RD_ATOMIC)
-            && u32::from(attr.max_rd_atomic) > p.attr.max_qp_init_rd_atom
-        {
-            return Err(invalid(
-                v,
-                format!(
-                    "max_rd_atomic {} is above max_qp_init_rd_atom {}",
-                    attr.max_rd_atomic, p.attr.max_qp_init_rd_atom
-                ),
-            ));
-        }
-        if mask.contains(M::MAX_DEST_RD_ATOMIC)
-            && u32::from(attr.max_dest_rd_atomic) > p.attr.max_qp_rd_atom
-        {
-            return Err(invalid(
-                v,
-                format!(
-                    "max_dest_rd_atomic {} is above max_qp_rd_atom {}",
-                    attr.max_dest_rd_atomic, p.attr.max_qp_rd_atom
-                ),
-            ));
-        }
-        if mask.contains(M::ALT_PATH) {
-            if p.grh_required() {
-                return Err(invalid(
-                    v,
-                    "IBV_QP_ALT_PATH is not supported on a RoCE port",
-                ));
-            }
-            if !d.port_valid(attr.alt_port_num) {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "alt_port_num {} is not a port of the device",
-                        attr.alt_port_num
-                    ),
-                ));
-            }
-            self.check_ah_attr(q.device, &attr.alt_ah_attr, v, "alt_ah_attr")?;
-            if attr.alt_ah_attr.port_num != attr.alt_port_num {
-                return Err(invalid(v, "alt_ah_attr.port_num differs from alt_port_num"));
-            }
-            if attr.alt_timeout > 31 {
-                return Err(invalid(
-                    v,
-                    format!("alt_timeout {} is out of range 0..=31", attr.alt_timeout),
-                ));
-            }
-            if attr.alt_pkey_index >= pkey_tbl_len {
-                return Err(invalid(
-                    v,
-                    format!(
-                        "alt_pkey_index {} is past pkey_tbl_len {pkey_tbl_len}",
-                        attr.alt_pkey_index
-                    ),
-                ));
-            }
-        }
-        if mask.contains(M::PATH_MIG_STATE)
-            && !matches!(
-                attr.path_mig_state,
-                PathMigState::Migrated | PathMigState::Rearm | PathMigState::Armed
-            )
-        {
-            return Err(invalid(
-                v,
-                format!(
-                    "path_mig_state {} is not a valid value",
-                    attr.path_mig_state
-                ),
-            ));
-        }
-        if mask.contains(M::RATE_LIMIT)
-            && attr.rate_limit != 0
-            && attr.rate_limit > p.rate_limit_max_kbps
-        {
-            return Err(invalid(
-                v,
-                if p.rate_limit_max_kbps == 0 {
-                    format!(
-                        "rate_limit {} kbps: the device has no packet pacing",
-                        attr.rate_limit
-                    )
-                } else {
-                    format!(
-                        "rate_limit {} kbps is above the device's {} kbps",
-                        attr.rate_limit, p.rate_limit_max_kbps
-                    )
-                },
-            ));
-        }
-
-        // Every check passed: build the new phase data.
-        let needs_bound = next != QpState::Reset;
-        let needs_path = matches!(
-            next,
-            QpState::ReadyToReceive
-                | QpState::ReadyToSend
-                | QpState::SendQueueDrain
-                | QpState::SendQueueError
-        );
-        let needs_req = matches!(
-            next,
-            QpState::ReadyToSend | QpState::SendQueueDrain | QpState::SendQueueError
-        );
-        if needs_bound && next != QpState::Error {
-            bound.get_or_insert_with(Bound::default);
-        }
-        if needs_path {
-            path.get_or_insert_with(Path::default);
-        }
-        if needs_req {
-            req.get_or_insert_with(Requester::default);
-        }
-        if let Some(b) = bound.as_mut() {
-            if mask.contains(M::PORT) || mask.contains(M::AV) || b.port_num == 0 {
-                b.port_num = port;
-            }
-            if mask.contains(M::PKEY_INDEX) {
-                b.pkey_index = attr.pkey_index;
-            }
-            if mask.contains(M::QKEY) {
-                b.qkey = attr.qkey;
-            }
-            if mask.contains(M::ACCESS_FLAGS) {
-                b.access = attr.qp_access_flags;
-            }
-        }
-        if let Some(pa) = path.as_mut() {
-            if mask.contains(M::AV) {
-                pa.ah = attr.ah_attr;
-            }
-            if mask.contains(M::PATH_MTU) {
-                pa.path_mtu = attr.path_mtu;
-            }
-            if mask.contains(M::DEST_QPN) {
-                pa.dest_qpn = attr.dest_qp_num & PSN_MASK;
-            }
-            if mask.contains(M::RQ_PSN) {
-                pa.rq_psn = attr.rq_psn & PSN_MASK;
-            }
-            if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-                pa.max_dest_rd_atomic = round(attr.max_dest_rd_atomic);
-            }
-            if mask.contains(M::MIN_RNR_TIMER) {
-                pa.min_rnr_timer = attr.min_rnr_timer;
-            }
-            if mask.contains(M::PATH_MIG_STATE) {
-                pa.path_mig_state = attr.path_mig_state;
-            }
-        }
-        if let Some(r) = req.as_mut() {
-            if mask.contains(M::SQ_PSN) {
-                r.sq_psn = attr.sq_psn & PSN_MASK;
-            }
-            if mask.contains(M::TIMEOUT) {
-                r.timeout = attr.timeout;
-            }
-            if mask.contains(M::RETRY_CNT) {
-                r.retry_cnt = attr.retry_cnt;
-            }
-            if mask.contains(M::RNR_RETRY) {
-                r.rnr_retry = attr.rnr_retry;
-            }
-            if mask.contains(M::MAX_QP_RD_ATOMIC) {
-                r.max_rd_atomic = round(attr.max_rd_atomic);
-            }
-            if mask.contains(M::RATE_LIMIT) {
-                r.rate_limit = attr.rate_limit;
-            }
-            if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
-                r.en_sqd_async_notify = attr.en_sqd_async_notify != 0;
-            }
-        }
-        let (b, pa, r) = (
-            bound.unwrap_or_default(),
-            path.unwrap_or_default(),
-            req.unwrap_or_default(),
-        );
-        // One arm per target state (qp-state-machine.md §2, §7).
-        Ok(match next {
-            QpState::Reset => QpPhase::Reset,
-            // INIT: bound to a port; receives may be posted (IBA C10-25).
-            QpState::Init => QpPhase::Init(b),
-            // RTR: the responder accepts requests on the path.
-            QpState::ReadyToReceive => QpPhase::ReadyToReceive(b, pa),
-            // RTS: the requester may send.
-            QpState::ReadyToSend => QpPhase::ReadyToSend(b, pa, r),
-            // SQD: `set_state` marks it draining while requests are in flight.
-            QpState::SendQueueDrain => QpPhase::SendQueueDrain(b, pa, r, false),
-            QpState::SendQueueError => QpPhase::SendQueueError(b, pa, r),
-            // ERR: keep what was configured for ibv_query_qp.
-            QpState::Error => QpPhase::Error(bound, path, req),
-            QpState::UnknownState | QpState::Unknown(_) => {
-                unreachable!("check_modify never returns a state beyond ERR")
-            }
-        })
-    }
-
     /// The one place a QP's phase changes (R5): traces `old -> new` and runs
-    /// the entry side effects of qp-state-machine.md §7.
+    /// the entry side effects of qp-state-machine.md §7 (`modify_qp`
+    /// changes the phase in place and runs the same [`Self::state_entered`]).
     pub(crate) fn set_state(&mut self, qp: QpHandle, phase: QpPhase) {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
         let from = q.phase.state();
-        let to = phase.state();
-        if phase.parts().1.is_none() {
+        if phase.path().is_none() {
             // The alternate path belongs to the path.
             q.alt = None;
         }
         q.phase = phase;
-        let (device, qpn, ctx, srq) = (q.device, q.qp_num, q.ctx, q.srq);
+        self.state_entered(qp, from);
+    }
+
+    /// After a QP's phase changed from `from` to its current one: traces
+    /// the change and runs the entry side effects of qp-state-machine.md §7.
+    fn state_entered(&mut self, qp: QpHandle, from: QpState) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let to = q.phase.state();
+        let (device, qpn, ctx, srq, class) = (q.device, q.qp_num, q.ctx, q.srq, q.class);
         self.record(TraceEvent::QpState {
             device,
             qpn,
@@ -475,7 +478,8 @@ impl World {
             QpState::SendQueueError if from != QpState::SendQueueError => {
                 self.flush_queue(qp, super::state::QueueKind::Send);
             }
-            _ => {}
+            // No side effect ran: the QP is as the caller left it.
+            _ => return self.state_entered_data_path(qp, from, to, class),
         }
         // A flush above can overrun a CQ, and a CQ overrun moves its QPs to
         // ERR (data-path §6): that nested transition has run in full, so
@@ -487,14 +491,31 @@ impl World {
         {
             return;
         }
+        self.state_entered_data_path(qp, from, to, class);
+    }
+
+    /// The executor's and DC's sides of a state change (the QP is live
+    /// and in `to`).
+    #[inline]
+    fn state_entered_data_path(
+        &mut self,
+        qp: QpHandle,
+        from: QpState,
+        to: QpState,
+        class: QpClass,
+    ) {
         self.exec_on_state(qp, from, to);
-        self.dc_on_state(qp, from, to);
+        if matches!(class, QpClass::Dci | QpClass::Dct) {
+            self.dc_on_state(qp, from, to);
+        }
         // R5 invariants of the target state.
-        let q = self.qps.get(qp.index, qp.generation).expect("live");
-        debug_assert_eq!(q.phase.state(), to);
-        if to == QpState::Error {
-            debug_assert_eq!(q.sq.outstanding(), 0, "entering ERR flushes the SQ");
-            debug_assert_eq!(q.rq.outstanding(), 0, "entering ERR flushes the RQ");
+        #[cfg(debug_assertions)]
+        if let Some(q) = self.qps.get(qp.index, qp.generation) {
+            debug_assert_eq!(q.phase.state(), to);
+            if to == QpState::Error {
+                debug_assert_eq!(q.sq.outstanding(), 0, "entering ERR flushes the SQ");
+                debug_assert_eq!(q.rq.outstanding(), 0, "entering ERR flushes the RQ");
+            }
         }
     }
 

@@ -154,6 +154,89 @@ impl QpPhase {
         }
     }
 
+    /// The configured parts, whatever the phase, in place.
+    #[inline]
+    pub(crate) fn parts_mut(
+        &mut self,
+    ) -> (
+        Option<&mut Bound>,
+        Option<&mut Path>,
+        Option<&mut Requester>,
+    ) {
+        match self {
+            Self::Reset => (None, None, None),
+            Self::Init(b) => (Some(b), None, None),
+            Self::ReadyToReceive(b, p) => (Some(b), Some(p), None),
+            Self::ReadyToSend(b, p, r)
+            | Self::SendQueueDrain(b, p, r, _)
+            | Self::SendQueueError(b, p, r) => (Some(b), Some(p), Some(r)),
+            Self::Error(b, p, r) => (b.as_mut(), p.as_mut(), r.as_mut()),
+        }
+    }
+
+    /// Turns the phase into `next`'s, in place: the parts it holds are
+    /// kept, the ones `next` needs and lacks start at their defaults, ERR
+    /// keeps exactly what was there, RESET nothing, and SQD starts not
+    /// draining. A phase already in `next` (but SQD) is left as it is.
+    /// States beyond ERR leave it unchanged (`check_modify` never returns
+    /// one).
+    #[inline]
+    pub(crate) fn reshape(&mut self, next: QpState) {
+        if self.state() == next && next != QpState::SendQueueDrain {
+            return;
+        }
+        // The transitions of a QP's ordinary life, built from the parts
+        // they keep (the generic rebuild below moves every field through
+        // options); each arm is what the generic one computes.
+        let cur = &*self;
+        *self = match (cur, next) {
+            (_, QpState::Reset) => Self::Reset,
+            (Self::Reset, QpState::Init) => Self::Init(Bound::default()),
+            (Self::Init(b), QpState::ReadyToReceive) => Self::ReadyToReceive(*b, Path::default()),
+            (Self::ReadyToReceive(b, p), QpState::ReadyToSend) => {
+                Self::ReadyToSend(*b, *p, Requester::default())
+            }
+            (Self::Reset, QpState::Error) => Self::Error(None, None, None),
+            (Self::Init(b), QpState::Error) => Self::Error(Some(*b), None, None),
+            (Self::ReadyToReceive(b, p), QpState::Error) => Self::Error(Some(*b), Some(*p), None),
+            (Self::ReadyToSend(b, p, r), QpState::Error) => {
+                Self::Error(Some(*b), Some(*p), Some(*r))
+            }
+            _ => self.rebuilt(next),
+        };
+    }
+
+    /// [`Self::reshape`]'s new phase, from the parts of any phase.
+    #[inline(never)]
+    fn rebuilt(&self, next: QpState) -> Self {
+        let (b, p, r) = self.parts();
+        match next {
+            QpState::Reset => Self::Reset,
+            QpState::Init => Self::Init(b.unwrap_or_default()),
+            QpState::ReadyToReceive => {
+                Self::ReadyToReceive(b.unwrap_or_default(), p.unwrap_or_default())
+            }
+            QpState::ReadyToSend => Self::ReadyToSend(
+                b.unwrap_or_default(),
+                p.unwrap_or_default(),
+                r.unwrap_or_default(),
+            ),
+            QpState::SendQueueDrain => Self::SendQueueDrain(
+                b.unwrap_or_default(),
+                p.unwrap_or_default(),
+                r.unwrap_or_default(),
+                false,
+            ),
+            QpState::SendQueueError => Self::SendQueueError(
+                b.unwrap_or_default(),
+                p.unwrap_or_default(),
+                r.unwrap_or_default(),
+            ),
+            QpState::Error => Self::Error(b, p, r),
+            QpState::UnknownState | QpState::Unknown(_) => *self,
+        }
+    }
+
     /// The configured parts, whatever the phase.
     pub(crate) fn parts(&self) -> (Option<Bound>, Option<Path>, Option<Requester>) {
         match *self {
