@@ -4,6 +4,69 @@
 use super::*;
 
 impl SimVerbs {
+    /// `sim_control`: the simulator's directives (time, faults, links,
+    /// counters), the body of the trait method.
+    pub(super) fn control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {
+        match cmd {
+            SimCommand::Now => Ok(SimReply::TimeNs(self.world.now_ns())),
+            SimCommand::AdvanceNs(ns) => {
+                if !self.world.advance_ns(ns) {
+                    return Err(Error::new(
+                        Verb::SimControl,
+                        ErrorKind::Busy,
+                        format!(
+                            "advance: still busy after the event bound (at {} ns; an endless retry loop?)",
+                            self.world.now_ns()
+                        ),
+                    ));
+                }
+                Ok(SimReply::TimeNs(self.world.now_ns()))
+            }
+            SimCommand::RunUntilIdle => {
+                if self.world.run_until_idle() {
+                    Ok(SimReply::Ok)
+                } else {
+                    Err(Error::new(
+                        Verb::SimControl,
+                        ErrorKind::Busy,
+                        format!(
+                            "run_until_idle: still busy after the event bound (at {} ns; an endless RNR retry with rnr_retry=7?)",
+                            self.world.now_ns()
+                        ),
+                    ))
+                }
+            }
+            SimCommand::Fault {
+                scope,
+                action,
+                when,
+            } => {
+                let scope = match scope {
+                    FaultScope::All => None,
+                    FaultScope::From(qp) => Some((true, *qp)),
+                    FaultScope::To(qp) => Some((false, *qp)),
+                };
+                self.world.install_fault(scope, action, when)?;
+                Ok(SimReply::Ok)
+            }
+            SimCommand::ClearFaults => {
+                self.world.clear_faults();
+                Ok(SimReply::Ok)
+            }
+            SimCommand::Link { device, port, up } => {
+                self.world.set_link(device, port, up)?;
+                Ok(SimReply::Ok)
+            }
+            SimCommand::Raw {
+                name: "rnr_stalls", ..
+            } => Ok(SimReply::Text(self.world.rnr_stalls().join("\n"))),
+            _ => Err(Error::not_implemented(
+                Verb::SimControl,
+                "this sim directive",
+            )),
+        }
+    }
+
     /// A simulator built from `config`.
     pub fn new(config: SimConfig) -> Self {
         Self {
