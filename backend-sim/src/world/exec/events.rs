@@ -48,6 +48,31 @@ impl World {
         self.settle_drops();
     }
 
+    /// [`Self::wire_at`] through [`crate::fabric::Fabric::send_routed`]
+    /// when the fabric gives a clear route between the packet's ports
+    /// (`Fabric::clear_route`: then `send_at` would only serialise it and
+    /// queue it in order, which `send_routed` does with the same record,
+    /// timing and queue sequence); otherwise `wire_at` itself. For the
+    /// answers to READs and atomics, one packet each.
+    #[inline]
+    pub(in crate::world) fn wire_routed(&mut self, packet: Packet, depart_ns: u64) {
+        let Some(route) = self.fabric.clear_route(packet.source, packet.destination) else {
+            self.wire_at(packet, depart_ns);
+            return;
+        };
+        let now = self.instant();
+        let depart = SimInstant::from_nanos(depart_ns.max(now.as_nanos()));
+        let Self {
+            fabric,
+            trace,
+            drops,
+            ..
+        } = self;
+        // A full event queue loses the packet, as `wire_at` does.
+        let _ = fabric.send_routed(now, depart, route, packet, &mut Sink { trace, drops });
+        self.settle_drops();
+    }
+
     /// Completes unreliable requests whose last packet the fabric dropped.
     #[inline]
     pub(super) fn settle_drops(&mut self) {

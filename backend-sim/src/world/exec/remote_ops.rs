@@ -76,7 +76,7 @@ impl World {
             // One response (what `segment` yields for it), without the
             // iterator: the common small READ.
             let depart = first.max(dma_start + a.dma_ns(u64::from(len)));
-            self.wire_at(
+            self.wire_routed(
                 Packet {
                     source: p.destination,
                     destination: p.source,
@@ -155,16 +155,20 @@ impl World {
             (p.psn.value() + 1, original);
         r.rx.atomic_next = ((slot + 1) % ATOMIC_REPLAY) as u8;
         r.rx.epsn = p.psn.next();
-        self.wire(Packet {
-            source: p.destination,
-            destination: p.source,
-            psn: p.psn,
-            opcode: Opcode::AtomicAcknowledge,
-            flags: PacketFlags::NONE,
-            payload_len: 0,
-            offset: 0,
-            cookie: original,
-        });
+        let now = self.now_ns;
+        self.wire_routed(
+            Packet {
+                source: p.destination,
+                destination: p.source,
+                psn: p.psn,
+                opcode: Opcode::AtomicAcknowledge,
+                flags: PacketFlags::NONE,
+                payload_len: 0,
+                offset: 0,
+                cookie: original,
+            },
+            now,
+        );
     }
 
     /// UC: PSNs are checked, a gap loses the message it falls in, errors
