@@ -232,6 +232,30 @@ impl World {
         progress
     }
 
+    /// `acknowledge(qp, psn, false)` (an answer's implied ACK of what came
+    /// before), without the call when it stops at once: nothing
+    /// transmitted is outstanding, or the oldest request is a READ or an
+    /// atomic still waiting for its answer (a window of READs or atomics).
+    #[inline]
+    pub(super) fn acknowledge_before(&mut self, qp: QpHandle, psn: Psn) {
+        if let Some(q) = self.qps.get(qp.index, qp.generation) {
+            let s = q.sq.done;
+            if s >= q.tx.send_seq {
+                return;
+            }
+            let w = q.sq.get(s).0;
+            if w.exec == Exec::Sent
+                && matches!(
+                    w.opcode,
+                    WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+                )
+            {
+                return;
+            }
+        }
+        self.acknowledge(qp, psn, false);
+    }
+
     /// The request at or after `sq.done` whose PSN range holds `psn`.
     pub(super) fn wqe_with_psn(&self, qp: QpHandle, psn: Psn) -> Option<u64> {
         let q = self.qps.get(qp.index, qp.generation)?;

@@ -154,7 +154,7 @@ impl World {
     /// it (`in_order`: not an OOO_DP one, counted on its own) and moves on.
     fn read_answered(&mut self, qp: QpHandle, seq: u64, psn: u32, in_order: bool) {
         // An answer implies everything before the READ was received.
-        self.acknowledge(qp, Psn::new(psn), false);
+        self.acknowledge_before(qp, Psn::new(psn));
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         // Forward progress (which alone reloads the retry counter) is new
         // data for the oldest request: responses to a later request, or
@@ -295,7 +295,7 @@ impl World {
 
     /// After the answer of atomic `seq` (PSN `psn`) landed: it is done.
     fn atomic_answered(&mut self, qp: QpHandle, seq: u64, psn: u32) {
-        self.acknowledge(qp, Psn::new(psn), false);
+        self.acknowledge_before(qp, Psn::new(psn));
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
         q.sq.get_mut(seq).exec = Exec::Done;
         q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
