@@ -400,7 +400,21 @@ impl World {
 
     /// SQD: once nothing transmitted is outstanding, the drain is over
     /// (SQ_DRAINED if `en_sqd_async_notify`, qp-state-machine.md §7).
+    #[inline]
     pub(super) fn check_drained(&mut self, qp: QpHandle) {
+        // Only a QP in SQD with the drain still pending has anything to do
+        // (checked here so the common case costs no call).
+        if self
+            .qps
+            .get(qp.index, qp.generation)
+            .is_some_and(|q| matches!(q.phase, QpPhase::SendQueueDrain(_, _, _, true)))
+        {
+            self.check_drained_slow(qp);
+        }
+    }
+
+    #[inline(never)]
+    fn check_drained_slow(&mut self, qp: QpHandle) {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
