@@ -53,8 +53,9 @@ impl World {
     /// (`Fabric::clear_route`: then `send_at` would only serialise it and
     /// queue it in order, which `send_routed` does with the same record,
     /// timing and queue sequence); otherwise `wire_at` itself. For the
-    /// answers to READs and atomics, one packet each.
-    #[inline]
+    /// answers to READs and atomics, one packet each (always inlined: a
+    /// call costs as much as the rest of it here).
+    #[inline(always)]
     pub(in crate::world) fn wire_routed(&mut self, packet: Packet, depart_ns: u64) {
         let Some(route) = self.fabric.clear_route(packet.source, packet.destination) else {
             self.wire_at(packet, depart_ns);
