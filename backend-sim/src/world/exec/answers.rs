@@ -55,15 +55,8 @@ impl World {
             if !is_answer_traffic(peeked.packet.opcode) {
                 break;
             }
-            let Self {
-                fabric,
-                trace,
-                drops,
-                ..
-            } = self;
-            fabric.take_peeked(peeked, &mut Sink { trace, drops });
+            self.take_peeked_arrival(peeked);
             n += 1;
-            self.now_ns = self.now_ns.max(peeked.at.as_nanos());
             self.run_from = None;
             self.on_event(FabricEvent::Delivered(peeked.packet));
             if self.run_from.is_some() {

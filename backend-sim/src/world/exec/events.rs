@@ -31,6 +31,21 @@ impl World {
         self.wire_at(packet, now);
     }
 
+    /// Takes the arrival `peek_arrival` showed off the fabric (recorded as
+    /// the event loop's pop would) and moves virtual time to it: the step
+    /// the batching paths (`absorb_writes`, `absorb_answers`) share.
+    #[inline]
+    pub(in crate::world) fn take_peeked_arrival(&mut self, peeked: crate::fabric::Peeked) {
+        let Self {
+            fabric,
+            trace,
+            drops,
+            ..
+        } = self;
+        fabric.take_peeked(peeked, &mut Sink { trace, drops });
+        self.now_ns = self.now_ns.max(peeked.at.as_nanos());
+    }
+
     /// Puts `packet` on the fabric, leaving the adapter at `depart_ns`
     /// (the adapter model's delays; `now` without one).
     pub(in crate::world) fn wire_at(&mut self, packet: Packet, depart_ns: u64) {

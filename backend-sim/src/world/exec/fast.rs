@@ -201,15 +201,8 @@ impl World {
             // One gather SGE (not inline): `copy_one_sge` below.
             let one = (w.num_sge == 1 && !w.send_flags.contains(SendFlags::INLINE))
                 .then(|| (sges[0], s.device));
-            let Self {
-                fabric,
-                trace,
-                drops,
-                ..
-            } = self;
-            fabric.take_peeked(peeked, &mut Sink { trace, drops });
+            self.take_peeked_arrival(peeked);
             n += 1;
-            self.now_ns = self.now_ns.max(peeked.at.as_nanos());
             // `rc_write_apply`.
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
             r.rx.msg = RxMsg::default();
