@@ -177,6 +177,31 @@ impl Fabric {
         (head.packet, head.dst as usize)
     }
 
+    /// [`Self::take_arrival`] when the caller already holds the packet (it
+    /// peeked at it): the head of port `port`'s FIFO goes without being
+    /// moved out, and the port's heap entry becomes the next head's, or
+    /// goes.
+    #[inline]
+    pub(super) fn drop_arrival(&mut self, port: usize) {
+        let arrivals = &mut self.ports[port].arrivals;
+        if arrivals.pop_front().is_none() {
+            return;
+        }
+        self.arrivals_queued -= 1;
+        match arrivals.front() {
+            Some(next) => {
+                self.queue.replace_top(
+                    SimInstant(next.at),
+                    next.seq,
+                    Queued::PortHead(port as u32),
+                );
+            }
+            None => {
+                let _ = self.queue.pop_next();
+            }
+        }
+    }
+
     /// A packet falls due at `at`: hand it out unless a link of its is down.
     pub(super) fn arrive<S: FabricTraceSink + ?Sized>(
         &mut self,

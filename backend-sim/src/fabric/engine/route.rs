@@ -106,7 +106,7 @@ impl Fabric {
         if at > self.latest {
             self.latest = at;
         }
-        let _ = self.take_arrival(peeked.port as usize, at);
+        self.drop_arrival(peeked.port as usize);
         self.deliveries_queued -= 1;
         self.ports[peeked.dst as usize].counters.rx_packets += 1;
         sink.record(FabricTrace::Delivered {

@@ -23,43 +23,6 @@ fn responder_view(r: &crate::world::qp::Qp) -> ResponderView {
     }
 }
 
-/// Copies of a batch of WRITEs, put off and made together, in order, at
-/// the end of the batch (or when [`PENDING`] are waiting). Nothing in
-/// [`World::absorb_writes`]'s loop reads MR bytes (its stop condition
-/// looks at CQs), so the bytes every MR holds when it returns are the same;
-/// made back to back, the copies' cache and TLB misses overlap, where one
-/// copy between two packets' bookkeeping waits for its own miss (the
-/// `sim_rc_write_msg_rate/64_1GiB` workload, whose targets are spread over
-/// 1 GiB).
-#[derive(Default)]
-struct PendingCopies {
-    /// `(source MR slot, offset)`, destination extent.
-    list: [((u32, usize), Extent); PENDING],
-    len: usize,
-}
-
-/// Copies [`PendingCopies`] holds at most.
-const PENDING: usize = 16;
-
-impl PendingCopies {
-    #[inline]
-    fn push(&mut self, mrs: &mut Arena<Mr>, from: (u32, usize), to: Extent) {
-        if self.len == PENDING {
-            self.flush(mrs);
-        }
-        self.list[self.len] = (from, to);
-        self.len += 1;
-    }
-
-    #[inline]
-    fn flush(&mut self, mrs: &mut Arena<Mr>) {
-        for &((src, off), d) in &self.list[..self.len] {
-            copy_piece(mrs, src, off, d.mr, d.off, d.len);
-        }
-        self.len = 0;
-    }
-}
-
 impl World {
     /// Handles `p`, an in-order `RdmaWrite(Only)` at `rq` from `req`, and
     /// returns true; or returns false having changed nothing.
@@ -185,7 +148,7 @@ impl World {
         let mut rkey_mr: Option<(u32, Option<MrView>)> = None;
         let mut lkey_mr: Option<(u32, Option<MrView>)> = None;
         let mut n = 0u64;
-        let mut copies = PendingCopies::default();
+        let mut copies = PendingCopies::new();
         while n < budget && !stop(self) {
             let Some(peeked) = self.fabric.peek_arrival(limit) else {
                 break;
