@@ -956,9 +956,8 @@ impl Pipeline {
 /// The SGEs and remote addresses `fill` returns lie inside MRs the workload
 /// owns until `teardown`, and no slot is reused before its completion is
 /// reaped.
-// The only call of `post_send` in this module, an `unsafe fn` whose
-// contract is kept as the module documentation explains.
-#[allow(unsafe_code)]
+// Its `post_built` makes the only call of `post_send` in this module, an
+// `unsafe fn` whose contract is kept as the module documentation explains.
 fn post_list<V: Verbs>(
     v: &mut V,
     qp: &V::Qp,
@@ -994,19 +993,32 @@ fn post_list<V: Verbs>(
         }),
         ..SendWr::default()
     };
-    // Unbatched posts (`sim_scale`) build one request, not a full list.
-    if n == 1 {
-        // SAFETY: every SGE and remote address names memory inside an MR
-        // the workload registered at construction and deregisters only
-        // after draining (module docs); the caller never touches MR bytes
-        // while requests are outstanding, and slots are reused only after
-        // the signalled completion covering them has been reaped.
-        unsafe { v.post_send(qp, &[wr(0)]) }?;
-    } else {
-        let wrs: [SendWr<'_, V>; MAX_POST_LIST] = core::array::from_fn(wr);
-        // SAFETY: as for the single request above.
-        unsafe { v.post_send(qp, &wrs[..n]) }?;
+    // Build the requests posted, not a full list: an unbatched post
+    // (`sim_scale`) builds one, a list of 4 (`sim_read_rate`) four.
+    match n {
+        1 => post_built::<V, 1>(v, qp, n, wr),
+        2..=4 => post_built::<V, 4>(v, qp, n, wr),
+        5..=8 => post_built::<V, 8>(v, qp, n, wr),
+        _ => post_built::<V, MAX_POST_LIST>(v, qp, n, wr),
     }
+}
+
+/// Builds requests `0..K` with `wr` and posts the first `n` (at most `K`).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn post_built<'a, V: Verbs + 'a, const K: usize>(
+    v: &mut V,
+    qp: &V::Qp,
+    n: usize,
+    wr: impl FnMut(usize) -> SendWr<'a, V>,
+) -> Result<(), WorkloadError> {
+    let wrs: [SendWr<'a, V>; K] = core::array::from_fn(wr);
+    // SAFETY: every SGE and remote address names memory inside an MR the
+    // workload registered at construction and deregisters only after
+    // draining (module docs); the caller never touches MR bytes while
+    // requests are outstanding, and slots are reused only after the
+    // signalled completion covering them has been reaped.
+    unsafe { v.post_send(qp, &wrs[..n.min(K)]) }?;
     Ok(())
 }
 
