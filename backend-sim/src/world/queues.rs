@@ -247,6 +247,26 @@ impl<W: Copy + Default> Ring<W> {
         seq
     }
 
+    /// Appends a request to be written in its slot (the returned slot
+    /// holds a stale request: the caller overwrites all of it), so a large
+    /// request is built where it lives rather than moved there; the caller
+    /// has checked [`Ring::is_full`] and the SGE count.
+    #[inline]
+    pub(crate) fn push_slot(&mut self, sges: &[Sge]) -> &mut W {
+        debug_assert!(!self.is_full());
+        let seq = self.tail;
+        self.tail += 1;
+        let b = self.buf_mut();
+        if b.wqes.is_empty() {
+            b.allocate();
+        }
+        debug_assert!(sges.len() <= b.max_sge as usize);
+        let slot = b.slot(seq);
+        let base = slot * b.max_sge as usize;
+        b.sges[base..base + sges.len()].copy_from_slice(sges);
+        &mut b.wqes[slot]
+    }
+
     /// The request with sequence number `seq` (must still hold its slot).
     #[inline]
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
