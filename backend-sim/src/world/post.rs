@@ -624,12 +624,11 @@ impl World {
             let device = s.device;
             let range = s.ring.free_through(seq);
             let mut run = Unpins::new(device);
-            for i in range {
-                let (w, sges, _) = s.ring.get_freed(i);
+            s.ring.for_each_freed(range, |w, sges| {
                 for g in &sges[..w.num_sge as usize] {
                     run.add(mrs, g.lkey);
                 }
-            }
+            });
             run.flush(mrs);
             return;
         }
@@ -642,25 +641,23 @@ impl World {
             QueueKind::Send => {
                 let range = q.sq.free_through(seq);
                 let mut run = Unpins::new(device);
-                for s in range {
-                    let (w, sges, _) = q.sq.get_freed(s);
+                q.sq.for_each_freed(range, |w, sges| {
                     if !w.send_flags.contains(SendFlags::INLINE) {
                         for g in &sges[..w.num_sge as usize] {
                             run.add(mrs, g.lkey);
                         }
                     }
-                }
+                });
                 run.flush(mrs);
             }
             QueueKind::Recv => {
                 let range = q.rq.free_through(seq);
                 let mut run = Unpins::new(device);
-                for s in range {
-                    let (w, sges, _) = q.rq.get_freed(s);
+                q.rq.for_each_freed(range, |w, sges| {
                     for g in &sges[..w.num_sge as usize] {
                         run.add(mrs, g.lkey);
                     }
-                }
+                });
                 run.flush(mrs);
             }
             QueueKind::Srq(_) => {}

@@ -267,6 +267,29 @@ impl<W: Copy + Default> Ring<W> {
         &mut b.wqes[slot]
     }
 
+    /// The first request in `from..to` (each holding its slot) for which
+    /// `pred` is false, or `to`: reads the slots in place, a run at a time
+    /// up to the end of the ring, not one lookup each.
+    #[inline]
+    pub(crate) fn done_run(&self, from: u64, to: u64, pred: impl Fn(&W) -> bool) -> u64 {
+        let mut seq = from;
+        while seq < to {
+            debug_assert!(seq >= self.head && seq < self.tail);
+            let b = self.buf();
+            let slot = b.slot(seq);
+            let n = (to - seq).min((b.wqes.len() - slot) as u64) as usize;
+            let taken = b.wqes[slot..slot + n]
+                .iter()
+                .position(|w| !pred(w))
+                .unwrap_or(n);
+            seq += taken as u64;
+            if taken < n {
+                break;
+            }
+        }
+        seq
+    }
+
     /// The request with sequence number `seq` (must still hold its slot).
     #[inline]
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
@@ -312,10 +335,28 @@ impl<W: Copy + Default> Ring<W> {
         &mut b.inline[base..base + b.inline_max as usize]
     }
 
-    /// A request whose slot was just freed (still readable until reused).
+    /// Each request of `range` with its SGE slots, in order: requests
+    /// whose slots were just freed ([`Ring::free_through`]'s range; still
+    /// readable until reused), read a run of slots at a time up to the end
+    /// of the ring rather than one lookup each.
     #[inline]
-    pub(crate) fn get_freed(&self, seq: u64) -> (&W, &[Sge], usize) {
-        self.buf().entry(seq)
+    pub(crate) fn for_each_freed(
+        &self,
+        range: core::ops::Range<u64>,
+        mut f: impl FnMut(&W, &[Sge]),
+    ) {
+        let mut seq = range.start;
+        while seq < range.end {
+            let b = self.buf();
+            let slot = b.slot(seq);
+            let n = (range.end - seq).min((b.wqes.len() - slot) as u64) as usize;
+            let m = b.max_sge as usize;
+            let sges = &b.sges[slot * m..(slot + n) * m];
+            for (i, w) in b.wqes[slot..slot + n].iter().enumerate() {
+                f(w, &sges[i * m..(i + 1) * m]);
+            }
+            seq += n as u64;
+        }
     }
 
     /// Frees every slot up to and including `seq`; returns the freed range.
