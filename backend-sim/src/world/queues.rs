@@ -263,7 +263,11 @@ impl<W: Copy + Default> Ring<W> {
         debug_assert!(sges.len() <= b.max_sge as usize);
         let slot = b.slot(seq);
         let base = slot * b.max_sge as usize;
-        b.sges[base..base + sges.len()].copy_from_slice(sges);
+        // One SGE, the usual case, without a call to `memcpy`.
+        match sges {
+            [one] => b.sges[base] = *one,
+            _ => b.sges[base..base + sges.len()].copy_from_slice(sges),
+        }
         &mut b.wqes[slot]
     }
 
