@@ -355,9 +355,12 @@ impl<W: Copy + Default> Ring<W> {
             let slot = b.slot(seq);
             let n = (range.end - seq).min((b.wqes.len() - slot) as u64) as usize;
             let m = b.max_sge as usize;
-            let sges = &b.sges[slot * m..(slot + n) * m];
-            for (i, w) in b.wqes[slot..slot + n].iter().enumerate() {
-                f(w, &sges[i * m..(i + 1) * m]);
+            let wqes = &b.wqes[slot..slot + n];
+            if m == 0 {
+                wqes.iter().for_each(|w| f(w, &[]));
+            } else {
+                let sges = b.sges[slot * m..(slot + n) * m].chunks_exact(m);
+                wqes.iter().zip(sges).for_each(|(w, s)| f(w, s));
             }
             seq += n as u64;
         }
