@@ -55,7 +55,7 @@ pub use opcode::{
 };
 pub use post::{
     check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload, PostReject,
-    RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView,
+    RecvAdmission, RecvQueueView, SendAdmission, SendListCheck, SendQueueView, SendWrView,
 };
 pub use protection::{
     check_invalidate, check_local_sges, check_remote, check_requester_local, RemoteOp,

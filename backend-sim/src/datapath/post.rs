@@ -139,8 +139,13 @@ impl<'a> SendWrView<'a> {
     }
 
     /// The sum of the SGE lengths (the message length), without overflow.
+    #[inline]
     pub fn total_len(&self) -> u64 {
-        self.sg_list.iter().map(|s| u64::from(s.length)).sum()
+        // One SGE is the usual case: not the vectorised sum's set-up.
+        match self.sg_list {
+            [s] => u64::from(s.length),
+            l => l.iter().map(|s| u64::from(s.length)).sum(),
+        }
     }
 }
 
@@ -295,6 +300,77 @@ pub fn check_post_send(
         (false, Some(status)) => SendAdmission::CompleteInError(status),
         (false, None) => SendAdmission::Execute,
     })
+}
+
+/// [`check_post_send`] for the requests of one post list against one
+/// queue view (everything but `outstanding` fixed for the list).
+///
+/// The checks read five things of a request: its opcode, its flags, its
+/// SGE count, its total length and (atomics) `remote_addr % 8`; of the
+/// queue, `outstanding` only through `outstanding >= max_send_wr`. So a
+/// request of the same shape as the last one admitted gets the same
+/// answer while the queue has room, without running the checks again
+/// (a post list is usually one shape throughout). Every other request,
+/// and every refusal, is [`check_post_send`] itself: one source of truth.
+#[derive(Clone, Copy, Debug)]
+pub struct SendListCheck {
+    q: SendQueueView,
+    flavor: ErrnoFlavor,
+    last: Option<(SendWrShape, SendAdmission)>,
+}
+
+/// What [`check_post_send`] reads of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SendWrShape {
+    opcode: WrOpcode,
+    send_flags: SendFlags,
+    num_sge: usize,
+    total: u64,
+    atomic_align: u64,
+}
+
+impl SendListCheck {
+    /// Checks against `q` (its `outstanding` is replaced at each request).
+    pub fn new(q: SendQueueView, flavor: ErrnoFlavor) -> Self {
+        Self {
+            q,
+            flavor,
+            last: None,
+        }
+    }
+
+    /// [`check_post_send`] of `wr` with `outstanding` slots in use, and the
+    /// request's total length ([`SendWrView::total_len`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`PostReject`] of the first failed check.
+    #[inline]
+    pub fn check(
+        &mut self,
+        wr: &SendWrView<'_>,
+        outstanding: u32,
+    ) -> Result<(SendAdmission, u64), PostReject> {
+        let shape = SendWrShape {
+            opcode: wr.opcode,
+            send_flags: wr.send_flags,
+            num_sge: wr.sg_list.len(),
+            total: wr.total_len(),
+            atomic_align: wr.atomic_remote_addr & 7,
+        };
+        if let Some((last, admission)) = self.last {
+            if last == shape && outstanding < self.q.cap.max_send_wr {
+                return Ok((admission, shape.total));
+            }
+        }
+        let q = SendQueueView {
+            outstanding,
+            ..self.q
+        };
+        let admission = check_post_send(&q, wr, self.flavor)?;
+        self.last = Some((shape, admission));
+        Ok((admission, shape.total))
+    }
 }
 
 /// The receive-queue facts a post is validated against.

@@ -14,8 +14,8 @@
 //! which transmits them at the current virtual time when the QP is in RTS.
 
 use verbs_api::{
-    FlushInfo, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc, WcOpcode,
-    WcStatus, WrOpcode,
+    FlushInfo, QpClass, QpState, QpType, RecvWr, Result, SendFlags, SendWr, Sge, Verb, Wc,
+    WcOpcode, WcStatus, WrOpcode,
 };
 
 use super::queues::{RecvWqe, SendWqe};
@@ -24,7 +24,7 @@ use super::{invalid, Mr, World};
 use crate::arena::Arena;
 use crate::datapath::{
     check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload, opcode_info,
-    RecvAdmission, RecvQueueView, SendAdmission, SendQueueView, SendWrView,
+    RecvAdmission, RecvQueueView, SendAdmission, SendListCheck, SendQueueView, SendWrView,
 };
 use crate::handles::{QpHandle, SrqHandle};
 use crate::trace::TraceEvent;
@@ -84,6 +84,30 @@ impl Unpins {
     }
 }
 
+impl Unpins {
+    /// The same run, counting pins instead (posting a list, usually over
+    /// one MR): `n` pins of one key at once are `n` pins one at a time.
+    #[inline]
+    fn add_pin(&mut self, mrs: &mut Arena<Mr>, key: u32) {
+        if self.n > 0 && key != self.key {
+            self.flush_pins(mrs);
+        }
+        self.key = key;
+        self.n += 1;
+    }
+
+    fn flush_pins(&mut self, mrs: &mut Arena<Mr>) {
+        if self.n > 0 {
+            if let Some((_, m)) = mrs.get_by_index_mut(self.key >> 8) {
+                if m.lkey == self.key && m.device == self.device {
+                    m.pins += self.n;
+                }
+            }
+            self.n = 0;
+        }
+    }
+}
+
 fn pin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
     if let Some((_, m)) = mrs.get_by_index_mut(key >> 8) {
         if m.lkey == key && m.device == device {
@@ -98,8 +122,13 @@ impl World {
     pub(crate) fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
         let v = Verb::PostSend;
         let result = (|| {
-            for (i, wr) in wrs.iter().enumerate() {
-                self.post_one_send(qp, wr).map_err(|e| e.with_bad_wr(i))?;
+            let mut i = 0;
+            while i < wrs.len() {
+                i += self.post_plain_sends(qp, &wrs[i..]);
+                if let Some(wr) = wrs.get(i) {
+                    self.post_one_send(qp, wr).map_err(|e| e.with_bad_wr(i))?;
+                    i += 1;
+                }
             }
             Ok(())
         })();
@@ -136,6 +165,99 @@ impl World {
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
             q.tx.engine_free_ns = (now + doorbell_ns).max(q.tx.engine_free_ns) + fetch;
         }
+    }
+
+    /// The requests at the start of `wrs` that need nothing but the
+    /// datapath rules and the ring, posted with the QP, its device and the
+    /// queue view looked up once (a post list of plain requests: no UD or
+    /// DC addressing, no FLUSH or ATOMIC_WRITE, no INLINE): each gets what
+    /// [`Self::post_one_send`] gives it (the same checks through
+    /// [`SendListCheck`], WQE, pins and trace record). Returns how many
+    /// were posted; stops, having done nothing for it, at the first request
+    /// that is not plain or that the checks refuse, for `post_one_send`
+    /// to take (and refuse with its error).
+    fn post_plain_sends(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> usize {
+        let flavor = self.config.errno_flavor;
+        let Self {
+            qps,
+            mrs,
+            devices,
+            trace,
+            now_ns,
+            ..
+        } = self;
+        let Some(q) = qps.get_mut(qp.index, qp.generation) else {
+            return 0;
+        };
+        if q.qp_type == QpType::Ud || q.class == QpClass::Dci {
+            return 0;
+        }
+        let device = q.device;
+        let p = &devices[device as usize].profile;
+        let mut check = SendListCheck::new(
+            SendQueueView {
+                transport: transport_of(q.class),
+                state: q.phase.state(),
+                cap: q.cap,
+                outstanding: 0,
+                atomics_supported: p.attr.atomic_cap != verbs_api::AtomicCap::None,
+                ip_csum_supported: false,
+            },
+            flavor,
+        );
+        let mut pins = Unpins::new(device);
+        let mut n = 0;
+        for wr in wrs {
+            if wr.dc.is_some()
+                || wr.send_flags.contains(SendFlags::INLINE)
+                || matches!(wr.opcode, WrOpcode::Flush | WrOpcode::AtomicWrite)
+            {
+                break;
+            }
+            let Ok((admission, length)) =
+                check.check(&SendWrView::of(wr), occupancy(q.sq.occupied()))
+            else {
+                break;
+            };
+            *q.sq.push_slot(wr.sg_list) = SendWqe {
+                wr_id: wr.wr_id,
+                opcode: wr.opcode,
+                send_flags: wr.send_flags,
+                imm_data: wr.imm_data,
+                rdma: wr.rdma,
+                atomic: wr.atomic,
+                ah: None,
+                remote_qpn: 0,
+                remote_qkey: 0,
+                remote_srqn: wr.remote_srqn,
+                dc_key: 0,
+                stream: 0,
+                flush: wr.flush,
+                num_sge: wr.sg_list.len() as u32,
+                signaled: q.sq_sig_all || wr.send_flags.contains(SendFlags::SIGNALED),
+                length,
+                deferred_error: match admission {
+                    SendAdmission::CompleteInError(status) => Some(status),
+                    SendAdmission::Execute | SendAdmission::Flush => None,
+                },
+                ..SendWqe::default()
+            };
+            for s in wr.sg_list {
+                pins.add_pin(mrs, s.lkey);
+            }
+            trace.push(
+                *now_ns,
+                TraceEvent::Posted {
+                    device,
+                    qpn: q.qp_num,
+                    wr_id: wr.wr_id,
+                    recv: false,
+                },
+            );
+            n += 1;
+        }
+        pins.flush_pins(mrs);
+        n
     }
 
     /// One request: the datapath rules (`check_post_send`, data-path §1.1,
@@ -502,12 +624,11 @@ impl World {
             let device = s.device;
             let range = s.ring.free_through(seq);
             let mut run = Unpins::new(device);
-            for i in range {
-                let (w, sges, _) = s.ring.get_freed(i);
+            s.ring.for_each_freed(range, |w, sges| {
                 for g in &sges[..w.num_sge as usize] {
                     run.add(mrs, g.lkey);
                 }
-            }
+            });
             run.flush(mrs);
             return;
         }
@@ -520,25 +641,23 @@ impl World {
             QueueKind::Send => {
                 let range = q.sq.free_through(seq);
                 let mut run = Unpins::new(device);
-                for s in range {
-                    let (w, sges, _) = q.sq.get_freed(s);
+                q.sq.for_each_freed(range, |w, sges| {
                     if !w.send_flags.contains(SendFlags::INLINE) {
                         for g in &sges[..w.num_sge as usize] {
                             run.add(mrs, g.lkey);
                         }
                     }
-                }
+                });
                 run.flush(mrs);
             }
             QueueKind::Recv => {
                 let range = q.rq.free_through(seq);
                 let mut run = Unpins::new(device);
-                for s in range {
-                    let (w, sges, _) = q.rq.get_freed(s);
+                q.rq.for_each_freed(range, |w, sges| {
                     for g in &sges[..w.num_sge as usize] {
                         run.add(mrs, g.lkey);
                     }
-                }
+                });
                 run.flush(mrs);
             }
             QueueKind::Srq(_) => {}

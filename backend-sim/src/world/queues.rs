@@ -247,6 +247,53 @@ impl<W: Copy + Default> Ring<W> {
         seq
     }
 
+    /// Appends a request to be written in its slot (the returned slot
+    /// holds a stale request: the caller overwrites all of it), so a large
+    /// request is built where it lives rather than moved there; the caller
+    /// has checked [`Ring::is_full`] and the SGE count.
+    #[inline]
+    pub(crate) fn push_slot(&mut self, sges: &[Sge]) -> &mut W {
+        debug_assert!(!self.is_full());
+        let seq = self.tail;
+        self.tail += 1;
+        let b = self.buf_mut();
+        if b.wqes.is_empty() {
+            b.allocate();
+        }
+        debug_assert!(sges.len() <= b.max_sge as usize);
+        let slot = b.slot(seq);
+        let base = slot * b.max_sge as usize;
+        // One SGE, the usual case, without a call to `memcpy`.
+        match sges {
+            [one] => b.sges[base] = *one,
+            _ => b.sges[base..base + sges.len()].copy_from_slice(sges),
+        }
+        &mut b.wqes[slot]
+    }
+
+    /// The first request in `from..to` (each holding its slot) for which
+    /// `pred` is false, or `to`: reads the slots in place, a run at a time
+    /// up to the end of the ring, not one lookup each.
+    #[inline]
+    pub(crate) fn done_run(&self, from: u64, to: u64, pred: impl Fn(&W) -> bool) -> u64 {
+        let mut seq = from;
+        while seq < to {
+            debug_assert!(seq >= self.head && seq < self.tail);
+            let b = self.buf();
+            let slot = b.slot(seq);
+            let n = (to - seq).min((b.wqes.len() - slot) as u64) as usize;
+            let taken = b.wqes[slot..slot + n]
+                .iter()
+                .position(|w| !pred(w))
+                .unwrap_or(n);
+            seq += taken as u64;
+            if taken < n {
+                break;
+            }
+        }
+        seq
+    }
+
     /// The request with sequence number `seq` (must still hold its slot).
     #[inline]
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
@@ -292,10 +339,31 @@ impl<W: Copy + Default> Ring<W> {
         &mut b.inline[base..base + b.inline_max as usize]
     }
 
-    /// A request whose slot was just freed (still readable until reused).
+    /// Each request of `range` with its SGE slots, in order: requests
+    /// whose slots were just freed ([`Ring::free_through`]'s range; still
+    /// readable until reused), read a run of slots at a time up to the end
+    /// of the ring rather than one lookup each.
     #[inline]
-    pub(crate) fn get_freed(&self, seq: u64) -> (&W, &[Sge], usize) {
-        self.buf().entry(seq)
+    pub(crate) fn for_each_freed(
+        &self,
+        range: core::ops::Range<u64>,
+        mut f: impl FnMut(&W, &[Sge]),
+    ) {
+        let mut seq = range.start;
+        while seq < range.end {
+            let b = self.buf();
+            let slot = b.slot(seq);
+            let n = (range.end - seq).min((b.wqes.len() - slot) as u64) as usize;
+            let m = b.max_sge as usize;
+            let wqes = &b.wqes[slot..slot + n];
+            if m == 0 {
+                wqes.iter().for_each(|w| f(w, &[]));
+            } else {
+                let sges = b.sges[slot * m..(slot + n) * m].chunks_exact(m);
+                wqes.iter().zip(sges).for_each(|(w, s)| f(w, s));
+            }
+            seq += n as u64;
+        }
     }
 
     /// Frees every slot up to and including `seq`; returns the freed range.

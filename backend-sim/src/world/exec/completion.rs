@@ -355,10 +355,15 @@ impl World {
             let w = q.sq.get(seq).0;
             if w.exec == Exec::Done && !w.signaled {
                 // The common unsignalled success: no CQE, nothing to build.
-                q.sq.done += 1;
                 if q.phase.state() == QpState::Error {
+                    q.sq.done += 1;
                     return;
                 }
+                // And the run of them behind it, in one step (nothing in
+                // the run changes the QP).
+                let end = q.tx.send_seq.min(q.sq.tail);
+                q.sq.done =
+                    q.sq.done_run(seq + 1, end, |w| w.exec == Exec::Done && !w.signaled);
                 continue;
             }
             let w = *w;
