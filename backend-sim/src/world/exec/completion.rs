@@ -171,9 +171,41 @@ impl World {
         if oldest {
             q.tx.retry.on_progress();
         }
-        self.complete_sq(qp);
+        if self.complete_quiet_head(qp) {
+            self.check_drained(qp);
+        } else {
+            self.complete_sq(qp);
+        }
         self.kick(qp);
         self.rearm(qp);
+    }
+
+    /// What [`Self::complete_sq`] does in the common case of an answer in
+    /// a window of READs or atomics: the oldest request is done and
+    /// unsignalled, the QP is not in ERR, and the next request is still
+    /// executing (or there is none), so `done` moves past the oldest and
+    /// nothing else completes. Returns false, having changed nothing, in
+    /// any other case (the caller then runs `complete_sq`); on true the
+    /// caller still owes `complete_sq`'s closing `check_drained`.
+    #[inline]
+    fn complete_quiet_head(&mut self, qp: QpHandle) -> bool {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return false;
+        };
+        let s = q.sq.done;
+        let end = q.tx.send_seq.min(q.sq.tail);
+        if s >= end || q.phase.state() == QpState::Error {
+            return false;
+        }
+        let w = q.sq.get(s).0;
+        if w.exec != Exec::Done || w.signaled {
+            return false;
+        }
+        if s + 1 < end && matches!(q.sq.get(s + 1).0.exec, Exec::Done | Exec::Failed(_)) {
+            return false;
+        }
+        q.sq.done = s + 1;
+        true
     }
 
     /// [`Self::landing_fails`] for a request with one SGE, returning on
