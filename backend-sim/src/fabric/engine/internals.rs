@@ -18,6 +18,7 @@ impl Fabric {
 
     /// Occupies the source port for the packet's wire time and returns
     /// when it arrives.
+    #[inline]
     pub(super) fn serialise(&mut self, src: usize, now: SimInstant, packet: &Packet) -> SimInstant {
         let port = &mut self.ports[src];
         // Payload is padded to a multiple of 4 bytes (BTH PadCnt).
@@ -109,6 +110,7 @@ impl Fabric {
     /// `in_port_order` and it does not arrive before the FIFO's last packet
     /// (the usual case), else in the heap. Either way it comes out in
     /// `(at, sequence)` order.
+    #[inline]
     pub(super) fn schedule_delivery(
         &mut self,
         src: usize,

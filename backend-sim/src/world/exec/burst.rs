@@ -114,6 +114,7 @@ impl World {
         let now = self.now_ns;
         let adapter = self.devices[device as usize].profile.adapter;
         let last = Cell::new(None);
+        let mut gather: Option<(u32, Option<MrView>)> = None;
         let mut first = true;
         loop {
             let q = self.qps.get(qp.index, qp.generation).expect("live");
@@ -145,17 +146,54 @@ impl World {
                 break;
             }
             if !w.checked {
-                let mrs = Remembered {
-                    mrs: DevMrs {
-                        mrs: &self.mrs,
-                        device,
-                    },
-                    last: &last,
-                };
                 let sges = &sges[..w.num_sge as usize];
-                if check_requester_local(opcode, send_flags, Transport::Rc, sges, &mrs, pd, mtu)
-                    .is_err()
-                {
+                let ok = match sges {
+                    // `check_requester_local` of a SEND or WRITE gathering
+                    // from one SGE on RC: `check_local_sges` of that SGE
+                    // (no LOCAL_WRITE needed, no length rule), its MR
+                    // remembered across the list.
+                    [sge] if !READS && !send_flags.contains(SendFlags::INLINE) => {
+                        sge.length == 0 || {
+                            let view = match gather {
+                                Some((k, v)) if k == sge.lkey => v,
+                                _ => {
+                                    let v = DevMrs {
+                                        mrs: &self.mrs,
+                                        device,
+                                    }
+                                    .by_lkey(sge.lkey);
+                                    gather = Some((sge.lkey, v));
+                                    v
+                                }
+                            };
+                            view.is_some_and(|mr| {
+                                mr.valid
+                                    && mr.pd == pd
+                                    && mr.offset_of(sge.addr, u64::from(sge.length)).is_some()
+                            })
+                        }
+                    }
+                    _ => {
+                        let mrs = Remembered {
+                            mrs: DevMrs {
+                                mrs: &self.mrs,
+                                device,
+                            },
+                            last: &last,
+                        };
+                        check_requester_local(
+                            opcode,
+                            send_flags,
+                            Transport::Rc,
+                            sges,
+                            &mrs,
+                            pd,
+                            mtu,
+                        )
+                        .is_ok()
+                    }
+                };
+                if !ok {
                     break;
                 }
             }
