@@ -139,10 +139,35 @@ impl Fabric {
             });
             self.arrivals_queued += 1;
         } else {
-            self.queue.push(at, Queued::Deliver(packet))?;
+            let slot = self.park(packet);
+            if let Err(e) = self.queue.push(at, Queued::Deliver(slot)) {
+                let _ = self.unpark(slot);
+                return Err(e.into());
+            }
         }
         self.deliveries_queued += 1;
         Ok(())
+    }
+
+    /// Puts `packet` in a free `parked` slot (the last freed first) and
+    /// returns the slot.
+    fn park(&mut self, packet: Packet) -> u32 {
+        match self.parked_free.pop() {
+            Some(slot) => {
+                self.parked[slot as usize] = packet;
+                slot
+            }
+            None => {
+                self.parked.push(packet);
+                (self.parked.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes the packet out of `parked` slot `slot`, freeing the slot.
+    pub(super) fn unpark(&mut self, slot: u32) -> Packet {
+        self.parked_free.push(slot);
+        self.parked[slot as usize]
     }
 
     /// Fails when heap and FIFOs together hold `events_max` events.
