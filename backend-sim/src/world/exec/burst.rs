@@ -173,6 +173,10 @@ impl World {
                             })
                         }
                     }
+                    // Its READ or atomic with one landing SGE: the landing
+                    // buffer is checked when the answer lands; an atomic's
+                    // must be 8 bytes.
+                    [sge] if READS => info.class != OpClass::Atomic || sge.length == 8,
                     _ => {
                         let mrs = Remembered {
                             mrs: DevMrs {
