@@ -202,6 +202,7 @@ pub struct ResponderView {
 /// its resulting status is not recorded; the simulator reports rxe's
 /// invalid request in both flavours. The order of checks 1, 2 and 4 is
 /// rxe's; hardware's is not documented.
+#[inline(always)]
 pub fn check_remote(
     req: &RemoteRequest,
     mr: Option<MrView>,

@@ -259,7 +259,7 @@ impl World {
 
     /// Acknowledges `p`, accepted at `rq`, if it asks for an ACK and `rq`
     /// is not in ERR (as the general path does after a SEND/WRITE packet).
-    #[inline]
+    #[inline(always)]
     pub(super) fn ack_if_asked(&mut self, rq: QpHandle, p: &Packet) {
         if p.flags.contains(PacketFlags::ACK_REQUEST)
             && self
