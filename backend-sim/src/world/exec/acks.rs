@@ -28,14 +28,22 @@ impl World {
     /// After progress or a retransmission: the ACK timer runs while
     /// anything transmitted is unanswered.
     pub(super) fn rearm(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+        let now = self.now_ns;
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
         if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
-            let now = self.now_ns;
+            if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
+                // `arm_ack_timer` with the timer live and its event queued:
+                // only the deadline moves.
+                let timeout = q.phase.requester().map_or(0, |r| r.timeout);
+                if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
+                    q.tx.ack_deadline = Some(now.saturating_add(ns));
+                }
+                return;
+            }
             self.arm_ack_timer(qp, now);
         } else if q.tx.ack_deadline.is_some() {
-            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
             q.tx.ack_deadline = None;
             self.live_timers -= 1;
         }
