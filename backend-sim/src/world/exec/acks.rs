@@ -27,6 +27,7 @@ impl World {
 
     /// After progress or a retransmission: the ACK timer runs while
     /// anything transmitted is unanswered.
+    #[inline(always)]
     pub(super) fn rearm(&mut self, qp: QpHandle) {
         let now = self.now_ns;
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {

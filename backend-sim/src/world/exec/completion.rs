@@ -439,6 +439,7 @@ impl World {
     }
 
     /// `len` bytes at `addr` of the MR `rkey` names on `device`.
+    #[inline(always)]
     pub(super) fn remote_extent(
         &self,
         device: u32,
