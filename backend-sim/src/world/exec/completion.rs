@@ -284,7 +284,7 @@ impl World {
     /// nothing else completes. Returns false, having changed nothing, in
     /// any other case (the caller then runs `complete_sq`); on true the
     /// caller still owes `complete_sq`'s closing `check_drained`.
-    #[inline]
+    #[inline(always)]
     fn complete_quiet_head(&mut self, qp: QpHandle) -> bool {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return false;
@@ -433,7 +433,12 @@ impl World {
         if seq == q.sq.done {
             q.tx.retry.on_progress();
         }
-        self.complete_sq(qp);
+        // As after a READ's answer (`read_answered`).
+        if self.complete_quiet_head(qp) {
+            self.check_drained(qp);
+        } else {
+            self.complete_sq(qp);
+        }
         self.kick(qp);
         self.rearm(qp);
     }
