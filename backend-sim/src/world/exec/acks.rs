@@ -277,8 +277,18 @@ impl World {
 
     /// A requester QP able to take responses: alive, reliable, sending.
     pub(super) fn requester_for(&self, p: &Packet) -> Option<QpHandle> {
-        let qp = self.qp_at(p.destination)?;
-        let q = self.qps.get(qp.index, qp.generation)?;
+        // `qp_at(p.destination)`, keeping the QP it finds.
+        let ep = p.destination;
+        let index = self
+            .devices
+            .get(usize::from(ep.device.0))?
+            .qpns
+            .get(ep.qpn)?;
+        let (generation, q) = self.qps.get_by_index(index)?;
+        if q.qp_num != ep.qpn || q.device != u32::from(ep.device.0) {
+            return None;
+        }
+        let qp = QpHandle { index, generation };
         let ok = matches!(
             q.phase.state(),
             QpState::ReadyToSend | QpState::SendQueueDrain
