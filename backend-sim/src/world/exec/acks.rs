@@ -27,15 +27,24 @@ impl World {
 
     /// After progress or a retransmission: the ACK timer runs while
     /// anything transmitted is unanswered.
+    #[inline(always)]
     pub(super) fn rearm(&mut self, qp: QpHandle) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+        let now = self.now_ns;
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
         if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
-            let now = self.now_ns;
+            if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
+                // `arm_ack_timer` with the timer live and its event queued:
+                // only the deadline moves.
+                let timeout = q.phase.requester().map_or(0, |r| r.timeout);
+                if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
+                    q.tx.ack_deadline = Some(now.saturating_add(ns));
+                }
+                return;
+            }
             self.arm_ack_timer(qp, now);
         } else if q.tx.ack_deadline.is_some() {
-            let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
             q.tx.ack_deadline = None;
             self.live_timers -= 1;
         }
@@ -268,8 +277,18 @@ impl World {
 
     /// A requester QP able to take responses: alive, reliable, sending.
     pub(super) fn requester_for(&self, p: &Packet) -> Option<QpHandle> {
-        let qp = self.qp_at(p.destination)?;
-        let q = self.qps.get(qp.index, qp.generation)?;
+        // `qp_at(p.destination)`, keeping the QP it finds.
+        let ep = p.destination;
+        let index = self
+            .devices
+            .get(usize::from(ep.device.0))?
+            .qpns
+            .get(ep.qpn)?;
+        let (generation, q) = self.qps.get_by_index(index)?;
+        if q.qp_num != ep.qpn || q.device != u32::from(ep.device.0) {
+            return None;
+        }
+        let qp = QpHandle { index, generation };
         let ok = matches!(
             q.phase.state(),
             QpState::ReadyToSend | QpState::SendQueueDrain

@@ -35,6 +35,10 @@ impl World {
         let Some(qp) = self.requester_for(p) else {
             return;
         };
+        // The common in-order response in one step.
+        if self.read_response_one(qp, p) {
+            return;
+        }
         let seq = p.cookie;
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
@@ -150,12 +154,105 @@ impl World {
         self.read_answered(qp, seq, w.psn, ooo.is_none());
     }
 
+    /// What the rest of [`Self::on_read_response`] does with the common
+    /// response: the next in order of a READ still waiting at a QP without
+    /// OOO_DP, with bytes, landing in one SGE whose MR (looked up once)
+    /// holds them, from an MR (not a window) that holds them at the
+    /// responder. Returns false, having changed nothing, in any other case
+    /// (the general path then decides, as before).
+    #[inline(never)]
+    fn read_response_one(&mut self, qp: QpHandle, p: &Packet) -> bool {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return false;
+        };
+        let seq = p.cookie;
+        if seq < q.sq.done || seq >= q.tx.send_seq || q.dv.ooo || p.payload_len == 0 {
+            return false;
+        }
+        let (w, sges, _) = q.sq.get(seq);
+        if w.exec != Exec::Sent
+            || !matches!(w.opcode, WrOpcode::RdmaRead)
+            || w.num_sge != 1
+            || p.psn != Psn::new(w.psn).add(w.received)
+        {
+            return false;
+        }
+        let (psn, rdma, sge) = (w.psn, w.rdma, sges[0]);
+        let device = q.device;
+        // `landing_one`: the SGE's MR by its lkey, `check_local_sges` of
+        // one SGE with LOCAL_WRITE needed.
+        let Some((_, m)) = self.mrs.get_by_index(sge.lkey >> 8) else {
+            return false;
+        };
+        if m.lkey != sge.lkey || m.device != device {
+            return false;
+        }
+        let view = mr_view(m);
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        let ok = sge.length == 0
+            || (view.valid
+                && view.pd == pd
+                && view.offset_of(sge.addr, u64::from(sge.length)).is_some()
+                && view.access.contains(AccessFlags::LOCAL_WRITE));
+        if !ok {
+            return false;
+        }
+        // `extents` of one SGE: the range lies in it, and in its MR.
+        let (off, len) = (u64::from(p.offset), u64::from(p.payload_len));
+        if off + len > u64::from(sge.length) {
+            return false;
+        }
+        let Some(doff) = view.offset_of(sge.addr + off, len) else {
+            return false;
+        };
+        let Some(src) = self.remote_extent(
+            u32::from(p.source.device.0),
+            rdma.rkey,
+            rdma.remote_addr + off,
+            len,
+        ) else {
+            return false;
+        };
+        copy_piece(
+            &mut self.mrs,
+            src.mr,
+            src.off,
+            sge.lkey >> 8,
+            doff as usize,
+            len as usize,
+        );
+        self.record(TraceEvent::Placement {
+            device,
+            qpn: p.destination.qpn,
+            offset: p.offset,
+            len: p.payload_len,
+        });
+        self.read_answered(qp, seq, psn, true);
+        true
+    }
+
     /// After a response of READ `seq` (first PSN `psn`) was placed: counts
     /// it (`in_order`: not an OOO_DP one, counted on its own) and moves on.
     fn read_answered(&mut self, qp: QpHandle, seq: u64, psn: u32, in_order: bool) {
-        // An answer implies everything before the READ was received.
-        self.acknowledge_before(qp, Psn::new(psn));
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        // An answer implies everything before the READ was received
+        // (`acknowledge_before`, its early return checked with the QP at
+        // hand).
+        let d = q.sq.done;
+        let waiting = d >= q.tx.send_seq || {
+            let w = q.sq.get(d).0;
+            w.exec == Exec::Sent
+                && matches!(
+                    w.opcode,
+                    WrOpcode::RdmaRead | WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+                )
+        };
+        let q = if waiting {
+            q
+        } else {
+            self.acknowledge(qp, Psn::new(psn), false);
+            self.qps.get_mut(qp.index, qp.generation).expect("live")
+        };
         // Forward progress (which alone reloads the retry counter) is new
         // data for the oldest request: responses to a later request, or
         // answers repeated by a retry, do not count.
@@ -187,7 +284,7 @@ impl World {
     /// nothing else completes. Returns false, having changed nothing, in
     /// any other case (the caller then runs `complete_sq`); on true the
     /// caller still owes `complete_sq`'s closing `check_drained`.
-    #[inline]
+    #[inline(always)]
     fn complete_quiet_head(&mut self, qp: QpHandle) -> bool {
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return false;
@@ -336,12 +433,18 @@ impl World {
         if seq == q.sq.done {
             q.tx.retry.on_progress();
         }
-        self.complete_sq(qp);
+        // As after a READ's answer (`read_answered`).
+        if self.complete_quiet_head(qp) {
+            self.check_drained(qp);
+        } else {
+            self.complete_sq(qp);
+        }
         self.kick(qp);
         self.rearm(qp);
     }
 
     /// `len` bytes at `addr` of the MR `rkey` names on `device`.
+    #[inline(always)]
     pub(super) fn remote_extent(
         &self,
         device: u32,

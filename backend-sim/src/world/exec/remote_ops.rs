@@ -76,19 +76,7 @@ impl World {
             // One response (what `segment` yields for it), without the
             // iterator: the common small READ.
             let depart = first.max(dma_start + a.dma_ns(u64::from(len)));
-            self.wire_routed(
-                Packet {
-                    source: p.destination,
-                    destination: p.source,
-                    psn: p.psn,
-                    opcode: Opcode::ReadResponse(crate::fabric::SegmentPosition::Only),
-                    flags: PacketFlags::NONE,
-                    payload_len: len,
-                    offset: from,
-                    cookie: p.cookie,
-                },
-                depart,
-            );
+            self.wire_read_response_one(p, len, depart);
             return;
         }
         for (i, seg) in segment(len, mtu).enumerate() {
@@ -108,6 +96,113 @@ impl World {
                 depart,
             );
         }
+    }
+
+    /// The one response of a READ leaving at `depart`: `len` bytes from
+    /// `p.offset` on (the `n == 1` case of [`Self::rc_read`]).
+    #[inline(always)]
+    fn wire_read_response_one(&mut self, p: &Packet, len: u32, depart: u64) {
+        self.wire_routed(
+            Packet {
+                source: p.destination,
+                destination: p.source,
+                psn: p.psn,
+                opcode: Opcode::ReadResponse(crate::fabric::SegmentPosition::Only),
+                flags: PacketFlags::NONE,
+                payload_len: len,
+                offset: p.offset,
+                cookie: p.cookie,
+            },
+            depart,
+        );
+    }
+
+    /// [`Self::rc_read`] of a new READ (its PSN the expected one) at a
+    /// plain RC responder from a plain RC requester, as `on_request` hands
+    /// it over: the common case (`read_one_checked`) in one step, anything
+    /// else through `rc_read`.
+    #[inline(never)]
+    pub(super) fn rc_read_new(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
+        let one = match (
+            self.qps.get(rq.index, rq.generation),
+            self.qps.get(req.index, req.generation),
+        ) {
+            (Some(r), Some(s)) => self.read_one_checked(r, s, p),
+            _ => None,
+        };
+        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+        r.rx.nak_sent = false;
+        match one {
+            Some((device, len)) => {
+                // `rc_read`: the expected PSN moves past its one response.
+                r.rx.epsn = p.psn.add(1);
+                self.rc_read_one(p, device, len);
+            }
+            None => self.rc_read(rq, req, p, false),
+        }
+    }
+
+    /// The decision [`Self::rc_read`] makes of a READ at a plain RC
+    /// responder `r` from `s`, for the common case only: the rkey names an
+    /// MR (not a window) that `check_remote` accepts the READ in, and the
+    /// answer is one packet. Returns the responder's device and the
+    /// response's length then; `None` in any other case (a refused READ
+    /// included), for `rc_read` to decide. Changes nothing.
+    #[inline(always)]
+    fn read_one_checked(
+        &self,
+        r: &crate::world::qp::Qp,
+        s: &crate::world::qp::Qp,
+        p: &Packet,
+    ) -> Option<(u32, u32)> {
+        let w = s.sq.get(p.cookie).0;
+        let (rkey, remote_addr, length) = (w.rdma.rkey, w.rdma.remote_addr, w.length);
+        if r.class == QpClass::Dct || self.is_mw_key(rkey) {
+            return None;
+        }
+        let device = r.device;
+        // `check_remote` of a READ: the QP grants REMOTE_READ and has
+        // responder resources; the MR the rkey names on this device is
+        // valid, of the QP's PD, grants REMOTE_READ and holds the range.
+        let access = r.phase.bound().map_or(AccessFlags::empty(), |b| b.access);
+        let resources = r.phase.path().map_or(0, |p| p.max_dest_rd_atomic);
+        if !access.contains(AccessFlags::REMOTE_READ) || resources == 0 {
+            return None;
+        }
+        let (_, m) = self.mrs.get_by_index(rkey >> 8)?;
+        let pd = r.pd.map_or(u32::MAX, |p| p.index);
+        if m.rkey != rkey
+            || m.device != device
+            || m.invalidated
+            || m.pd.index != pd
+            || !m.access.contains(AccessFlags::REMOTE_READ)
+        {
+            return None;
+        }
+        if length != 0 {
+            mr_view(m).offset_of(remote_addr, length)?;
+        }
+        let len = u32::try_from(length)
+            .unwrap_or(u32::MAX)
+            .saturating_sub(p.offset);
+        // `packet_count(len, mtu) == 1` (a zero MTU goes to `rc_read`).
+        let mtu = s.tx.mtu;
+        (mtu > 0 && len <= mtu).then_some((device, len))
+    }
+
+    /// [`Self::rc_read`] of a new READ after [`Self::read_one_checked`]
+    /// accepted it (`device`, `len`: its answer), the expected PSN already
+    /// moved past it: the adapter's read and the one response.
+    #[inline(always)]
+    fn rc_read_one(&mut self, p: &Packet, device: u32, len: u32) {
+        let d = &mut self.devices[device as usize];
+        let a = &d.profile.adapter;
+        let first = self.now_ns + a.responder_read_ns;
+        let dma = a.dma_ns(u64::from(len));
+        let dma_start = first.max(d.dma_free_ns);
+        d.dma_free_ns = dma_start + dma;
+        let depart = first.max(dma_start + dma);
+        self.wire_read_response_one(p, len, depart);
     }
 
     pub(super) fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {

@@ -61,9 +61,7 @@ impl World {
                         return None;
                     }
                     Opcode::ReadRequest => {
-                        let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
-                        r.rx.nak_sent = false;
-                        self.rc_read(rq, req, p, false);
+                        self.rc_read_new(rq, req, p);
                         return None;
                     }
                     Opcode::CompareSwap | Opcode::FetchAdd => {
