@@ -189,7 +189,15 @@ impl Fabric {
             .expect("a PortHead entry always has its packet");
         debug_assert_eq!(head.at, at.0);
         self.arrivals_queued -= 1;
-        match arrivals.front() {
+        self.advance_port_head(port);
+        (head.packet, head.dst as usize)
+    }
+
+    /// After port `port`'s FIFO lost its head: the port's heap entry (the
+    /// heap's top) becomes the next head's, or goes when the FIFO is empty.
+    #[inline]
+    fn advance_port_head(&mut self, port: usize) {
+        match self.ports[port].arrivals.front() {
             Some(next) => {
                 self.queue.replace_top(
                     SimInstant(next.at),
@@ -198,10 +206,9 @@ impl Fabric {
                 );
             }
             None => {
-                self.queue.pop_next();
+                let _ = self.queue.pop_next();
             }
         }
-        (head.packet, head.dst as usize)
     }
 
     /// [`Self::take_arrival`] when the caller already holds the packet (it
@@ -215,18 +222,7 @@ impl Fabric {
             return;
         }
         self.arrivals_queued -= 1;
-        match arrivals.front() {
-            Some(next) => {
-                self.queue.replace_top(
-                    SimInstant(next.at),
-                    next.seq,
-                    Queued::PortHead(port as u32),
-                );
-            }
-            None => {
-                let _ = self.queue.pop_next();
-            }
-        }
+        self.advance_port_head(port);
     }
 
     /// A packet falls due at `at`: hand it out unless a link of its is down.

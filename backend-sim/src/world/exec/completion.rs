@@ -72,29 +72,13 @@ impl World {
             else {
                 return;
             };
-            let Some(src) = self.remote_extent(
-                u32::from(p.source.device.0),
-                w.rdma.rkey,
-                w.rdma.remote_addr + off,
-                len,
-            ) else {
-                return;
-            };
-            copy_piece(
-                &mut self.mrs,
-                src.mr,
-                src.off,
-                sge.lkey >> 8,
-                doff as usize,
-                len as usize,
+            self.place_read_one(
+                qp,
+                p,
+                (seq, w.psn, ooo.is_none()),
+                w.rdma,
+                (sge.lkey, doff, device),
             );
-            self.record(TraceEvent::Placement {
-                device,
-                qpn: p.destination.qpn,
-                offset: p.offset,
-                len: p.payload_len,
-            });
-            self.read_answered(qp, seq, w.psn, ooo.is_none());
             return;
         }
         if self.landing_fails(qp, seq) {
@@ -205,6 +189,25 @@ impl World {
         let Some(doff) = view.offset_of(sge.addr + off, len) else {
             return false;
         };
+        self.place_read_one(qp, p, (seq, psn, true), rdma, (sge.lkey, doff, device))
+    }
+
+    /// The effects of a READ response `p` landing in one SGE, once the
+    /// landing is checked: `p`'s bytes from the responder's range (request
+    /// `seq` of PSN `psn`, answered `in_order` or not) copied to offset
+    /// `doff` of the MR `lkey` names on `device`, the placement recorded
+    /// and the request answered. Returns false, having changed nothing,
+    /// when the responder's range is not in one of its MRs.
+    #[inline(always)]
+    fn place_read_one(
+        &mut self,
+        qp: QpHandle,
+        p: &Packet,
+        (seq, psn, in_order): (u64, u32, bool),
+        rdma: verbs_api::RdmaInfo,
+        (lkey, doff, device): (u32, u64, u32),
+    ) -> bool {
+        let (off, len) = (u64::from(p.offset), u64::from(p.payload_len));
         let Some(src) = self.remote_extent(
             u32::from(p.source.device.0),
             rdma.rkey,
@@ -217,7 +220,7 @@ impl World {
             &mut self.mrs,
             src.mr,
             src.off,
-            sge.lkey >> 8,
+            lkey >> 8,
             doff as usize,
             len as usize,
         );
@@ -227,7 +230,7 @@ impl World {
             offset: p.offset,
             len: p.payload_len,
         });
-        self.read_answered(qp, seq, psn, true);
+        self.read_answered(qp, seq, psn, in_order);
         true
     }
 
