@@ -48,22 +48,35 @@ fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
     }
 }
 
-/// Unpins in runs: consecutive releases of one key cost one MR lookup
-/// (a poll frees a whole batch of requests, usually over one MR). The same
-/// result as unpinning one at a time: pins saturate at 0 either way, and
-/// an MR freed at 0 is not there for the rest of its run.
-struct Unpins {
+/// Pins or unpins in runs: consecutive changes of one key cost one MR
+/// lookup (a post list pins, and a poll frees, a whole batch of requests,
+/// usually over one MR). The same result as one at a time: `n` pins of one
+/// key at once are `n` pins, unpins saturate at 0 either way, and an MR
+/// freed at 0 is not there for the rest of its run.
+struct KeyRun {
     device: u32,
+    /// Pins when true, unpins when false.
+    pin: bool,
     key: u32,
     n: u32,
 }
 
-impl Unpins {
-    fn new(device: u32) -> Self {
+impl KeyRun {
+    /// A run of unpins on `device`.
+    fn unpins(device: u32) -> Self {
         Self {
             device,
+            pin: false,
             key: 0,
             n: 0,
+        }
+    }
+
+    /// A run of pins on `device`.
+    fn pins(device: u32) -> Self {
+        Self {
+            pin: true,
+            ..Self::unpins(device)
         }
     }
 
@@ -77,34 +90,19 @@ impl Unpins {
     }
 
     fn flush(&mut self, mrs: &mut Arena<Mr>) {
-        if self.n > 0 {
-            unpin(mrs, self.device, self.key, self.n);
-            self.n = 0;
+        if self.n == 0 {
+            return;
         }
-    }
-}
-
-impl Unpins {
-    /// The same run, counting pins instead (posting a list, usually over
-    /// one MR): `n` pins of one key at once are `n` pins one at a time.
-    #[inline]
-    fn add_pin(&mut self, mrs: &mut Arena<Mr>, key: u32) {
-        if self.n > 0 && key != self.key {
-            self.flush_pins(mrs);
-        }
-        self.key = key;
-        self.n += 1;
-    }
-
-    fn flush_pins(&mut self, mrs: &mut Arena<Mr>) {
-        if self.n > 0 {
+        if self.pin {
             if let Some((_, m)) = mrs.get_by_index_mut(self.key >> 8) {
                 if m.lkey == self.key && m.device == self.device {
                     m.pins += self.n;
                 }
             }
-            self.n = 0;
+        } else {
+            unpin(mrs, self.device, self.key, self.n);
         }
+        self.n = 0;
     }
 }
 
@@ -205,7 +203,7 @@ impl World {
             },
             flavor,
         );
-        let mut pins = Unpins::new(device);
+        let mut pins = KeyRun::pins(device);
         let mut n = 0;
         for wr in wrs {
             if wr.dc.is_some()
@@ -243,7 +241,7 @@ impl World {
                 ..SendWqe::default()
             };
             for s in wr.sg_list {
-                pins.add_pin(mrs, s.lkey);
+                pins.add(mrs, s.lkey);
             }
             trace.push(
                 *now_ns,
@@ -256,7 +254,7 @@ impl World {
             );
             n += 1;
         }
-        pins.flush_pins(mrs);
+        pins.flush(mrs);
         n
     }
 
@@ -623,7 +621,7 @@ impl World {
             };
             let device = s.device;
             let range = s.ring.free_through(seq);
-            let mut run = Unpins::new(device);
+            let mut run = KeyRun::unpins(device);
             s.ring.for_each_freed(range, |w, sges| {
                 for g in &sges[..w.num_sge as usize] {
                     run.add(mrs, g.lkey);
@@ -640,7 +638,7 @@ impl World {
         match queue {
             QueueKind::Send => {
                 let range = q.sq.free_through(seq);
-                let mut run = Unpins::new(device);
+                let mut run = KeyRun::unpins(device);
                 q.sq.for_each_freed(range, |w, sges| {
                     if !w.send_flags.contains(SendFlags::INLINE) {
                         for g in &sges[..w.num_sge as usize] {
@@ -652,7 +650,7 @@ impl World {
             }
             QueueKind::Recv => {
                 let range = q.rq.free_through(seq);
-                let mut run = Unpins::new(device);
+                let mut run = KeyRun::unpins(device);
                 q.rq.for_each_freed(range, |w, sges| {
                     for g in &sges[..w.num_sge as usize] {
                         run.add(mrs, g.lkey);
