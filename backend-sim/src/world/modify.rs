@@ -14,11 +14,33 @@ use crate::trace::TraceEvent;
 
 const PSN_MASK: u32 = 0xff_ffff;
 
+/// A state change that has happened, as [`World::state_entered`] needs it
+/// (taken from the QP by the caller, which has it at hand).
+#[derive(Clone, Copy)]
+struct Entered {
+    from: QpState,
+    to: QpState,
+    device: u32,
+    qpn: u32,
+    class: QpClass,
+}
+
+/// `EINVAL` for a `cur_qp_state` that is not the QP's state.
+#[cold]
+#[inline(never)]
+fn cur_state_mismatch(given: QpState, cur: QpState) -> Error {
+    refuse(format!(
+        "cur_qp_state {given} does not match the QP's state {cur}"
+    ))
+}
+
 /// The error of a modify the table refused, with the transition, the rule
 /// and what was wrong, e.g. `RTR->RTS for RC requires
 /// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`
 /// (the `Display` of [`ModifyRefusal`]). The message is kept as data and
 /// formatted only when shown: a refused modify allocates nothing.
+#[cold]
+#[inline(never)]
 fn table_error(
     class: QpClass,
     flavor: TableFlavor,
@@ -366,14 +388,14 @@ impl World {
         let d = &self.devices[q.device as usize];
         let flavor = d.profile.table_flavor;
         let cur = q.phase.state();
-        let next = check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
-            .map_err(|k| table_error(q.class, flavor, cur, attr, mask, k))?;
+        let next = match check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
+        {
+            Ok(next) => next,
+            Err(k) => return Err(table_error(q.class, flavor, cur, attr, mask, k)),
+        };
         let mask = strip_mask(q.class, mask);
         if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
-            return Err(refuse(format!(
-                "cur_qp_state {} does not match the QP's state {cur}",
-                attr.cur_qp_state
-            )));
+            return Err(cur_state_mismatch(attr.cur_qp_state, cur));
         }
         if let QpPhase::SendQueueDrain(.., true) = q.phase {
             if d.profile.driver == DriverModel::Rxe && next != QpState::Error {
@@ -396,7 +418,15 @@ impl World {
             // The alternate path belongs to the path.
             q.alt = None;
         }
-        self.state_entered(qp, cur);
+        // The phase is now `next`'s (`apply` reshaped it).
+        let entered = Entered {
+            from: cur,
+            to: next,
+            device: q.device,
+            qpn: q.qp_num,
+            class: q.class,
+        };
+        self.state_entered(qp, entered);
         if mask.contains(M::ALT_PATH) && has_path {
             let q = self.qp_mut(qp, v)?;
             q.alt = Some(Box::new(AltPath {
@@ -422,30 +452,55 @@ impl World {
             q.alt = None;
         }
         q.phase = phase;
-        self.state_entered(qp, from);
+        let entered = Entered {
+            from,
+            to: phase.state(),
+            device: q.device,
+            qpn: q.qp_num,
+            class: q.class,
+        };
+        self.state_entered(qp, entered);
     }
 
-    /// After a QP's phase changed from `from` to its current one: traces
-    /// the change and runs the entry side effects of qp-state-machine.md §7.
-    fn state_entered(&mut self, qp: QpHandle, from: QpState) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return;
-        };
-        let to = q.phase.state();
-        let (device, qpn, ctx, srq, class) = (q.device, q.qp_num, q.ctx, q.srq, q.class);
+    /// After a QP's phase changed from `e.from` to `e.to` (its current
+    /// one): traces the change and runs the entry side effects of
+    /// qp-state-machine.md §7. A change with none (into INIT, or staying in
+    /// a state but RTS) costs the trace record and no further lookup.
+    #[inline]
+    fn state_entered(&mut self, qp: QpHandle, e: Entered) {
+        let Entered {
+            from,
+            to,
+            device,
+            qpn,
+            class,
+        } = e;
         self.record(TraceEvent::QpState {
             device,
             qpn,
             from,
             to,
         });
+        if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
+            // None of the entry side effects below applies (each needs a
+            // change of state, into RESET, ERR, SQD or SQE).
+            return self.state_entered_data_path(qp, from, to, class);
+        }
+        self.state_entered_effects(qp, from, to, class);
+    }
+
+    /// [`Self::state_entered`] for a change that may have side effects.
+    #[inline(never)]
+    fn state_entered_effects(&mut self, qp: QpHandle, from: QpState, to: QpState, class: QpClass) {
         match to {
             // RESET: WQEs are dropped without completions; mlx5 also removes
             // the QP's CQEs from its CQs (M5-VERBS `mlx5_modify_qp`).
             QpState::Reset if from != QpState::Reset => {
                 self.discard_queues(qp);
-                if self.device(device).profile.driver == DriverModel::Mlx5 {
-                    let q = self.qps.get(qp.index, qp.generation).expect("live");
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                if self.device(q.device).profile.driver == DriverModel::Mlx5 {
                     let cqs = [q.send_cq, q.recv_cq];
                     for cq in cqs.into_iter().flatten() {
                         self.clean_cq(cq, qp);
@@ -455,6 +510,10 @@ impl World {
             // ERR: every outstanding WR completes with WR_FLUSH_ERR; an
             // SRQ-attached QP raises LAST_WQE_REACHED (§7).
             QpState::Error if from != QpState::Error => {
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                let (ctx, srq) = (q.ctx, q.srq);
                 self.flush_queues(qp);
                 if srq.is_some() {
                     self.raise_async(ctx, AsyncEventType::QpLastWqeReached, AsyncSubject::Qp(qp));
@@ -465,7 +524,10 @@ impl World {
             // drain that has to wait.
             QpState::SendQueueDrain if from != QpState::SendQueueDrain => {
                 let in_flight = self.sq_in_flight(qp);
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                    return;
+                };
+                let ctx = q.ctx;
                 if let QpPhase::SendQueueDrain(b, p, r, _) = q.phase {
                     if in_flight {
                         q.phase = QpPhase::SendQueueDrain(b, p, r, true);

@@ -306,18 +306,43 @@ impl World {
 
     /// The data path's side of a state change (called by `set_state` after
     /// the phase changed and queues were flushed or discarded).
+    #[inline]
     pub(crate) fn exec_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         // INIT (and INIT->INIT) concerns neither side of the data path.
         if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
             return;
         }
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return;
-        };
-        let device = q.device;
-        let (bound, path, req) = q.phase.parts();
+        self.exec_on_state_changed(qp, from, to);
+    }
+
+    /// [`Self::exec_on_state`] for a change the data path sees.
+    #[inline(never)]
+    fn exec_on_state_changed(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         match to {
+            QpState::ReadyToSend => {
+                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                    return;
+                };
+                let (sq_psn, retry_cnt, rnr_retry) = q
+                    .phase
+                    .requester()
+                    .map_or((0, 0, 0), |r| (r.sq_psn, r.retry_cnt, r.rnr_retry));
+                if from == QpState::ReadyToReceive {
+                    q.tx.next_psn = Psn::new(sq_psn);
+                    q.tx.send_seq = q.sq.done;
+                }
+                q.tx.retry = RetryCounters::new(retry_cnt, rnr_retry);
+                q.tx.blocked = false;
+                // `kick` has nothing to do otherwise (it tests the same).
+                if q.tx.send_seq < q.sq.tail {
+                    self.kick(qp);
+                }
+            }
+            QpState::ReadyToReceive if from != QpState::ReadyToReceive => self.exec_enter_rtr(qp),
             QpState::Reset => {
+                if self.qps.get(qp.index, qp.generation).is_none() {
+                    return;
+                }
                 self.disarm_tx(qp);
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
@@ -335,6 +360,9 @@ impl World {
                 }
             }
             QpState::Error | QpState::SendQueueError => {
+                if self.qps.get(qp.index, qp.generation).is_none() {
+                    return;
+                }
                 if to == QpState::Error {
                     self.disarm_tx(qp);
                     self.flush_rx_message(qp);
@@ -348,62 +376,63 @@ impl World {
                     q.tx.rd_atomic = 0;
                 }
             }
-            QpState::ReadyToReceive if from != QpState::ReadyToReceive => {
-                let (b, p) = (bound.unwrap_or_default(), path.unwrap_or_default());
-                let src = self.endpoint_of(device, q.qp_num, b);
-                let class = q.class;
-                let port_mtu = self.devices[device as usize].profile.port.active_mtu;
-                let (dest, mtu) = match class {
-                    QpClass::Ud => (NOWHERE, port_mtu.bytes().unwrap_or(4096)),
-                    _ => {
-                        let addr = if p.ah.is_global {
-                            Address::Gid(p.ah.grh.dgid)
-                        } else {
-                            Address::Lid(p.ah.dlid)
-                        };
-                        let dest = self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
-                            qpn: p.dest_qpn & 0xff_ffff,
-                            device: port.device,
-                            port: port.port,
-                        });
-                        (dest, p.path_mtu.bytes().unwrap_or(4096))
-                    }
-                };
-                // A fresh timer generation: events queued by an earlier life
-                // of this QP slot never match.
-                let generation = self.next_timer_gen();
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                q.tx.ack_gen = generation;
-                q.tx.ack_queued = false;
-                q.rx.epsn = Psn::new(p.rq_psn);
-                q.rx.nak_sent = false;
-                q.rx.msg = RxMsg::default();
-                q.tx.src = src;
-                q.tx.dest = dest;
-                q.tx.mtu = mtu;
-            }
-            QpState::ReadyToSend => {
-                let r = req.unwrap_or_default();
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                if from == QpState::ReadyToReceive {
-                    q.tx.next_psn = Psn::new(r.sq_psn);
-                    q.tx.send_seq = q.sq.done;
-                }
-                q.tx.retry = RetryCounters::new(r.retry_cnt, r.rnr_retry);
-                q.tx.blocked = false;
-                self.kick(qp);
-            }
             QpState::SendQueueDrain => {
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                    let req = q.phase.requester();
                     q.tx.retry = RetryCounters::new(
                         req.map_or(0, |r| r.retry_cnt),
                         req.map_or(0, |r| r.rnr_retry),
                     );
+                } else {
+                    return;
                 }
                 self.check_drained(qp);
             }
             _ => {}
         }
+    }
+
+    /// Entering RTR (from another state): the QP's own endpoint, the
+    /// connected peer and the path MTU, a fresh timer generation and an
+    /// empty responder.
+    fn exec_enter_rtr(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let device = q.device;
+        let b = q.phase.bound().copied().unwrap_or_default();
+        let p = q.phase.path().copied().unwrap_or_default();
+        let src = self.endpoint_of(device, q.qp_num, b);
+        let class = q.class;
+        let port_mtu = self.devices[device as usize].profile.port.active_mtu;
+        let (dest, mtu) = match class {
+            QpClass::Ud => (NOWHERE, port_mtu.bytes().unwrap_or(4096)),
+            _ => {
+                let addr = if p.ah.is_global {
+                    Address::Gid(p.ah.grh.dgid)
+                } else {
+                    Address::Lid(p.ah.dlid)
+                };
+                let dest = self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
+                    qpn: p.dest_qpn & 0xff_ffff,
+                    device: port.device,
+                    port: port.port,
+                });
+                (dest, p.path_mtu.bytes().unwrap_or(4096))
+            }
+        };
+        // A fresh timer generation: events queued by an earlier life
+        // of this QP slot never match.
+        let generation = self.next_timer_gen();
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.tx.ack_gen = generation;
+        q.tx.ack_queued = false;
+        q.rx.epsn = Psn::new(p.rq_psn);
+        q.rx.nak_sent = false;
+        q.rx.msg = RxMsg::default();
+        q.tx.src = src;
+        q.tx.dest = dest;
+        q.tx.mtu = mtu;
     }
 
     /// True while a QP in SQD still has transmitted requests outstanding
