@@ -120,7 +120,7 @@ fn out_of_range(name: &str, value: u8, max: u8) -> Error {
 /// `next` (not RESET) from `cur` on device `d`, in the kernel's order;
 /// `port` is the QP's port (1 before it has one). Returns the port the QP
 /// has after the modify.
-#[inline]
+#[inline(always)]
 fn check_attrs(
     d: &Device,
     mut port: u8,
@@ -290,7 +290,7 @@ fn check_alt_path(d: &Device, attr: &QpAttr, pkey_tbl_len: u16) -> Result<()> {
 /// the responder path, RTS the requester, SQD starts not draining
 /// (`state_entered` marks it draining while requests are in flight), ERR
 /// keeps what was configured for `ibv_query_qp`.
-#[inline]
+#[inline(always)]
 fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, rxe: bool) {
     let round = |n: u8| {
         if rxe && n > 0 {
@@ -381,6 +381,13 @@ impl World {
     /// simulator validates against the QP's real state (there is no stale
     /// cached state after a device-initiated ERR).
     pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        self.modify_qp_in_place(qp, attr, mask)
+    }
+
+    /// [`Self::modify_qp`], inlined into [`Self::modify_qp_handle`] (the
+    /// verb's path, one call deep).
+    #[inline(always)]
+    fn modify_qp_in_place(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
         let v = Verb::ModifyQp;
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return self.qp(qp, v).map(|_| ());
@@ -437,6 +444,25 @@ impl World {
             }));
         }
         Ok(())
+    }
+
+    /// `ibv_modify_qp` through any handle (a TGT handle modifies its real
+    /// QP), then requesters parked in an RNR wait retry (`unpark_rnr`),
+    /// whatever the outcome; an invalid handle fails before either.
+    pub(crate) fn modify_qp_handle(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        let qp = self.resolve_qp(qp, Verb::ModifyQp)?;
+        // Matched rather than kept across `unpark_rnr`: a success moves no
+        // error value.
+        match self.modify_qp_in_place(qp, attr, mask) {
+            Ok(()) => {
+                self.unpark_rnr();
+                Ok(())
+            }
+            Err(e) => {
+                self.unpark_rnr();
+                Err(e)
+            }
+        }
     }
 
     /// The one place a QP's phase changes (R5): traces `old -> new` and runs
