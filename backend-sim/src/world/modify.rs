@@ -492,7 +492,7 @@ impl World {
     /// one): traces the change and runs the entry side effects of
     /// qp-state-machine.md §7. A change with none (into INIT, or staying in
     /// a state but RTS) costs the trace record and no further lookup.
-    #[inline]
+    #[inline(always)]
     fn state_entered(&mut self, qp: QpHandle, e: Entered) {
         let Entered {
             from,
@@ -507,12 +507,18 @@ impl World {
             from,
             to,
         });
-        if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
-            // None of the entry side effects below applies (each needs a
-            // change of state, into RESET, ERR, SQD or SQE).
-            return self.state_entered_data_path(qp, from, to, class);
+        // The side effects of `state_entered_effects` belong to a change
+        // into RESET, ERR, SQD or SQE; every other change goes straight to
+        // the data path.
+        let effects = matches!(
+            to,
+            QpState::Reset | QpState::Error | QpState::SendQueueDrain | QpState::SendQueueError
+        ) && to != from;
+        if effects {
+            self.state_entered_effects(qp, from, to, class);
+        } else {
+            self.state_entered_data_path(qp, from, to, class);
         }
-        self.state_entered_effects(qp, from, to, class);
     }
 
     /// [`Self::state_entered`] for a change that may have side effects.
@@ -522,14 +528,32 @@ impl World {
             // RESET: WQEs are dropped without completions; mlx5 also removes
             // the QP's CQEs from its CQs (M5-VERBS `mlx5_modify_qp`).
             QpState::Reset if from != QpState::Reset => {
-                self.discard_queues(qp);
                 let Some(q) = self.qps.get(qp.index, qp.generation) else {
                     return;
                 };
-                if self.device(q.device).profile.driver == DriverModel::Mlx5 {
-                    let cqs = [q.send_cq, q.recv_cq];
+                // Rings with nothing posted and nothing pending leave
+                // `discard_queues` nothing to drop or mark done.
+                let queued = [
+                    (q.sq.head, q.sq.done, q.sq.tail),
+                    (q.rq.head, q.rq.done, q.rq.tail),
+                ]
+                .iter()
+                .any(|&(head, done, tail)| head != tail || done != tail);
+                let cqs = [q.send_cq, q.recv_cq];
+                let mlx5 = self.device(q.device).profile.driver == DriverModel::Mlx5;
+                if queued {
+                    self.discard_queues(qp);
+                }
+                if mlx5 {
                     for cq in cqs.into_iter().flatten() {
-                        self.clean_cq(cq, qp);
+                        // An empty CQ has no CQE of this QP to remove.
+                        if self
+                            .cqs
+                            .get(cq.index, cq.generation)
+                            .is_some_and(|c| !c.entries.is_empty())
+                        {
+                            self.clean_cq(cq, qp);
+                        }
                     }
                 }
             }
@@ -584,7 +608,7 @@ impl World {
 
     /// The executor's and DC's sides of a state change (the QP is live
     /// and in `to`).
-    #[inline]
+    #[inline(always)]
     fn state_entered_data_path(
         &mut self,
         qp: QpHandle,

@@ -306,43 +306,51 @@ impl World {
 
     /// The data path's side of a state change (called by `set_state` after
     /// the phase changed and queues were flushed or discarded).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn exec_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         // INIT (and INIT->INIT) concerns neither side of the data path.
         if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
             return;
         }
+        if to == QpState::ReadyToSend {
+            return self.exec_enter_rts(qp, from);
+        }
         self.exec_on_state_changed(qp, from, to);
+    }
+
+    /// Entering RTS (or staying there): from RTR the requester starts at
+    /// `sq_psn` with the first unfinished request; the retry budgets are
+    /// reloaded, the send queue unblocked and kicked.
+    #[inline]
+    fn exec_enter_rts(&mut self, qp: QpHandle, from: QpState) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        let (sq_psn, retry_cnt, rnr_retry) = q
+            .phase
+            .requester()
+            .map_or((0, 0, 0), |r| (r.sq_psn, r.retry_cnt, r.rnr_retry));
+        if from == QpState::ReadyToReceive {
+            q.tx.next_psn = Psn::new(sq_psn);
+            q.tx.send_seq = q.sq.done;
+        }
+        q.tx.retry = RetryCounters::new(retry_cnt, rnr_retry);
+        q.tx.blocked = false;
+        // `kick` has nothing to do otherwise (it tests the same).
+        if q.tx.send_seq < q.sq.tail {
+            self.kick(qp);
+        }
     }
 
     /// [`Self::exec_on_state`] for a change the data path sees.
     #[inline(never)]
     fn exec_on_state_changed(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         match to {
-            QpState::ReadyToSend => {
-                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
-                    return;
-                };
-                let (sq_psn, retry_cnt, rnr_retry) = q
-                    .phase
-                    .requester()
-                    .map_or((0, 0, 0), |r| (r.sq_psn, r.retry_cnt, r.rnr_retry));
-                if from == QpState::ReadyToReceive {
-                    q.tx.next_psn = Psn::new(sq_psn);
-                    q.tx.send_seq = q.sq.done;
-                }
-                q.tx.retry = RetryCounters::new(retry_cnt, rnr_retry);
-                q.tx.blocked = false;
-                // `kick` has nothing to do otherwise (it tests the same).
-                if q.tx.send_seq < q.sq.tail {
-                    self.kick(qp);
-                }
-            }
+            QpState::ReadyToSend => self.exec_enter_rts(qp, from),
             QpState::ReadyToReceive if from != QpState::ReadyToReceive => self.exec_enter_rtr(qp),
             QpState::Reset => {
-                if self.qps.get(qp.index, qp.generation).is_none() {
-                    return;
-                }
+                // (Nothing happens to a QP that is gone: `disarm_tx` and
+                // the lookup below find nothing.)
                 self.disarm_tx(qp);
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
