@@ -381,13 +381,19 @@ impl World {
     /// simulator validates against the QP's real state (there is no stale
     /// cached state after a device-initiated ERR).
     pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
-        self.modify_qp_in_place(qp, attr, mask)
+        self.modify_qp_in_place::<false>(qp, attr, mask)
     }
 
     /// [`Self::modify_qp`], inlined into [`Self::modify_qp_handle`] (the
-    /// verb's path, one call deep).
+    /// verb's path, one call deep); with `UNPARK` a success ends with
+    /// `unpark_rnr`.
     #[inline(always)]
-    fn modify_qp_in_place(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+    fn modify_qp_in_place<const UNPARK: bool>(
+        &mut self,
+        qp: QpHandle,
+        attr: &QpAttr,
+        mask: M,
+    ) -> Result<()> {
         let v = Verb::ModifyQp;
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return self.qp(qp, v).map(|_| ());
@@ -433,15 +439,20 @@ impl World {
             qpn: q.qp_num,
             class: q.class,
         };
-        self.state_entered(qp, entered);
         if mask.contains(M::ALT_PATH) && has_path {
-            let q = self.qp_mut(qp, v)?;
+            // Set before the entry side effects, which never read it (only
+            // `ibv_query_qp` does): every refusal comes before the first
+            // change.
             q.alt = Some(Box::new(AltPath {
                 ah: attr.alt_ah_attr,
                 pkey_index: attr.alt_pkey_index,
                 port_num: attr.alt_port_num,
                 timeout: attr.alt_timeout,
             }));
+        }
+        self.state_entered(qp, entered);
+        if UNPARK {
+            self.unpark_rnr();
         }
         Ok(())
     }
@@ -451,18 +462,24 @@ impl World {
     /// whatever the outcome; an invalid handle fails before either.
     pub(crate) fn modify_qp_handle(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
         let qp = self.resolve_qp(qp, Verb::ModifyQp)?;
-        // Matched rather than kept across `unpark_rnr`: a success moves no
-        // error value.
-        match self.modify_qp_in_place(qp, attr, mask) {
-            Ok(()) => {
-                self.unpark_rnr();
-                Ok(())
-            }
-            Err(e) => {
-                self.unpark_rnr();
-                Err(e)
-            }
+        if !self.rnr_parked.is_empty() {
+            return self.modify_qp_parked(qp, attr, mask);
         }
+        // No requester is parked, and a refused modify changes nothing
+        // (every refusal comes before the first change), so after one
+        // `unpark_rnr` has nothing to do: only a success runs it, and an
+        // error is written once, straight into the result.
+        self.modify_qp_in_place::<true>(qp, attr, mask)
+    }
+
+    /// [`Self::modify_qp_handle`] with requesters parked: they retry after
+    /// the modify, whatever its outcome.
+    #[cold]
+    #[inline(never)]
+    fn modify_qp_parked(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        let r = self.modify_qp(qp, attr, mask);
+        self.unpark_rnr();
+        r
     }
 
     /// The one place a QP's phase changes (R5): traces `old -> new` and runs
