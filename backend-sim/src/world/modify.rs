@@ -573,6 +573,9 @@ impl World {
                         }
                     }
                 }
+                // Nothing above completes a work request, so no CQ overran
+                // and the QP is still in RESET.
+                return self.state_entered_data_path(qp, from, to, class);
             }
             // ERR: every outstanding WR completes with WR_FLUSH_ERR; an
             // SRQ-attached QP raises LAST_WQE_REACHED (§7).

@@ -349,9 +349,14 @@ impl World {
             QpState::ReadyToSend => self.exec_enter_rts(qp, from),
             QpState::ReadyToReceive if from != QpState::ReadyToReceive => self.exec_enter_rtr(qp),
             QpState::Reset => {
-                // (Nothing happens to a QP that is gone: `disarm_tx` and
-                // the lookup below find nothing.)
-                self.disarm_tx(qp);
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                // `disarm_tx` has nothing to stop without a timer armed or
+                // an RNR wait.
+                if q.tx.ack_deadline.is_some() || q.tx.rnr_wait {
+                    self.disarm_tx(qp);
+                }
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
                     // The ring keeps its sequence numbers across RESET (its
@@ -368,14 +373,16 @@ impl World {
                 }
             }
             QpState::Error | QpState::SendQueueError => {
-                if self.qps.get(qp.index, qp.generation).is_none() {
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
                     return;
+                };
+                // (`disarm_tx` has nothing to stop otherwise.)
+                if q.tx.ack_deadline.is_some() || q.tx.rnr_wait {
+                    self.disarm_tx(qp);
                 }
                 if to == QpState::Error {
-                    self.disarm_tx(qp);
                     self.flush_rx_message(qp);
                 } else {
-                    self.disarm_tx(qp);
                     self.flush_queue(qp, QueueKind::Send);
                 }
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
