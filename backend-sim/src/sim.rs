@@ -360,20 +360,9 @@ impl Verbs for SimVerbs {
         self.world.qp_num(qp)
     }
 
+    #[inline]
     fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        let qp = self.world.resolve_qp(*qp, Verb::ModifyQp)?;
-        // Matched rather than kept across `unpark_rnr`: a success moves no
-        // error value.
-        match self.world.modify_qp(qp, attr, mask) {
-            Ok(()) => {
-                self.world.unpark_rnr();
-                Ok(())
-            }
-            Err(e) => {
-                self.world.unpark_rnr();
-                Err(e)
-            }
-        }
+        self.world.modify_qp_handle(*qp, attr, mask)
     }
 
     fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {

@@ -756,7 +756,88 @@ const fn build_grids() -> [[Grid; CLASSES]; FLAVORS] {
 }
 
 /// The tables of every class under every flavor, built at compile time.
-static GRIDS: [[Grid; CLASSES]; FLAVORS] = build_grids();
+static GRIDS: [[Grid; CLASSES]; FLAVORS] = GRIDS_CONST;
+
+/// The state of each [`slot`] ([`TABLE_STATES`], then `UNKNOWN` for
+/// [`BEYOND_ERR`], which no pass cell leads to).
+const SLOT_STATES: [QpState; 8] = [RESET, INIT, RTR, RTS, SQD, SQE, ERR, QpState::UnknownState];
+
+/// One `(cur, next)` cell of a [`PassGrid`]: a mask (as given, before
+/// [`strip_mask`]) passes [`check_modify`] exactly when it holds every
+/// `need` bit and no bit outside `allow`.
+#[derive(Clone, Copy)]
+struct PassCell {
+    need: u32,
+    allow: u32,
+}
+
+/// A cell no mask passes.
+const NO_PASS: PassCell = PassCell {
+    need: u32::MAX,
+    allow: 0,
+};
+
+/// One class's verdicts under one flavor, indexed by the [`slot`]s of
+/// `cur` and `next` (`BEYOND_ERR` included): every rule of
+/// [`check_modify`] folded into two masks, so accepting a modify is one
+/// lookup and one test. A refused mask takes the step-by-step path, which
+/// names the reason.
+type PassGrid = [[PassCell; 8]; 8];
+
+/// The [`PassGrid`] of `class` under `flavor`, from its [`Grid`]:
+/// `allow` is the transition's `required | optional | STATE`, minus
+/// `CUR_STATE` where `cur` may not carry it (step 5), plus the bits uverbs
+/// strips (they are ignored, so any value passes); a transition that
+/// requires a stripped bit, or a pair without an entry, passes nothing.
+/// Unsupported bits are outside every `allow` (step 2).
+const fn pass_grid(class: QpClass, grid: &Grid) -> PassGrid {
+    let stripped = stripped_bits(class).0;
+    let mut out: PassGrid = [[NO_PASS; 8]; 8];
+    let mut c = 0;
+    while c < 7 {
+        let mut n = 0;
+        while n < 7 {
+            if let Some(m) = grid[c][n] {
+                let mut allow = m.allowed().0;
+                if !CUR_STATE_OK[c] {
+                    allow &= !M::CUR_STATE.0;
+                }
+                assert!(allow & !SUPPORTED_BITS.0 == 0);
+                if m.required.0 & stripped == 0 {
+                    out[c][n] = PassCell {
+                        need: m.required.0,
+                        allow: allow | stripped,
+                    };
+                }
+            }
+            n += 1;
+        }
+        c += 1;
+    }
+    out
+}
+
+/// Every [`PassGrid`], indexed like [`GRIDS`].
+const fn build_pass_grids() -> [[PassGrid; CLASSES]; FLAVORS] {
+    let mut out: [[PassGrid; CLASSES]; FLAVORS] = [[[[NO_PASS; 8]; 8]; CLASSES]; FLAVORS];
+    let mut f = 0;
+    while f < FLAVORS {
+        let mut c = 0;
+        while c < CLASSES {
+            out[f][c] = pass_grid(QpClass::VALUES[c], &GRIDS_CONST[f][c]);
+            c += 1;
+        }
+        f += 1;
+    }
+    out
+}
+
+/// [`GRIDS`] as a constant (the pass grids are built from it at compile
+/// time).
+const GRIDS_CONST: [[Grid; CLASSES]; FLAVORS] = build_grids();
+
+/// The pass grids of every class under every flavor, built at compile time.
+static PASS_GRIDS: [[PassGrid; CLASSES]; FLAVORS] = build_pass_grids();
 
 /// The grid of `class` under `flavor`.
 #[inline]
@@ -880,6 +961,37 @@ fn is_table_state(state: QpState) -> bool {
 /// everything else. Returns the state the QP enters on success.
 #[inline]
 pub fn check_modify(
+    class: QpClass,
+    flavor: TableFlavor,
+    qp_state: QpState,
+    mask: QpAttrMask,
+    attr_state: QpState,
+    attr_cur_state: QpState,
+) -> Result<QpState, ErrorKind> {
+    // Accepting: one pass-grid test (every step below folded into it).
+    let m = mask.0;
+    let c = slot(if m & M::CUR_STATE.0 != 0 {
+        attr_cur_state
+    } else {
+        qp_state
+    });
+    let n = if m & M::STATE.0 != 0 {
+        slot(attr_state)
+    } else {
+        c
+    };
+    let cell = PASS_GRIDS[flavor as usize][class as usize][c][n];
+    if (cell.need & !m) | (m & !cell.allow) == 0 {
+        return Ok(SLOT_STATES[n]);
+    }
+    refuse_modify(class, flavor, qp_state, mask, attr_state, attr_cur_state)
+}
+
+/// [`check_modify`] step by step, for a modify the pass grid refused: the
+/// exact reason (out of line, so accepting stays small).
+#[cold]
+#[inline(never)]
+fn refuse_modify(
     class: QpClass,
     flavor: TableFlavor,
     qp_state: QpState,
@@ -2285,5 +2397,86 @@ mod tests {
                 prop_assert_eq!(check_modify(c, flavor, from, m, to, from), Ok(to));
             }
         }
+    }
+
+    #[test]
+    fn pass_grid_accepts_exactly_what_the_steps_accept() {
+        // Goal: the one-test acceptance of check_modify agrees with the
+        // step-by-step rules (refuse_modify) on every class, flavor and
+        // state triple; method: masks drawn from the bits that matter
+        // (the transition's, STATE, CUR_STATE, the stripped ones, one
+        // unsupported and one unrelated bit), deterministically.
+        let states = [
+            RESET,
+            INIT,
+            RTR,
+            RTS,
+            SQD,
+            SQE,
+            ERR,
+            QpState::UnknownState,
+            QpState::Unknown(3),
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut accepted = 0;
+        for &class in QpClass::VALUES {
+            for &flavor in TableFlavor::VALUES {
+                for &qp_state in &states {
+                    for &attr_state in &states {
+                        for &attr_cur in &states {
+                            let masks = [
+                                reference_masks(class, qp_state, attr_state, flavor),
+                                reference_masks(class, attr_cur, attr_state, flavor),
+                                reference_masks(class, qp_state, qp_state, flavor),
+                            ];
+                            let mut pool = M::STATE
+                                .union(M::CUR_STATE)
+                                .union(stripped_bits(class))
+                                .union(stripped_bits(QpClass::XrcIni))
+                                .union(stripped_bits(QpClass::XrcTgt))
+                                .union(M(1 << 30));
+                            for m in masks.into_iter().flatten() {
+                                pool = pool.union(m.required).union(m.optional);
+                            }
+                            for i in 0..48 {
+                                let r = next();
+                                let mut mask = M(pool.0 & r as u32);
+                                if i % 4 == 0 {
+                                    mask = mask.union(M(1 << ((r >> 40) % 32)));
+                                }
+                                if i % 8 == 1 {
+                                    // Every bit of one transition: the legal case.
+                                    if let Some(m) = masks.into_iter().flatten().next() {
+                                        mask = m
+                                            .required
+                                            .union(M::STATE)
+                                            .union(M(m.optional.0 & (r >> 32) as u32));
+                                    }
+                                }
+                                let fast = check_modify(
+                                    class, flavor, qp_state, mask, attr_state, attr_cur,
+                                );
+                                let slow = refuse_modify(
+                                    class, flavor, qp_state, mask, attr_state, attr_cur,
+                                );
+                                accepted += usize::from(fast.is_ok());
+                                assert_eq!(
+                                    fast, slow,
+                                    "{class} {flavor:?} qp {qp_state} attr {attr_state} cur {attr_cur} mask {mask}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The draws reach the accepting side often, not by luck.
+        assert!(accepted > 10_000, "{accepted} accepted");
     }
 }

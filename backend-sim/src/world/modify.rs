@@ -14,11 +14,33 @@ use crate::trace::TraceEvent;
 
 const PSN_MASK: u32 = 0xff_ffff;
 
+/// A state change that has happened, as [`World::state_entered`] needs it
+/// (taken from the QP by the caller, which has it at hand).
+#[derive(Clone, Copy)]
+struct Entered {
+    from: QpState,
+    to: QpState,
+    device: u32,
+    qpn: u32,
+    class: QpClass,
+}
+
+/// `EINVAL` for a `cur_qp_state` that is not the QP's state.
+#[cold]
+#[inline(never)]
+fn cur_state_mismatch(given: QpState, cur: QpState) -> Error {
+    refuse(format!(
+        "cur_qp_state {given} does not match the QP's state {cur}"
+    ))
+}
+
 /// The error of a modify the table refused, with the transition, the rule
 /// and what was wrong, e.g. `RTR->RTS for RC requires
 /// TIMEOUT|RETRY_CNT|RNR_RETRY|MAX_QP_RD_ATOMIC|SQ_PSN; missing TIMEOUT`
 /// (the `Display` of [`ModifyRefusal`]). The message is kept as data and
 /// formatted only when shown: a refused modify allocates nothing.
+#[cold]
+#[inline(never)]
 fn table_error(
     class: QpClass,
     flavor: TableFlavor,
@@ -98,7 +120,7 @@ fn out_of_range(name: &str, value: u8, max: u8) -> Error {
 /// `next` (not RESET) from `cur` on device `d`, in the kernel's order;
 /// `port` is the QP's port (1 before it has one). Returns the port the QP
 /// has after the modify.
-#[inline]
+#[inline(always)]
 fn check_attrs(
     d: &Device,
     mut port: u8,
@@ -268,7 +290,7 @@ fn check_alt_path(d: &Device, attr: &QpAttr, pkey_tbl_len: u16) -> Result<()> {
 /// the responder path, RTS the requester, SQD starts not draining
 /// (`state_entered` marks it draining while requests are in flight), ERR
 /// keeps what was configured for `ibv_query_qp`.
-#[inline]
+#[inline(always)]
 fn apply(phase: &mut QpPhase, next: QpState, attr: &QpAttr, mask: M, port: u8, rxe: bool) {
     let round = |n: u8| {
         if rxe && n > 0 {
@@ -359,6 +381,19 @@ impl World {
     /// simulator validates against the QP's real state (there is no stale
     /// cached state after a device-initiated ERR).
     pub fn modify_qp(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        self.modify_qp_in_place::<false>(qp, attr, mask)
+    }
+
+    /// [`Self::modify_qp`], inlined into [`Self::modify_qp_handle`] (the
+    /// verb's path, one call deep); with `UNPARK` a success ends with
+    /// `unpark_rnr`.
+    #[inline(always)]
+    fn modify_qp_in_place<const UNPARK: bool>(
+        &mut self,
+        qp: QpHandle,
+        attr: &QpAttr,
+        mask: M,
+    ) -> Result<()> {
         let v = Verb::ModifyQp;
         let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return self.qp(qp, v).map(|_| ());
@@ -366,14 +401,14 @@ impl World {
         let d = &self.devices[q.device as usize];
         let flavor = d.profile.table_flavor;
         let cur = q.phase.state();
-        let next = check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
-            .map_err(|k| table_error(q.class, flavor, cur, attr, mask, k))?;
+        let next = match check_modify(q.class, flavor, cur, mask, attr.qp_state, attr.cur_qp_state)
+        {
+            Ok(next) => next,
+            Err(k) => return Err(table_error(q.class, flavor, cur, attr, mask, k)),
+        };
         let mask = strip_mask(q.class, mask);
         if mask.contains(M::CUR_STATE) && attr.cur_qp_state != cur {
-            return Err(refuse(format!(
-                "cur_qp_state {} does not match the QP's state {cur}",
-                attr.cur_qp_state
-            )));
+            return Err(cur_state_mismatch(attr.cur_qp_state, cur));
         }
         if let QpPhase::SendQueueDrain(.., true) = q.phase {
             if d.profile.driver == DriverModel::Rxe && next != QpState::Error {
@@ -396,9 +431,18 @@ impl World {
             // The alternate path belongs to the path.
             q.alt = None;
         }
-        self.state_entered(qp, cur);
+        // The phase is now `next`'s (`apply` reshaped it).
+        let entered = Entered {
+            from: cur,
+            to: next,
+            device: q.device,
+            qpn: q.qp_num,
+            class: q.class,
+        };
         if mask.contains(M::ALT_PATH) && has_path {
-            let q = self.qp_mut(qp, v)?;
+            // Set before the entry side effects, which never read it (only
+            // `ibv_query_qp` does): every refusal comes before the first
+            // change.
             q.alt = Some(Box::new(AltPath {
                 ah: attr.alt_ah_attr,
                 pkey_index: attr.alt_pkey_index,
@@ -406,7 +450,36 @@ impl World {
                 timeout: attr.alt_timeout,
             }));
         }
+        self.state_entered(qp, entered);
+        if UNPARK {
+            self.unpark_rnr();
+        }
         Ok(())
+    }
+
+    /// `ibv_modify_qp` through any handle (a TGT handle modifies its real
+    /// QP), then requesters parked in an RNR wait retry (`unpark_rnr`),
+    /// whatever the outcome; an invalid handle fails before either.
+    pub(crate) fn modify_qp_handle(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        let qp = self.resolve_qp(qp, Verb::ModifyQp)?;
+        if !self.rnr_parked.is_empty() {
+            return self.modify_qp_parked(qp, attr, mask);
+        }
+        // No requester is parked, and a refused modify changes nothing
+        // (every refusal comes before the first change), so after one
+        // `unpark_rnr` has nothing to do: only a success runs it, and an
+        // error is written once, straight into the result.
+        self.modify_qp_in_place::<true>(qp, attr, mask)
+    }
+
+    /// [`Self::modify_qp_handle`] with requesters parked: they retry after
+    /// the modify, whatever its outcome.
+    #[cold]
+    #[inline(never)]
+    fn modify_qp_parked(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
+        let r = self.modify_qp(qp, attr, mask);
+        self.unpark_rnr();
+        r
     }
 
     /// The one place a QP's phase changes (R5): traces `old -> new` and runs
@@ -422,39 +495,95 @@ impl World {
             q.alt = None;
         }
         q.phase = phase;
-        self.state_entered(qp, from);
+        let entered = Entered {
+            from,
+            to: phase.state(),
+            device: q.device,
+            qpn: q.qp_num,
+            class: q.class,
+        };
+        self.state_entered(qp, entered);
     }
 
-    /// After a QP's phase changed from `from` to its current one: traces
-    /// the change and runs the entry side effects of qp-state-machine.md §7.
-    fn state_entered(&mut self, qp: QpHandle, from: QpState) {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return;
-        };
-        let to = q.phase.state();
-        let (device, qpn, ctx, srq, class) = (q.device, q.qp_num, q.ctx, q.srq, q.class);
+    /// After a QP's phase changed from `e.from` to `e.to` (its current
+    /// one): traces the change and runs the entry side effects of
+    /// qp-state-machine.md §7. A change with none (into INIT, or staying in
+    /// a state but RTS) costs the trace record and no further lookup.
+    #[inline(always)]
+    fn state_entered(&mut self, qp: QpHandle, e: Entered) {
+        let Entered {
+            from,
+            to,
+            device,
+            qpn,
+            class,
+        } = e;
         self.record(TraceEvent::QpState {
             device,
             qpn,
             from,
             to,
         });
+        // The side effects of `state_entered_effects` belong to a change
+        // into RESET, ERR, SQD or SQE; every other change goes straight to
+        // the data path.
+        let effects = matches!(
+            to,
+            QpState::Reset | QpState::Error | QpState::SendQueueDrain | QpState::SendQueueError
+        ) && to != from;
+        if effects {
+            self.state_entered_effects(qp, from, to, class);
+        } else {
+            self.state_entered_data_path(qp, from, to, class);
+        }
+    }
+
+    /// [`Self::state_entered`] for a change that may have side effects.
+    #[inline(never)]
+    fn state_entered_effects(&mut self, qp: QpHandle, from: QpState, to: QpState, class: QpClass) {
         match to {
             // RESET: WQEs are dropped without completions; mlx5 also removes
             // the QP's CQEs from its CQs (M5-VERBS `mlx5_modify_qp`).
             QpState::Reset if from != QpState::Reset => {
-                self.discard_queues(qp);
-                if self.device(device).profile.driver == DriverModel::Mlx5 {
-                    let q = self.qps.get(qp.index, qp.generation).expect("live");
-                    let cqs = [q.send_cq, q.recv_cq];
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                // Rings with nothing posted and nothing pending leave
+                // `discard_queues` nothing to drop or mark done.
+                let queued = [
+                    (q.sq.head, q.sq.done, q.sq.tail),
+                    (q.rq.head, q.rq.done, q.rq.tail),
+                ]
+                .iter()
+                .any(|&(head, done, tail)| head != tail || done != tail);
+                let cqs = [q.send_cq, q.recv_cq];
+                let mlx5 = self.device(q.device).profile.driver == DriverModel::Mlx5;
+                if queued {
+                    self.discard_queues(qp);
+                }
+                if mlx5 {
                     for cq in cqs.into_iter().flatten() {
-                        self.clean_cq(cq, qp);
+                        // An empty CQ has no CQE of this QP to remove.
+                        if self
+                            .cqs
+                            .get(cq.index, cq.generation)
+                            .is_some_and(|c| !c.entries.is_empty())
+                        {
+                            self.clean_cq(cq, qp);
+                        }
                     }
                 }
+                // Nothing above completes a work request, so no CQ overran
+                // and the QP is still in RESET.
+                return self.state_entered_data_path(qp, from, to, class);
             }
             // ERR: every outstanding WR completes with WR_FLUSH_ERR; an
             // SRQ-attached QP raises LAST_WQE_REACHED (§7).
             QpState::Error if from != QpState::Error => {
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                let (ctx, srq) = (q.ctx, q.srq);
                 self.flush_queues(qp);
                 if srq.is_some() {
                     self.raise_async(ctx, AsyncEventType::QpLastWqeReached, AsyncSubject::Qp(qp));
@@ -465,7 +594,10 @@ impl World {
             // drain that has to wait.
             QpState::SendQueueDrain if from != QpState::SendQueueDrain => {
                 let in_flight = self.sq_in_flight(qp);
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+                let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+                    return;
+                };
+                let ctx = q.ctx;
                 if let QpPhase::SendQueueDrain(b, p, r, _) = q.phase {
                     if in_flight {
                         q.phase = QpPhase::SendQueueDrain(b, p, r, true);
@@ -496,7 +628,7 @@ impl World {
 
     /// The executor's and DC's sides of a state change (the QP is live
     /// and in `to`).
-    #[inline]
+    #[inline(always)]
     fn state_entered_data_path(
         &mut self,
         qp: QpHandle,

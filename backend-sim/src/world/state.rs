@@ -180,7 +180,7 @@ impl QpPhase {
     /// draining. A phase already in `next` (but SQD) is left as it is.
     /// States beyond ERR leave it unchanged (`check_modify` never returns
     /// one).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reshape(&mut self, next: QpState) {
         if self.state() == next && next != QpState::SendQueueDrain {
             return;

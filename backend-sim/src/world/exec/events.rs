@@ -306,19 +306,57 @@ impl World {
 
     /// The data path's side of a state change (called by `set_state` after
     /// the phase changed and queues were flushed or discarded).
+    #[inline(always)]
     pub(crate) fn exec_on_state(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         // INIT (and INIT->INIT) concerns neither side of the data path.
         if to == QpState::Init || (to == from && to != QpState::ReadyToSend) {
             return;
         }
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+        if to == QpState::ReadyToSend {
+            return self.exec_enter_rts(qp, from);
+        }
+        self.exec_on_state_changed(qp, from, to);
+    }
+
+    /// Entering RTS (or staying there): from RTR the requester starts at
+    /// `sq_psn` with the first unfinished request; the retry budgets are
+    /// reloaded, the send queue unblocked and kicked.
+    #[inline]
+    fn exec_enter_rts(&mut self, qp: QpHandle, from: QpState) {
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
             return;
         };
-        let device = q.device;
-        let (bound, path, req) = q.phase.parts();
+        let (sq_psn, retry_cnt, rnr_retry) = q
+            .phase
+            .requester()
+            .map_or((0, 0, 0), |r| (r.sq_psn, r.retry_cnt, r.rnr_retry));
+        if from == QpState::ReadyToReceive {
+            q.tx.next_psn = Psn::new(sq_psn);
+            q.tx.send_seq = q.sq.done;
+        }
+        q.tx.retry = RetryCounters::new(retry_cnt, rnr_retry);
+        q.tx.blocked = false;
+        // `kick` has nothing to do otherwise (it tests the same).
+        if q.tx.send_seq < q.sq.tail {
+            self.kick(qp);
+        }
+    }
+
+    /// [`Self::exec_on_state`] for a change the data path sees.
+    #[inline(never)]
+    fn exec_on_state_changed(&mut self, qp: QpHandle, from: QpState, to: QpState) {
         match to {
+            QpState::ReadyToSend => self.exec_enter_rts(qp, from),
+            QpState::ReadyToReceive if from != QpState::ReadyToReceive => self.exec_enter_rtr(qp),
             QpState::Reset => {
-                self.disarm_tx(qp);
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                // `disarm_tx` has nothing to stop without a timer armed or
+                // an RNR wait.
+                if q.tx.ack_deadline.is_some() || q.tx.rnr_wait {
+                    self.disarm_tx(qp);
+                }
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                     let srq_sges = core::mem::take(&mut q.rx.srq_sges);
                     // The ring keeps its sequence numbers across RESET (its
@@ -335,11 +373,16 @@ impl World {
                 }
             }
             QpState::Error | QpState::SendQueueError => {
-                if to == QpState::Error {
+                let Some(q) = self.qps.get(qp.index, qp.generation) else {
+                    return;
+                };
+                // (`disarm_tx` has nothing to stop otherwise.)
+                if q.tx.ack_deadline.is_some() || q.tx.rnr_wait {
                     self.disarm_tx(qp);
+                }
+                if to == QpState::Error {
                     self.flush_rx_message(qp);
                 } else {
-                    self.disarm_tx(qp);
                     self.flush_queue(qp, QueueKind::Send);
                 }
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
@@ -348,62 +391,63 @@ impl World {
                     q.tx.rd_atomic = 0;
                 }
             }
-            QpState::ReadyToReceive if from != QpState::ReadyToReceive => {
-                let (b, p) = (bound.unwrap_or_default(), path.unwrap_or_default());
-                let src = self.endpoint_of(device, q.qp_num, b);
-                let class = q.class;
-                let port_mtu = self.devices[device as usize].profile.port.active_mtu;
-                let (dest, mtu) = match class {
-                    QpClass::Ud => (NOWHERE, port_mtu.bytes().unwrap_or(4096)),
-                    _ => {
-                        let addr = if p.ah.is_global {
-                            Address::Gid(p.ah.grh.dgid)
-                        } else {
-                            Address::Lid(p.ah.dlid)
-                        };
-                        let dest = self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
-                            qpn: p.dest_qpn & 0xff_ffff,
-                            device: port.device,
-                            port: port.port,
-                        });
-                        (dest, p.path_mtu.bytes().unwrap_or(4096))
-                    }
-                };
-                // A fresh timer generation: events queued by an earlier life
-                // of this QP slot never match.
-                let generation = self.next_timer_gen();
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                q.tx.ack_gen = generation;
-                q.tx.ack_queued = false;
-                q.rx.epsn = Psn::new(p.rq_psn);
-                q.rx.nak_sent = false;
-                q.rx.msg = RxMsg::default();
-                q.tx.src = src;
-                q.tx.dest = dest;
-                q.tx.mtu = mtu;
-            }
-            QpState::ReadyToSend => {
-                let r = req.unwrap_or_default();
-                let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                if from == QpState::ReadyToReceive {
-                    q.tx.next_psn = Psn::new(r.sq_psn);
-                    q.tx.send_seq = q.sq.done;
-                }
-                q.tx.retry = RetryCounters::new(r.retry_cnt, r.rnr_retry);
-                q.tx.blocked = false;
-                self.kick(qp);
-            }
             QpState::SendQueueDrain => {
                 if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                    let req = q.phase.requester();
                     q.tx.retry = RetryCounters::new(
                         req.map_or(0, |r| r.retry_cnt),
                         req.map_or(0, |r| r.rnr_retry),
                     );
+                } else {
+                    return;
                 }
                 self.check_drained(qp);
             }
             _ => {}
         }
+    }
+
+    /// Entering RTR (from another state): the QP's own endpoint, the
+    /// connected peer and the path MTU, a fresh timer generation and an
+    /// empty responder.
+    fn exec_enter_rtr(&mut self, qp: QpHandle) {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return;
+        };
+        let device = q.device;
+        let b = q.phase.bound().copied().unwrap_or_default();
+        let p = q.phase.path().copied().unwrap_or_default();
+        let src = self.endpoint_of(device, q.qp_num, b);
+        let class = q.class;
+        let port_mtu = self.devices[device as usize].profile.port.active_mtu;
+        let (dest, mtu) = match class {
+            QpClass::Ud => (NOWHERE, port_mtu.bytes().unwrap_or(4096)),
+            _ => {
+                let addr = if p.ah.is_global {
+                    Address::Gid(p.ah.grh.dgid)
+                } else {
+                    Address::Lid(p.ah.dlid)
+                };
+                let dest = self.fabric.resolve(&addr).map_or(NOWHERE, |port| Endpoint {
+                    qpn: p.dest_qpn & 0xff_ffff,
+                    device: port.device,
+                    port: port.port,
+                });
+                (dest, p.path_mtu.bytes().unwrap_or(4096))
+            }
+        };
+        // A fresh timer generation: events queued by an earlier life
+        // of this QP slot never match.
+        let generation = self.next_timer_gen();
+        let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
+        q.tx.ack_gen = generation;
+        q.tx.ack_queued = false;
+        q.rx.epsn = Psn::new(p.rq_psn);
+        q.rx.nak_sent = false;
+        q.rx.msg = RxMsg::default();
+        q.tx.src = src;
+        q.tx.dest = dest;
+        q.tx.mtu = mtu;
     }
 
     /// True while a QP in SQD still has transmitted requests outstanding
