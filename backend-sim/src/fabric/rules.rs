@@ -70,6 +70,20 @@ pub trait FabricRule {
     fn fire(&mut self) -> Verdict {
         Verdict::Pass
     }
+
+    /// For a rule that is a fixed rate over a fixed scope for its whole
+    /// life: that scope and rate. The promise is that
+    /// [`Self::rate_ppm`] returns `Some(ppm)` for every packet in `scope`,
+    /// and that for a packet out of it `rate_ppm` returns `None` and
+    /// [`Self::on_packet`] returns [`Verdict::Pass`] without drawing or
+    /// changing anything. The fabric, told this once when the rule is
+    /// installed, then tests the scope itself and calls the rule only when
+    /// the shared draw selects it: the same verdicts and draws, without
+    /// two dynamic calls per rule per packet. `None` (the default) keeps
+    /// the per-packet calls.
+    fn fixed_rate(&self) -> Option<(RuleScope, u32)> {
+        None
+    }
 }
 
 /// Which packets a rule looks at. The fabric sees QPs as `(device, qpn)`;
@@ -184,6 +198,15 @@ impl FabricRule for FaultRule {
 
     fn fire(&mut self) -> Verdict {
         self.verdict()
+    }
+
+    /// A `RatePpm` rule: its scope and rate never change, and out of
+    /// scope `on_packet` passes without drawing.
+    fn fixed_rate(&self) -> Option<(RuleScope, u32)> {
+        match self.when {
+            FaultWhen::RatePpm(ppm) => Some((self.scope, ppm)),
+            _ => None,
+        }
     }
 
     fn on_packet(&mut self, packet: &Packet, rng: &mut SimRng) -> Verdict {

@@ -50,7 +50,17 @@ impl Fabric {
         let mut draw: Option<u64> = None;
         let mut slice_start = 0u64;
         for installed in &mut self.rules {
-            let verdict = match installed.rule.rate_ppm(packet) {
+            // A fixed-rate rule out of scope passes without a call.
+            let rate = match installed.fixed {
+                Some((scope, ppm)) => {
+                    if !scope.matches(packet) {
+                        continue;
+                    }
+                    Some(ppm)
+                }
+                None => installed.rule.rate_ppm(packet),
+            };
+            let verdict = match rate {
                 Some(ppm) => {
                     let x = *draw.get_or_insert_with(|| u64::from(draw_ppm(&mut self.rule_rng)));
                     let end = slice_start + u64::from(ppm);

@@ -8,7 +8,7 @@ use verbs_api::{Gid, LinkLayer};
 use super::config::{FabricConfig, PortConfig, PortCounters};
 use super::packet::{Address, DeviceIndex, Packet, PortRef};
 use super::queue::{EventQueue, QueueFull, TimerEvent};
-use super::rules::{draw_ppm, FabricRule, NetworkFaults, NetworkRngs, Verdict};
+use super::rules::{draw_ppm, FabricRule, NetworkFaults, NetworkRngs, RuleScope, Verdict};
 use super::time::{SimDuration, SimInstant};
 use super::trace::{DropReason, FabricTrace, FabricTraceSink};
 use super::FabricError;
@@ -116,6 +116,8 @@ struct HeldSlot {
 struct InstalledRule {
     id: RuleId,
     rule: Box<dyn FabricRule>,
+    /// [`FabricRule::fixed_rate`], asked once at installation.
+    fixed: Option<(RuleScope, u32)>,
 }
 
 /// The verdict for one packet, with who gave it and the drawn reorder
@@ -389,9 +391,11 @@ impl Fabric {
     pub fn install_rule<R: FabricRule + 'static>(&mut self, rule: R) -> RuleId {
         let id = RuleId(self.next_rule_id);
         self.next_rule_id += 1;
+        let fixed = rule.fixed_rate();
         self.rules.push(InstalledRule {
             id,
             rule: Box::new(rule),
+            fixed,
         });
         self.faultless = false;
         id
