@@ -39,8 +39,9 @@ use verbsim_benches::data::{
     MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, SCALE_PAIRS,
 };
 use verbsim_benches::fabric::{self, CheapVerb, PingPongPair, VerbCostChild};
+use verbsim_benches::paired::{self, PairPlan, PairedRatio};
 use verbsim_benches::xrc::XrcFanIn;
-use verbsim_benches::{quick_mode, WorkloadError};
+use verbsim_benches::{quick_mode, report, WorkloadError};
 
 /// The criterion configuration: default, or the smoke settings of
 /// `VERBSIM_BENCH_QUICK=1` (criterion's command-line flags still win).
@@ -164,6 +165,78 @@ fn timed(iters: u64, mut run: impl FnMut(u64)) -> Duration {
     start.elapsed()
 }
 
+/// Whether this is a benchmark run (`cargo bench` passes `--bench`), not
+/// `cargo test` running the bench binary once per benchmark.
+fn bench_mode() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// The paired measurement of `bench` against `reference`
+/// ([`verbsim_benches::paired`]): each step is the time of `n` iterations,
+/// the same routine as the benchmark's `iter_custom`. Written under
+/// criterion's directory for `bench-report`; skipped when the filter
+/// excludes `bench` or this is not a benchmark run.
+fn pair(
+    bench: &str,
+    reference: &str,
+    a: impl FnMut(u64) -> Duration,
+    b: impl FnMut(u64) -> Duration,
+) {
+    if !bench_mode() || !selected(bench) {
+        return;
+    }
+    let Some(p) = paired::measure(PairPlan::from_env(), a, b) else {
+        eprintln!("WARN paired {bench}: a step measured no time");
+        return;
+    };
+    eprintln!(
+        "paired {bench} / {reference}: cost ratio {:.3} (quartiles {:.3} to {:.3}, {} rounds)",
+        p.median, p.low, p.high, p.rounds
+    );
+    let record = PairedRatio {
+        bench: bench.to_owned(),
+        reference: reference.to_owned(),
+        paired: p,
+    };
+    if let Err(e) = record.write(&report::default_dir()) {
+        eprintln!("WARN paired {bench}: not written: {e}");
+    }
+}
+
+/// A hot 64 B copy step (`phys_memcpy_hot/{len}`'s routine) for [`pair`].
+fn hot_copy_step(copy: &mut HotCopy) -> impl FnMut(u64) -> Duration + '_ {
+    move |n| {
+        timed(n, |n| {
+            for _ in 0..n {
+                copy.copy();
+            }
+        })
+    }
+}
+
+/// A random copy step (`phys_memcpy_rand/{len}`'s routine) for [`pair`].
+fn rand_copy_step<'a>(
+    copy: &'a mut RandCopy,
+    span: &'a mut RandSpan,
+) -> impl FnMut(u64) -> Duration + 'a {
+    move |n| {
+        timed(n, |n| {
+            for _ in 0..n {
+                copy.copy(span);
+            }
+        })
+    }
+}
+
+/// A message-rate step for [`pair`].
+fn rate_step<'a>(
+    v: &'a mut SimVerbs,
+    w: &'a mut MessageRate<SimVerbs>,
+    id: &'a str,
+) -> impl FnMut(u64) -> Duration + 'a {
+    move |n| timed(n, |n| w.run(v, n).expect(id))
+}
+
 // -------------------------------------------------------------- calibration
 
 fn phys_memcpy_hot(c: &mut Criterion) {
@@ -251,7 +324,16 @@ fn sim_modify_qp_rate(c: &mut Criterion) {
 /// Requests the probe of a data-path workload posts (and drains).
 const PROBE_REQUESTS: u64 = 64;
 
-fn message_rate(c: &mut Criterion, group: &str, cases: &[(&str, MessageRateConfig)]) {
+/// A prepared message-rate workload: its id, simulator and workload.
+type Prepared = (String, SimVerbs, MessageRate<SimVerbs>);
+
+/// Prepares `cases` and benchmarks them in `group`; returns them, not yet
+/// torn down, for the caller's paired measurements ([`finish_all`]).
+fn message_rate(
+    c: &mut Criterion,
+    group: &str,
+    cases: &[(&str, MessageRateConfig)],
+) -> Vec<Prepared> {
     let ids: Vec<String> = cases
         .iter()
         .map(|(p, _)| {
@@ -274,7 +356,7 @@ fn message_rate(c: &mut Criterion, group: &str, cases: &[(&str, MessageRateConfi
         }
     }
     if prepared.is_empty() {
-        return;
+        return Vec::new();
     }
     let bench = |b: &mut criterion::Bencher<'_>,
                  v: &mut SimVerbs,
@@ -285,8 +367,7 @@ fn message_rate(c: &mut Criterion, group: &str, cases: &[(&str, MessageRateConfi
     if cases.len() == 1 && cases[0].0.is_empty() {
         let (_, id, mut v, mut w) = prepared.pop().expect("one case");
         c.bench_function(&id, |b| bench(b, &mut v, &mut w, &id));
-        finish(&id, w.teardown(&mut v));
-        return;
+        return vec![(id, v, w)];
     }
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
@@ -294,13 +375,52 @@ fn message_rate(c: &mut Criterion, group: &str, cases: &[(&str, MessageRateConfi
         g.bench_function(BenchmarkId::from_parameter(*param), |b| bench(b, v, w, id));
     }
     g.finish();
-    for (_, id, mut v, w) in prepared {
+    prepared
+        .into_iter()
+        .map(|(_, id, v, w)| (id, v, w))
+        .collect()
+}
+
+/// Tears down what [`message_rate`] returned.
+fn finish_all(prepared: Vec<Prepared>) {
+    for (id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
 }
 
+/// A `sim_rc_write_msg_rate/64` workload of its own, for the paired
+/// measurements of READ and atomics (`None` when it cannot be built).
+fn write_reference() -> Option<Prepared> {
+    let id = "sim_rc_write_msg_rate/64";
+    let mut v = sim();
+    let mut w = MessageRate::new(&mut v, MessageRateConfig::rc_write_64()).ok()?;
+    w.run(&mut v, PROBE_REQUESTS).ok()?;
+    w.drain(&mut v).ok()?;
+    Some((id.to_owned(), v, w))
+}
+
+/// Pairs each of `prepared` with the write workload (READ and atomics).
+fn pair_with_write(prepared: &mut [Prepared]) {
+    if !bench_mode() || !prepared.iter().any(|(id, _, _)| selected(id)) {
+        return;
+    }
+    let Some((wid, mut wv, mut ww)) = write_reference() else {
+        eprintln!("WARN paired: the write reference could not be built");
+        return;
+    };
+    for (id, v, w) in prepared.iter_mut() {
+        pair(
+            id,
+            &wid,
+            rate_step(v, w, id),
+            rate_step(&mut wv, &mut ww, &wid),
+        );
+    }
+    finish(&wid, ww.teardown(&mut wv));
+}
+
 fn sim_rc_write_msg_rate(c: &mut Criterion) {
-    message_rate(
+    let mut prepared = message_rate(
         c,
         "sim_rc_write_msg_rate",
         &[
@@ -308,14 +428,36 @@ fn sim_rc_write_msg_rate(c: &mut Criterion) {
             ("64_1GiB", MessageRateConfig::rc_write_64_1gib()),
         ],
     );
+    for (id, v, w) in &mut prepared {
+        if id.ends_with("/64") {
+            let mut copy = HotCopy::new(64);
+            pair(
+                id,
+                "phys_memcpy_hot/64",
+                rate_step(v, w, id),
+                hot_copy_step(&mut copy),
+            );
+        } else if bench_mode() && selected(id) {
+            let (mut span, mut copy) = (RandSpan::new(), RandCopy::new(64));
+            pair(
+                id,
+                "phys_memcpy_rand/64",
+                rate_step(v, w, id),
+                rand_copy_step(&mut copy, &mut span),
+            );
+        }
+    }
+    finish_all(prepared);
 }
 
 fn sim_read_rate(c: &mut Criterion) {
-    message_rate(c, "sim_read_rate", &[("", MessageRateConfig::read_64())]);
+    let mut prepared = message_rate(c, "sim_read_rate", &[("", MessageRateConfig::read_64())]);
+    pair_with_write(&mut prepared);
+    finish_all(prepared);
 }
 
 fn sim_atomic_rate(c: &mut Criterion) {
-    message_rate(
+    let mut prepared = message_rate(
         c,
         "sim_atomic_rate",
         &[
@@ -323,6 +465,8 @@ fn sim_atomic_rate(c: &mut Criterion) {
             ("cswap", MessageRateConfig::atomic(RateOp::CompSwap)),
         ],
     );
+    pair_with_write(&mut prepared);
+    finish_all(prepared);
 }
 
 /// `sim_fault_overhead/{none,faults}` (one iteration is one work request)
@@ -360,20 +504,35 @@ fn sim_fault_overhead(c: &mut Criterion) {
             b.iter_custom(|iters| timed(iters, |n| w.run(v, n).expect(id)));
         });
     }
+    // Runs `iters` requests and scales the time to `iters` packets: the
+    // time per packet on the wire, whatever the retransmissions.
+    let per_packet = |v: &mut SimVerbs, w: &mut MessageRate<SimVerbs>, id: &str, iters: u64| {
+        let p0 = v.world().packets_sent();
+        let t = timed(iters, |n| w.run(v, n).expect(id));
+        let packets = (v.world().packets_sent() - p0).max(1);
+        t.mul_f64(iters as f64 / packets as f64)
+    };
     for (param, id, v, w) in &mut prepared {
         let name = format!("{param}_per_packet");
         g.bench_function(BenchmarkId::from_parameter(&name), |b| {
-            // Runs `iters` requests and scales the time to `iters` packets:
-            // the time per packet on the wire, whatever the retransmissions.
-            b.iter_custom(|iters| {
-                let p0 = v.world().packets_sent();
-                let t = timed(iters, |n| w.run(v, n).expect(id));
-                let packets = (v.world().packets_sent() - p0).max(1);
-                t.mul_f64(iters as f64 / packets as f64)
-            });
+            b.iter_custom(|iters| per_packet(v, w, id, iters));
         });
     }
     g.finish();
+    if let [(_, none_id, nv, nw), (_, faults_id, fv, fw)] = &mut prepared[..] {
+        pair(
+            &format!("{faults_id}_per_packet"),
+            &format!("{none_id}_per_packet"),
+            |n| per_packet(fv, fw, faults_id, n),
+            |n| per_packet(nv, nw, none_id, n),
+        );
+        pair(
+            faults_id,
+            none_id,
+            rate_step(fv, fw, faults_id),
+            rate_step(nv, nw, none_id),
+        );
+    }
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -409,6 +568,18 @@ fn sim_send_recv_bw(c: &mut Criterion) {
         });
     }
     g.finish();
+    if bench_mode() && prepared.iter().any(|p| selected(&p.2)) {
+        let mut span = RandSpan::new();
+        for (_, size, id, v, w) in &mut prepared {
+            let mut copy = RandCopy::new(*size as usize);
+            pair(
+                id,
+                &format!("phys_memcpy_rand/{size}"),
+                |n| timed(n, |n| w.run(v, n).expect(id)),
+                rand_copy_step(&mut copy, &mut span),
+            );
+        }
+    }
     for (_, _, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -450,6 +621,17 @@ fn sim_dc_fanout(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The target: rate(10 000) against rate(1).
+    if let Some(((1, rid, rv, rw), rest)) = prepared.split_first_mut() {
+        for (_, id, v, w) in rest.iter_mut().filter(|p| p.0 == 10_000) {
+            pair(
+                id,
+                rid,
+                |n| timed(n, |n| w.run(v, n).expect(id)),
+                |n| timed(n, |n| rw.run(rv, n).expect(rid)),
+            );
+        }
+    }
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -489,6 +671,17 @@ fn sim_ooo_placement(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The targets: windows 8 and 64 against the in-order cost.
+    if let Some(((0, rid, rv, rw), rest)) = prepared.split_first_mut() {
+        for (_, id, v, w) in rest.iter_mut() {
+            pair(
+                id,
+                rid,
+                |n| timed(n, |n| w.run(v, n).expect(id)),
+                |n| timed(n, |n| rw.run(rv, n).expect(rid)),
+            );
+        }
+    }
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -526,16 +719,32 @@ fn sim_scale(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("sim_scale");
     g.throughput(Throughput::Elements(1));
+    // Runs `iters` requests and scales the time to `iters` events.
+    let per_event = |v: &mut SimVerbs, w: &mut MessageRate<SimVerbs>, iters: u64| {
+        let e0 = v.world().events_handled();
+        let t = timed(iters, |n| w.run(v, n).expect(ID));
+        let events = (v.world().events_handled() - e0).max(1);
+        t.mul_f64(iters as f64 / events as f64)
+    };
     g.bench_function("events", |b| {
-        // Runs `iters` requests and scales the time to `iters` events.
-        b.iter_custom(|iters| {
-            let e0 = v.world().events_handled();
-            let t = timed(iters, |n| w.run(&mut v, n).expect(ID));
-            let events = (v.world().events_handled() - e0).max(1);
-            t.mul_f64(iters as f64 / events as f64)
-        });
+        b.iter_custom(|iters| per_event(&mut v, &mut w, iters));
     });
     g.finish();
+    if bench_mode() && selected(ID) {
+        let mut heap = EventHeap::new(100_000);
+        pair(
+            ID,
+            "phys_heap_poppush/100k",
+            |n| per_event(&mut v, &mut w, n),
+            |n| {
+                timed(n, |n| {
+                    for _ in 0..n {
+                        black_box(heap.pop_push());
+                    }
+                })
+            },
+        );
+    }
     finish(ID, w.teardown(&mut v));
 }
 
@@ -566,6 +775,17 @@ fn sim_xrc_srq_fanin(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The target: rate(1 024) against rate(1).
+    if let Some(((1, rid, rv, rw), rest)) = prepared.split_first_mut() {
+        for (_, id, v, w) in rest.iter_mut().filter(|p| p.0 == 1024) {
+            pair(
+                id,
+                rid,
+                |n| timed(n, |k| w.run(v, k).expect(id)),
+                |n| timed(n, |k| rw.run(rv, k).expect(rid)),
+            );
+        }
+    }
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -633,8 +853,16 @@ fn shim_post_poll(c: &mut Criterion) {
         g.bench_function(BenchmarkId::from_parameter("shim"), |b| {
             b.iter_custom(|iters| timed(iters, |n| w.run(n).expect("shim_post_poll/shim")));
         });
+        g.finish();
+        pair(
+            "shim_post_poll/shim",
+            id,
+            |n| timed(n, |n| w.run(n).expect("shim_post_poll/shim")),
+            rate_step(&mut v, &mut direct, id),
+        );
+    } else {
+        g.finish();
     }
-    g.finish();
     finish(id, direct.teardown(&mut v));
 }
 

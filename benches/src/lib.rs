@@ -64,6 +64,7 @@ pub mod dc;
 mod error;
 pub mod fabric;
 pub mod fixture;
+pub mod paired;
 pub mod report;
 pub mod xrc;
 

@@ -18,6 +18,13 @@
 //! were written more than [`SAME_RUN_WINDOW_S`] apart the verdict is marked
 //! with `*` (probably two runs: rerun both).
 //!
+//! Ratio targets are checked against the paired measurement of the `sim`
+//! bench when it wrote one ([`crate::paired`]: the benchmark and its
+//! reference run in alternating rounds, which cancels the machine's drift
+//! between two separate measurements): the ratio column then shows the
+//! paired ratio marked `(p)`, and the last column the quotient of the two
+//! medians beside it.
+//!
 //! Ratios print as percentages for "at least" targets (`3.07 %` of the
 //! reference's rate) and as cost multiples for "at most" targets (`1.12×`
 //! the reference's time per element).
@@ -25,6 +32,8 @@
 use core::fmt;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
+
+use crate::paired::{Paired, PairedRatio};
 
 /// Results written further apart than this (seconds) are taken to come
 /// from different runs; a full `cargo bench --bench sim` takes well under
@@ -421,6 +430,10 @@ pub struct Row {
     /// The reference was written more than [`SAME_RUN_WINDOW_S`] apart
     /// from the measurement (probably another run).
     pub stale_reference: bool,
+    /// The paired measurement the verdict used, if there was one.
+    pub paired: Option<Paired>,
+    /// With a paired verdict: the verdict the two medians alone give.
+    pub unpaired: Option<Verdict>,
 }
 
 /// The whole report: one row per measured benchmark (calibration first,
@@ -449,8 +462,49 @@ impl Report {
     }
 }
 
-/// Builds the report from measurements.
+/// Builds the report from measurements alone (no paired ratios).
 pub fn evaluate(measurements: &[Measurement]) -> Report {
+    evaluate_paired(measurements, &[])
+}
+
+/// The paired ratio of `target`, if `paired` has one for its benchmark and
+/// reference.
+fn paired_for<'a>(target: &Target, paired: &'a [PairedRatio]) -> Option<&'a PairedRatio> {
+    let reference = target.rule.reference()?;
+    paired
+        .iter()
+        .find(|p| p.bench == target.bench && p.reference == reference)
+}
+
+/// [`check`] with the reference's median replaced by the one the paired
+/// cost ratio implies (the benchmark's median over the ratio), so every
+/// rule's units apply unchanged.
+fn check_paired(
+    target: &Target,
+    bench: &Measurement,
+    all: &[Measurement],
+    paired: &PairedRatio,
+) -> Verdict {
+    let adjusted: Vec<Measurement> = all
+        .iter()
+        .map(|m| {
+            if m.id == paired.reference {
+                Measurement {
+                    median_ns: bench.median_ns / paired.paired.median,
+                    ..m.clone()
+                }
+            } else {
+                m.clone()
+            }
+        })
+        .collect();
+    check(target, bench, &adjusted)
+}
+
+/// Builds the report from measurements and the paired ratios the `sim`
+/// bench wrote ([`load_paired`]): a target with a paired ratio is checked
+/// against it, the medians' verdict kept beside it.
+pub fn evaluate_paired(measurements: &[Measurement], paired: &[PairedRatio]) -> Report {
     let mut sorted: Vec<&Measurement> = measurements.iter().collect();
     sorted.sort_by(|a, b| {
         order_key(&a.id)
@@ -461,7 +515,14 @@ pub fn evaluate(measurements: &[Measurement]) -> Report {
         .into_iter()
         .map(|m| {
             let target = TARGETS.iter().find(|t| t.bench == m.id).copied();
-            let verdict = target.as_ref().map(|t| check(t, m, measurements));
+            let medians = target.as_ref().map(|t| check(t, m, measurements));
+            let pair = target.as_ref().and_then(|t| paired_for(t, paired));
+            let (verdict, unpaired) = match (target.as_ref(), pair, medians) {
+                (Some(t), Some(p), Some(v)) if v != Verdict::NoReference => {
+                    (Some(check_paired(t, m, measurements, p)), Some(v))
+                }
+                _ => (medians, None),
+            };
             let stale_reference = target
                 .and_then(|t| t.rule.reference())
                 .and_then(|r| measurements.iter().find(|x| x.id == r))
@@ -472,6 +533,8 @@ pub fn evaluate(measurements: &[Measurement]) -> Report {
                 target,
                 verdict,
                 stale_reference,
+                paired: unpaired.and(pair.map(|p| p.paired)),
+                unpaired,
             }
         })
         .collect();
@@ -483,6 +546,8 @@ pub fn evaluate(measurements: &[Measurement]) -> Report {
                 target: Some(*t),
                 verdict: None,
                 stale_reference: false,
+                paired: None,
+                unpaired: None,
             });
         }
     }
@@ -529,8 +594,16 @@ fn param_value(param: &str) -> Option<f64> {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let header = ["benchmark", "median", "rate", "ratio", "target", "result"];
-        let cells: Vec<[String; 6]> = self
+        let header = [
+            "benchmark",
+            "median",
+            "rate",
+            "ratio",
+            "target",
+            "result",
+            "medians alone",
+        ];
+        let cells: Vec<[String; 7]> = self
             .rows
             .iter()
             .map(|r| {
@@ -554,7 +627,13 @@ impl fmt::Display for Report {
                 let target = r
                     .target
                     .map_or_else(|| "-".to_owned(), |t| t.text.to_owned());
-                [r.id.clone(), median, rate, ratio, target, result]
+                let (ratio, alone) = match (r.paired, r.unpaired) {
+                    (Some(_), Some(Verdict::Pass(v) | Verdict::Miss(v) | Verdict::Reported(v))) => {
+                        (format!("{ratio} (p)"), ratio_text(v, rule))
+                    }
+                    _ => (ratio, String::new()),
+                };
+                [r.id.clone(), median, rate, ratio, target, result, alone]
             })
             .collect();
         let mut widths = header.map(|h| h.chars().count());
@@ -564,24 +643,37 @@ impl fmt::Display for Report {
             }
         }
         let line = |f: &mut fmt::Formatter<'_>, row: &[&str]| -> fmt::Result {
+            let mut text = String::new();
             for (i, (c, w)) in row.iter().zip(widths).enumerate() {
                 let pad = w - c.chars().count();
                 if i + 1 == row.len() {
-                    f.write_str(c)?;
-                } else if i == 0 || i == 4 {
-                    write!(f, "{c}{}", " ".repeat(pad))?;
+                    text.push_str(c);
+                } else if i == 0 || i == 4 || i == 5 {
+                    text.push_str(&format!("{c}{}", " ".repeat(pad)));
                 } else {
-                    write!(f, "{}{c}", " ".repeat(pad))?;
+                    text.push_str(&format!("{}{c}", " ".repeat(pad)));
                 }
                 if i + 1 < row.len() {
-                    f.write_str("  ")?;
+                    text.push_str("  ");
                 }
             }
-            writeln!(f)
+            writeln!(f, "{}", text.trim_end())
         };
         line(f, &header)?;
         for row in &cells {
             line(f, &row.iter().map(String::as_str).collect::<Vec<_>>())?;
+        }
+        if let Some(rounds) = self
+            .rows
+            .iter()
+            .filter_map(|r| r.paired)
+            .map(|p| p.rounds)
+            .min()
+        {
+            writeln!(
+                f,
+                "\n(p) paired: the benchmark and its reference timed in alternating rounds ({rounds} or more), the median round's ratio; the quotient of the two medians is in the last column"
+            )?;
         }
         if self.rows.iter().any(|r| r.stale_reference) {
             writeln!(
@@ -660,13 +752,41 @@ fn walk(dir: &Path, out: &mut Vec<Measurement>) -> Result<(), LoadError> {
     let entries = std::fs::read_dir(dir).map_err(|e| LoadError::Io(dir.to_owned(), e))?;
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n != "report"))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .is_some_and(|n| n != "report" && n != "paired")
+        })
         .collect();
     dirs.sort();
     for d in dirs {
         walk(&d, out)?;
     }
     Ok(())
+}
+
+/// Reads the paired ratios the `sim` bench wrote under `dir`
+/// (`dir/paired/*.json`, see [`crate::paired`]); none when it wrote none.
+///
+/// # Errors
+/// [`LoadError`] for a file that cannot be read or parsed.
+pub fn load_paired(dir: &Path) -> Result<Vec<PairedRatio>, LoadError> {
+    let pdir = PairedRatio::dir(dir);
+    let Ok(entries) = std::fs::read_dir(&pdir) else {
+        return Ok(Vec::new());
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).map_err(|e| LoadError::Io(f.clone(), e))?;
+            PairedRatio::from_json(&text).map_err(|e| LoadError::Format(f.clone(), e))
+        })
+        .collect()
 }
 
 fn read_json(path: &Path) -> Result<json::Value, LoadError> {
@@ -1024,6 +1144,85 @@ mod tests {
             check(&target("sim_atomic_rate/fadd"), &fadd, &all),
             Verdict::Pass(_)
         ));
+    }
+
+    #[test]
+    fn a_paired_ratio_decides_and_the_medians_stay_beside_it() {
+        // Goal: a ratio target with a paired measurement is checked against
+        // the paired ratio, in the target's own units, and the medians'
+        // verdict is kept for the table; a paired ratio for another
+        // reference is ignored; paired files load from `paired/`.
+        // Method: write at 100 ns, read at 170 ns (medians: 58.8 %, MISS);
+        // paired cost ratio 1.6 (62.5 %, PASS). The fault target (cost at
+        // most 1.15×) with medians 1.30× (MISS) and paired 1.12× (PASS).
+        // A read pairing against another reference leaves the medians'
+        // verdict alone.
+        let pair = |bench: &str, reference: &str, median: f64| PairedRatio {
+            bench: bench.into(),
+            reference: reference.into(),
+            paired: Paired {
+                median,
+                low: median * 0.95,
+                high: median * 1.05,
+                rounds: 40,
+            },
+        };
+        let write = m(
+            "sim_rc_write_msg_rate/64",
+            100.0,
+            Some(Throughput::Elements(1)),
+        );
+        let read = m("sim_read_rate", 170.0, None);
+        let none = m(
+            "sim_fault_overhead/none_per_packet",
+            100.0,
+            Some(Throughput::Elements(1)),
+        );
+        let faults = m(
+            "sim_fault_overhead/faults_per_packet",
+            130.0,
+            Some(Throughput::Elements(1)),
+        );
+        let all = [write, read, none, faults];
+        let paired = [
+            pair("sim_read_rate", "sim_rc_write_msg_rate/64", 1.6),
+            pair(
+                "sim_fault_overhead/faults_per_packet",
+                "sim_fault_overhead/none_per_packet",
+                1.12,
+            ),
+        ];
+        let report = evaluate_paired(&all, &paired);
+        let row = |id: &str| report.rows.iter().find(|r| r.id == id).expect(id);
+        let read_row = row("sim_read_rate");
+        assert!(matches!(read_row.verdict, Some(Verdict::Pass(v)) if (v - 0.625).abs() < 1e-9));
+        assert!(
+            matches!(read_row.unpaired, Some(Verdict::Miss(v)) if (v - 100.0 / 170.0).abs() < 1e-9)
+        );
+        assert_eq!(read_row.paired.map(|p| p.rounds), Some(40));
+        let fault_row = row("sim_fault_overhead/faults_per_packet");
+        assert!(matches!(fault_row.verdict, Some(Verdict::Pass(v)) if (v - 1.12).abs() < 1e-9));
+        assert!(matches!(fault_row.unpaired, Some(Verdict::Miss(_))));
+        let text = report.to_string();
+        assert!(
+            text.contains("62.50 % (p)") && text.contains("58.82 %"),
+            "{text}"
+        );
+        let other = evaluate_paired(&all, &[pair("sim_read_rate", "phys_memcpy_hot/64", 1.0)]);
+        let r = other.rows.iter().find(|r| r.id == "sim_read_rate").unwrap();
+        assert!(matches!(r.verdict, Some(Verdict::Miss(_))) && r.paired.is_none());
+        let dir = std::env::temp_dir().join(format!("verbsim-paired-{}", std::process::id()));
+        for p in &paired {
+            p.write(&dir).unwrap();
+        }
+        let mut loaded = load_paired(&dir).unwrap();
+        loaded.sort_by(|a, b| a.bench.cmp(&b.bench));
+        let mut expected = paired.to_vec();
+        expected.sort_by(|a, b| a.bench.cmp(&b.bench));
+        assert_eq!(loaded, expected);
+        assert!(load(&dir).unwrap().is_empty(), "paired/ is not a benchmark");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(load_paired(&dir).unwrap().is_empty());
     }
 
     #[test]

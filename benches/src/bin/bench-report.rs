@@ -7,7 +7,9 @@
 //! Reads `DIR` (default `$CARGO_TARGET_DIR/criterion`, else the
 //! workspace's `target/criterion`) and prints one row per benchmark with
 //! its median, rate, the ratio `perf.md` defines its target as, the target
-//! and PASS/MISS. Exits 2 when there are no results, and with `--strict` 1
+//! and PASS/MISS; a ratio target the `sim` bench also measured paired
+//! (`DIR/paired/`, see `verbsim_benches::paired`) is checked against the
+//! paired ratio, the medians' ratio printed beside it. Exits 2 when there are no results, and with `--strict` 1
 //! when a target is missed.
 
 use std::path::PathBuf;
@@ -46,7 +48,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let table = report::evaluate(&measurements);
+    let paired = match report::load_paired(&dir) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("bench-report: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let table = report::evaluate_paired(&measurements, &paired);
     println!("results: {}\n", dir.display());
     print!("{table}");
     if strict && table.missed() > 0 {
