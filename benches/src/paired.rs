@@ -14,9 +14,13 @@
 //! take about [`PairPlan::chunk`], then runs rounds of one chunk of each,
 //! alternating which goes first (A B, B A, A B, …, so a steady drift
 //! favours neither), until [`PairPlan::budget`] of measured time is spent
-//! (at least [`PairPlan::min_rounds`] rounds). Each round gives one cost
-//! ratio (the benchmark's time per iteration over the reference's), and
-//! the result is their median with the quartiles. The `sim` bench writes
+//! (at least [`PairPlan::min_rounds`] rounds). Rounds are grouped in blocks
+//! of [`PairPlan::block`]; each block gives one cost ratio (the benchmark's
+//! time per iteration over the reference's, from the block's sums), and the
+//! result is their median with the quartiles. Blocks rather than single
+//! rounds because a pipelined workload's step is lumpy: a call that only
+//! posts is cheap and the next one, which reaps, dear, so one round's ratio
+//! can be far off either way while a block's sum is not. The `sim` bench writes
 //! one [`PairedRatio`] per ratio target under `<criterion dir>/paired/`
 //! ([`PairedRatio::write`]); `bench-report` checks the target against it
 //! instead of the quotient of the two medians when it is there
@@ -43,24 +47,29 @@ pub struct PairPlan {
     pub min_rounds: u32,
     /// Rounds never exceeded.
     pub max_rounds: u32,
+    /// Rounds per block (the unit of the median).
+    pub block: u32,
 }
 
 impl PairPlan {
-    /// A full run: chunks of 10 ms, 3 s per pair, 20 to 400 rounds.
+    /// A full run: chunks of 10 ms, 3 s per pair, 40 to 400 rounds in
+    /// blocks of 8 (about 19 blocks of 160 ms).
     pub const FULL: Self = Self {
         chunk: Duration::from_millis(10),
         budget: Duration::from_secs(3),
-        min_rounds: 20,
+        min_rounds: 40,
         max_rounds: 400,
+        block: 8,
     };
 
-    /// The smoke run of `VERBSIM_BENCH_QUICK=1`: chunks of 2 ms, 0.4 s per
-    /// pair, 12 to 200 rounds.
+    /// The smoke run of `VERBSIM_BENCH_QUICK=1`: chunks of 4 ms, 0.6 s per
+    /// pair, 20 to 200 rounds in blocks of 4 (about 19 blocks of 32 ms).
     pub const QUICK: Self = Self {
-        chunk: Duration::from_millis(2),
-        budget: Duration::from_millis(400),
-        min_rounds: 12,
+        chunk: Duration::from_millis(4),
+        budget: Duration::from_millis(600),
+        min_rounds: 20,
         max_rounds: 200,
+        block: 4,
     };
 
     /// [`Self::QUICK`] under `VERBSIM_BENCH_QUICK=1`, else [`Self::FULL`].
@@ -77,7 +86,7 @@ impl PairPlan {
 /// iteration over the reference's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Paired {
-    /// Median of the rounds' ratios.
+    /// Median of the blocks' ratios.
     pub median: f64,
     /// First quartile.
     pub low: f64,
@@ -85,6 +94,10 @@ pub struct Paired {
     pub high: f64,
     /// Rounds run.
     pub rounds: u32,
+    /// The benchmark's median time per iteration over the blocks, ns.
+    pub bench_ns: f64,
+    /// The reference's median time per iteration over the blocks, ns.
+    pub reference_ns: f64,
 }
 
 /// Iterations of `step` that take about `chunk` (doubling from 1, then
@@ -117,10 +130,16 @@ pub fn measure(
 ) -> Option<Paired> {
     let na = size_chunk(&mut bench, plan.chunk);
     let nb = size_chunk(&mut reference, plan.chunk);
+    let block = plan.block.max(1);
     let mut ratios = Vec::new();
+    let (mut per_a, mut per_b) = (Vec::new(), Vec::new());
+    let (mut sum_a, mut sum_b) = (0.0f64, 0.0f64);
     let mut spent = Duration::ZERO;
     let mut round = 0u32;
-    while round < plan.max_rounds && (round < plan.min_rounds || spent < plan.budget) {
+    // Whole blocks only: a block ends every `block` rounds.
+    while round < plan.max_rounds
+        && (round < plan.min_rounds || spent < plan.budget || round % block != 0)
+    {
         let (ta, tb) = if round % 2 == 0 {
             let ta = bench(na);
             (ta, reference(nb))
@@ -130,21 +149,32 @@ pub fn measure(
         };
         spent += ta + tb;
         round += 1;
-        let (a, b) = (ta.as_secs_f64() / na as f64, tb.as_secs_f64() / nb as f64);
-        if b > 0.0 && a > 0.0 {
-            ratios.push(a / b);
+        sum_a += ta.as_secs_f64();
+        sum_b += tb.as_secs_f64();
+        if round % block == 0 {
+            if sum_a > 0.0 && sum_b > 0.0 {
+                let (a, b) = (sum_a / f64::from(block), sum_b / f64::from(block));
+                per_a.push(a * 1e9 / na as f64);
+                per_b.push(b * 1e9 / nb as f64);
+                ratios.push((a / na as f64) / (b / nb as f64));
+            }
+            (sum_a, sum_b) = (0.0, 0.0);
         }
     }
     if ratios.is_empty() {
         return None;
     }
-    ratios.sort_by(f64::total_cmp);
-    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    for v in [&mut ratios, &mut per_a, &mut per_b] {
+        v.sort_by(f64::total_cmp);
+    }
+    let at = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
     Some(Paired {
-        median: at(0.5),
-        low: at(0.25),
-        high: at(0.75),
+        median: at(&ratios, 0.5),
+        low: at(&ratios, 0.25),
+        high: at(&ratios, 0.75),
         rounds: round,
+        bench_ns: at(&per_a, 0.5),
+        reference_ns: at(&per_b, 0.5),
     })
 }
 
@@ -174,8 +204,8 @@ impl PairedRatio {
     pub fn to_json(&self) -> String {
         let p = &self.paired;
         format!(
-            "{{\"bench\": {:?}, \"reference\": {:?}, \"cost_ratio\": {}, \"low\": {}, \"high\": {}, \"rounds\": {}}}\n",
-            self.bench, self.reference, p.median, p.low, p.high, p.rounds
+            "{{\"bench\": {:?}, \"reference\": {:?}, \"cost_ratio\": {}, \"low\": {}, \"high\": {}, \"rounds\": {}, \"bench_ns\": {}, \"reference_ns\": {}}}\n",
+            self.bench, self.reference, p.median, p.low, p.high, p.rounds, p.bench_ns, p.reference_ns
         )
     }
 
@@ -208,6 +238,8 @@ impl PairedRatio {
                 low: f("low")?,
                 high: f("high")?,
                 rounds: f("rounds")? as u32,
+                bench_ns: f("bench_ns")?,
+                reference_ns: f("reference_ns")?,
             },
         })
     }
@@ -275,18 +307,45 @@ mod tests {
         // Goal: at least min_rounds, at most max_rounds, and the budget
         // stops the rounds in between.
         // Method: constant steps of 1 µs per iteration; the quick plan's
-        // 0.4 s budget with 2 ms chunks per side (4 ms a round) ends after
-        // about 100 rounds; a zero-time step gives no ratio.
+        // 0.6 s budget with 4 ms chunks per side (8 ms a round) ends after
+        // about 75 rounds, a whole number of blocks; a zero-time step gives
+        // no ratio.
         let p = measure(
             PairPlan::QUICK,
             Duration::from_micros,
             Duration::from_micros,
         )
         .expect("a ratio");
-        assert!((95..=105).contains(&p.rounds), "{p:?}");
+        assert!((72..=80).contains(&p.rounds), "{p:?}");
+        assert_eq!(p.rounds % PairPlan::QUICK.block, 0);
         assert!((p.median - 1.0).abs() < 1e-9);
         let none = measure(PairPlan::QUICK, Duration::from_micros, |_| Duration::ZERO);
         assert_eq!(none, None);
+    }
+
+    #[test]
+    fn a_lumpy_step_is_measured_by_its_blocks() {
+        // Goal: a pipelined step whose cost falls on every fourth call (the
+        // others only post) is measured at its true average, not at the
+        // cheap calls' cost.
+        // Method: the benchmark costs nothing on three calls of four and
+        // 4 × 200 ns per iteration on the fourth (200 ns on average); the
+        // reference 100 ns per iteration. The ratio must be 2.0 within 5 %,
+        // in the full and the quick plan.
+        for plan in [PairPlan::FULL, PairPlan::QUICK] {
+            let mut calls = 0u64;
+            let p = measure(
+                plan,
+                |n| {
+                    calls += 1;
+                    let per = if calls % 4 == 0 { 800 } else { 0 };
+                    Duration::from_nanos(n * per)
+                },
+                |n| Duration::from_nanos(n * 100),
+            )
+            .expect("a ratio");
+            assert!((p.median - 2.0).abs() < 0.1, "{plan:?}: {p:?}");
+        }
     }
 
     #[test]
@@ -301,6 +360,8 @@ mod tests {
                 low: 1.5,
                 high: 1.75,
                 rounds: 42,
+                bench_ns: 162.5,
+                reference_ns: 100.0,
             },
         };
         assert_eq!(PairedRatio::from_json(&r.to_json()), Ok(r.clone()));

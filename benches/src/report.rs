@@ -1165,6 +1165,8 @@ mod tests {
                 low: median * 0.95,
                 high: median * 1.05,
                 rounds: 40,
+                bench_ns: 100.0 * median,
+                reference_ns: 100.0,
             },
         };
         let write = m(
