@@ -376,6 +376,10 @@ impl World {
         let Some(qp) = self.requester_for(p) else {
             return;
         };
+        // The common answer in one step.
+        if self.atomic_ack_one(qp, p) {
+            return;
+        }
         let Some(seq) = self.wqe_with_psn(qp, p.psn) else {
             return;
         };
@@ -423,6 +427,58 @@ impl World {
             copy_bytes(&mut self.mrs, &p.cookie.to_le_bytes(), &dst[..nd]);
         }
         self.atomic_answered(qp, seq, w.psn);
+    }
+
+    /// What the rest of [`Self::on_atomic_ack`] does with the common
+    /// answer: `p` answers the oldest request still waiting (the one
+    /// `wqe_with_psn` finds first), an atomic in flight with one landing
+    /// SGE of at least 8 bytes whose MR, looked up once, passes
+    /// `landing_one`'s check and holds the 8 bytes. The original value is
+    /// written there and the atomic answered. Returns false, having changed
+    /// nothing, in any other case (the general path then decides, as
+    /// before).
+    #[inline(never)]
+    fn atomic_ack_one(&mut self, qp: QpHandle, p: &Packet) -> bool {
+        let Some(q) = self.qps.get(qp.index, qp.generation) else {
+            return false;
+        };
+        let seq = q.sq.done;
+        if seq >= q.tx.send_seq {
+            return false;
+        }
+        let (w, sges, _) = q.sq.get(seq);
+        if p.psn.distance_from(Psn::new(w.psn)) >= w.npkts.max(1)
+            || w.exec != Exec::Sent
+            || !matches!(
+                w.opcode,
+                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+            )
+            || w.num_sge != 1
+        {
+            return false;
+        }
+        let (psn, sge, device) = (w.psn, sges[0], q.device);
+        let pd = q.pd.map_or(u32::MAX, |p| p.index);
+        let Some((_, m)) = self.mrs.get_by_index_mut(sge.lkey >> 8) else {
+            return false;
+        };
+        if m.lkey != sge.lkey || m.device != device {
+            return false;
+        }
+        // `landing_one`'s `check_local_sges` of the SGE (LOCAL_WRITE
+        // needed), then the 8 bytes in it.
+        let view = mr_view(m);
+        let landing = sge.length >= 8
+            && view.valid
+            && view.pd == pd
+            && view.offset_of(sge.addr, u64::from(sge.length)).is_some()
+            && view.access.contains(AccessFlags::LOCAL_WRITE);
+        let Some(off) = view.offset_of(sge.addr, 8).filter(|_| landing) else {
+            return false;
+        };
+        m.bytes.write(off as usize, &p.cookie.to_le_bytes());
+        self.atomic_answered(qp, seq, psn);
+        true
     }
 
     /// After the answer of atomic `seq` (PSN `psn`) landed: it is done.
