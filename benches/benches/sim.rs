@@ -227,6 +227,31 @@ fn hot_copy_step(copy: &mut HotCopy) -> impl FnMut(u64) -> Duration + '_ {
     }
 }
 
+/// Pairs the prepared cases of a group that `wanted` selects with its
+/// first case, when that is the reference `first` (DC fan-out, XRC fan-in,
+/// OOO placement); `run` is the workload's step.
+fn pair_with_first<K: PartialEq, W>(
+    prepared: &mut [(K, String, SimVerbs, W)],
+    first: K,
+    wanted: impl Fn(&K) -> bool,
+    run: fn(&mut W, &mut SimVerbs, u64) -> Result<(), WorkloadError>,
+) {
+    let Some(((k, rid, rv, rw), rest)) = prepared.split_first_mut() else {
+        return;
+    };
+    if *k != first {
+        return;
+    }
+    for (_, id, v, w) in rest.iter_mut().filter(|p| wanted(&p.0)) {
+        pair(
+            id,
+            rid,
+            |n| timed(n, |n| run(w, v, n).expect(id)),
+            |n| timed(n, |n| run(rw, rv, n).expect(rid)),
+        );
+    }
+}
+
 /// A message-rate step for [`pair`].
 fn rate_step<'a>(
     v: &'a mut SimVerbs,
@@ -600,16 +625,7 @@ fn sim_dc_fanout(c: &mut Criterion) {
     }
     g.finish();
     // The target: rate(10 000) against rate(1).
-    if let Some(((1, rid, rv, rw), rest)) = prepared.split_first_mut() {
-        for (_, id, v, w) in rest.iter_mut().filter(|p| p.0 == 10_000) {
-            pair(
-                id,
-                rid,
-                |n| timed(n, |n| w.run(v, n).expect(id)),
-                |n| timed(n, |n| rw.run(rv, n).expect(rid)),
-            );
-        }
-    }
+    pair_with_first(&mut prepared, 1, |&k| k == 10_000, DcFanout::run);
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -650,16 +666,7 @@ fn sim_ooo_placement(c: &mut Criterion) {
     }
     g.finish();
     // The targets: windows 8 and 64 against the in-order cost.
-    if let Some(((0, rid, rv, rw), rest)) = prepared.split_first_mut() {
-        for (_, id, v, w) in rest.iter_mut() {
-            pair(
-                id,
-                rid,
-                |n| timed(n, |n| w.run(v, n).expect(id)),
-                |n| timed(n, |n| rw.run(rv, n).expect(rid)),
-            );
-        }
-    }
+    pair_with_first(&mut prepared, 0, |_| true, OooWrite::run);
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }
@@ -754,16 +761,7 @@ fn sim_xrc_srq_fanin(c: &mut Criterion) {
     }
     g.finish();
     // The target: rate(1 024) against rate(1).
-    if let Some(((1, rid, rv, rw), rest)) = prepared.split_first_mut() {
-        for (_, id, v, w) in rest.iter_mut().filter(|p| p.0 == 1024) {
-            pair(
-                id,
-                rid,
-                |n| timed(n, |k| w.run(v, k).expect(id)),
-                |n| timed(n, |k| rw.run(rv, k).expect(rid)),
-            );
-        }
-    }
+    pair_with_first(&mut prepared, 1, |&k| k == 1024, XrcFanIn::run);
     for (_, id, mut v, w) in prepared {
         finish(&id, w.teardown(&mut v));
     }

@@ -30,6 +30,18 @@ impl ReadWqe {
     }
 }
 
+/// `check_local_sges` of one landing SGE whose lkey named `view` (of the
+/// requester's device), LOCAL_WRITE needed: a READ response or atomic
+/// answer may be scattered there (an empty SGE always may).
+#[inline(always)]
+fn lands_in(view: &MrView, sge: &Sge, pd: u32) -> bool {
+    sge.length == 0
+        || (view.valid
+            && view.pd == pd
+            && view.offset_of(sge.addr, u64::from(sge.length)).is_some()
+            && view.access.contains(AccessFlags::LOCAL_WRITE))
+}
+
 impl World {
     pub(super) fn on_read_response(&mut self, p: &Packet) {
         let Some(qp) = self.requester_for(p) else {
@@ -173,12 +185,7 @@ impl World {
         }
         let view = mr_view(m);
         let pd = q.pd.map_or(u32::MAX, |p| p.index);
-        let ok = sge.length == 0
-            || (view.valid
-                && view.pd == pd
-                && view.offset_of(sge.addr, u64::from(sge.length)).is_some()
-                && view.access.contains(AccessFlags::LOCAL_WRITE));
-        if !ok {
+        if !lands_in(&view, &sge, pd) {
             return false;
         }
         // `extents` of one SGE: the range lies in it, and in its MR.
@@ -322,13 +329,7 @@ impl World {
         .by_lkey(sge.lkey);
         // `check_local_sges` of one SGE, with LOCAL_WRITE needed.
         let pd = q.pd.map_or(u32::MAX, |p| p.index);
-        let ok = sge.length == 0
-            || view.is_some_and(|mr| {
-                mr.valid
-                    && mr.pd == pd
-                    && mr.offset_of(sge.addr, u64::from(sge.length)).is_some()
-                    && mr.access.contains(AccessFlags::LOCAL_WRITE)
-            });
+        let ok = view.map_or(sge.length == 0, |mr| lands_in(&mr, &sge, pd));
         if !ok {
             // The general check fails it the same way.
             let failed = self.landing_fails(qp, seq);
@@ -465,14 +466,9 @@ impl World {
         if m.lkey != sge.lkey || m.device != device {
             return false;
         }
-        // `landing_one`'s `check_local_sges` of the SGE (LOCAL_WRITE
-        // needed), then the 8 bytes in it.
+        // `landing_one`'s check of the SGE, then the 8 bytes in it.
         let view = mr_view(m);
-        let landing = sge.length >= 8
-            && view.valid
-            && view.pd == pd
-            && view.offset_of(sge.addr, u64::from(sge.length)).is_some()
-            && view.access.contains(AccessFlags::LOCAL_WRITE);
+        let landing = sge.length >= 8 && lands_in(&view, &sge, pd);
         let Some(off) = view.offset_of(sge.addr, 8).filter(|_| landing) else {
             return false;
         };
