@@ -71,6 +71,8 @@ mlx5dv_create_qp(ctx: &ContextHandle, attr: &mut QpInitAttrEx<'_, SimVerbs>, mlx
 mlx5dv_dci_stream_id_reset(qp: &QpHandle, stream_id: u16) -> ()
 mlx5dv_reserved_qpn_alloc(ctx: &ContextHandle) -> u32
 mlx5dv_reserved_qpn_dealloc(ctx: &ContextHandle, qpn: u32) -> ()
+mlx5dv_get_clock_info(ctx: &ContextHandle) -> ClockInfo
+query_rt_values_ex(ctx: &ContextHandle) -> u64
 rdma_create_event_channel() -> CmChannelHandle
 rdma_destroy_event_channel(channel: &CmChannelHandle) -> ()
 rdma_create_id(channel: &CmChannelHandle, context: u64, ps: PortSpace) -> CmIdHandle

@@ -171,6 +171,7 @@ impl ZeroValid for sys::ibv_cq_init_attr_ex {}
 impl ZeroValid for sys::ibv_gid_entry {}
 impl ZeroValid for sys::ibv_ece {}
 impl ZeroValid for sys::ibv_poll_cq_attr {}
+impl ZeroValid for sys::ibv_values_ex {}
 
 /// `struct ibv_device_attr` as the API's [`DeviceAttr`].
 pub(crate) fn device_attr_from_c(a: &sys::ibv_device_attr) -> DeviceAttr {

@@ -34,6 +34,32 @@ fn gid_entry_from_c(e: &sys::ibv_gid_entry) -> GidEntry {
 }
 
 impl HwVerbs {
+    /// The body of `Verbs::query_rt_values_ex`: the raw clock only
+    /// (`IBV_VALUES_MASK_RAW_CLOCK`), as `tv_nsec` of `raw_clock` holds it
+    /// (`tv_sec` 0, mlx5).
+    pub(crate) fn ext_query_rt_values_ex(&self, ctx: &HwContext) -> Result<u64> {
+        let v = Verb::QueryRtValuesEx;
+        let (c, _) = self.ctx(ctx, v)?;
+        let mut values: sys::ibv_values_ex = zeroed();
+        values.comp_mask = sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0;
+        // SAFETY: live context; `values` is a readable and writable
+        // `ibv_values_ex` asking for the raw clock only.
+        let rc = unsafe { fv::ibv_query_rt_values_ex(c, &mut values) };
+        if rc != 0 {
+            return Err(c_error(v, rc, "ibv_query_rt_values_ex"));
+        }
+        if values.comp_mask & sys::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK.0 == 0 {
+            return Err(Error::from_errno(
+                v,
+                EOPNOTSUPP,
+                "the provider returned no raw clock",
+            ));
+        }
+        let ns = u64::try_from(values.raw_clock.tv_nsec).unwrap_or(0);
+        let s = u64::try_from(values.raw_clock.tv_sec).unwrap_or(0);
+        Ok(s.saturating_mul(1_000_000_000).saturating_add(ns))
+    }
+
     pub(crate) fn ext_query_device_ex(&self, ctx: &HwContext) -> Result<DeviceAttrEx> {
         let v = Verb::QueryDeviceEx;
         let (c, _) = self.ctx(ctx, v)?;

@@ -743,6 +743,15 @@ impl Verbs for HwVerbs {
     fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &HwContext, qpn: u32) -> Result<()> {
         self.mlx5dv_reserved_qpn_dealloc_impl(ctx, qpn)
     }
+
+    #[cfg(feature = "mlx5")]
+    fn mlx5dv_get_clock_info(&mut self, ctx: &HwContext) -> Result<ClockInfo> {
+        self.mlx5dv_get_clock_info_impl(ctx)
+    }
+
+    fn query_rt_values_ex(&mut self, ctx: &HwContext) -> Result<u64> {
+        self.ext_query_rt_values_ex(ctx)
+    }
 }
 
 #[cfg(test)]

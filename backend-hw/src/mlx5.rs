@@ -134,4 +134,24 @@ impl HwVerbs {
             rc => Err(c_error(verb, rc, "mlx5dv_reserved_qpn_dealloc")),
         }
     }
+
+    /// The body of `Verbs::mlx5dv_get_clock_info`.
+    pub(crate) fn mlx5dv_get_clock_info_impl(&mut self, ctx: &HwContext) -> Result<ClockInfo> {
+        let verb = Verb::Mlx5dvGetClockInfo;
+        let (c, _) = self.ctx(ctx, verb)?;
+        let mut out = crate::ffi::mlx5dv::mlx5dv_clock_info::default();
+        // SAFETY: live context; `out` is a writable `struct
+        // mlx5dv_clock_info` (layout-tested against the installed header).
+        match unsafe { crate::ffi::mlx5dv::mlx5dv_get_clock_info(c, &mut out) } {
+            0 => Ok(ClockInfo {
+                nsec: out.nsec,
+                last_cycles: out.last_cycles,
+                frac: out.frac,
+                mult: out.mult,
+                shift: out.shift,
+                mask: out.mask,
+            }),
+            rc => Err(c_error(verb, rc, "mlx5dv_get_clock_info")),
+        }
+    }
 }

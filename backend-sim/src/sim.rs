@@ -459,6 +459,14 @@ impl Verbs for SimVerbs {
         self.world.mlx5dv_query_device(*ctx, comp_mask)
     }
 
+    fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
+        self.world.mlx5dv_get_clock_info(*ctx)
+    }
+
+    fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
+        self.world.query_rt_values_ex(*ctx)
+    }
+
     fn mlx5dv_create_qp(
         &mut self,
         ctx: &ContextHandle,

@@ -10,7 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
+use crate::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that tells the inline
 /// wrappers the context is a `verbs_context`.
@@ -70,6 +70,48 @@ pub(crate) fn ctx_of(shim: &Shim, verb: &str, ctx: *mut c::ibv_context) -> Res<C
         },
         None => Err(Fail::bad_ptr(verb, "context", ctx.cast())),
     }
+}
+
+/// The context's `query_rt_values` op (the inline
+/// `ibv_query_rt_values_ex`): the raw clock, as mlx5 reports it
+/// (`raw_clock.tv_sec` 0, `tv_nsec` the core clock's ticks). A device
+/// without a clock (rxe) answers `EOPNOTSUPP`, as libibverbs does for a
+/// provider without the op; mlx5 refuses unknown `comp_mask` bits with
+/// `EINVAL`. Returns 0 or a positive errno.
+pub(crate) unsafe extern "C" fn op_query_rt_values(
+    context: *mut c::ibv_context,
+    values: *mut c::ibv_values_ex,
+) -> c_int {
+    crate::guard::catch("ibv_query_rt_values_ex", || {
+        ret_int(with(|shim| {
+            let v = "ibv_query_rt_values_ex";
+            let ctx = ctx_of(shim, v, context)?;
+            if values.is_null() {
+                return Err(Fail::new(v, libc::EINVAL, "values is NULL"));
+            }
+            // The clock first: a device without one has no op at all.
+            let cycles = shim.sim.query_rt_values_ex(&ctx).at(v)?;
+            let raw = c::IBV_VALUES_MASK_RAW_CLOCK;
+            // SAFETY: non-NULL; the caller's `struct ibv_values_ex`.
+            let asked = unsafe { (*values).comp_mask };
+            if asked & !raw != 0 {
+                return Err(Fail::new(
+                    v,
+                    libc::EINVAL,
+                    format!("comp_mask {asked:#x}: only IBV_VALUES_MASK_RAW_CLOCK is known"),
+                ));
+            }
+            // SAFETY: as above; plain fields of the caller's struct.
+            unsafe {
+                if asked & raw != 0 {
+                    (*values).raw_clock.tv_sec = 0;
+                    (*values).raw_clock.tv_nsec = cycles as c::__syscall_slong_t;
+                }
+                (*values).comp_mask = asked & raw;
+            }
+            Ok(())
+        }))
+    })
 }
 
 export! { "IBVERBS_1.1" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut c::ibv_device {
@@ -225,7 +267,7 @@ pub(crate) fn wrap_context_fd(
 }
 
 export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_int {
-    state::ret_int(with(|shim| {
+    ret_int(with(|shim| {
         let v = "ibv_close_device";
         let h = ctx_of(shim, v, context)?;
         // An imported context is another handle on the same one: closing
@@ -365,7 +407,7 @@ pub(crate) fn device_attr(a: &DeviceAttr) -> c::ibv_device_attr {
 }
 
 export! { "IBVERBS_1.1" fn ibv_query_device(context: *mut c::ibv_context, attr: *mut c::ibv_device_attr) -> c_int {
-    state::ret_int(with(|shim| {
+    ret_int(with(|shim| {
         let v = "ibv_query_device";
         let h = ctx_of(shim, v, context)?;
         if attr.is_null() {
@@ -388,7 +430,7 @@ unsafe extern "C" fn op_query_device_ex(
 ) -> c_int {
     let _ = input;
     crate::guard::catch("ibv_query_device_ex", || {
-        state::ret_int(with(|shim| {
+        ret_int(with(|shim| {
             let v = "ibv_query_device_ex";
             let h = ctx_of(shim, v, context)?;
             if attr.is_null() || attr_size < size_of::<c::ibv_device_attr>() {
@@ -522,7 +564,7 @@ unsafe extern "C" fn op_query_port(
     len: usize,
 ) -> c_int {
     crate::guard::catch("ibv_query_port", || {
-        state::ret_int(with(|shim| {
+        ret_int(with(|shim| {
             query_port(shim, "ibv_query_port", context, port, attr, len)
         }))
     })
@@ -531,7 +573,7 @@ unsafe extern "C" fn op_query_port(
 export! { "IBVERBS_1.1" fn ibv_query_port(context: *mut c::ibv_context, port_num: u8, port_attr: *mut c::ibv_port_attr) -> c_int {
     // The exported (pre-port_cap_flags2) entry: the old, shorter struct.
     let len = offset_of!(c::ibv_port_attr, port_cap_flags2);
-    state::ret_int(with(|shim| query_port(shim, "ibv_query_port", context, port_num, port_attr, len)))
+    ret_int(with(|shim| query_port(shim, "ibv_query_port", context, port_num, port_attr, len)))
 }}
 
 export! { "IBVERBS_1.1" fn ibv_query_gid(context: *mut c::ibv_context, port_num: u8, index: c_int, gid: *mut c::ibv_gid) -> c_int {
@@ -589,7 +631,7 @@ fn gid_type(shim: &mut Shim, h: &ContextHandle, port: u8, index: u32) -> Res<u32
 }
 
 export! { "IBVERBS_PRIVATE_34" fn ibv_query_gid_type(context: *mut c::ibv_context, port_num: u8, index: u32, type_: *mut u32) -> c_int {
-    state::ret_int(with(|shim| {
+    ret_int(with(|shim| {
         let v = "ibv_query_gid_type";
         let h = ctx_of(shim, v, context)?;
         shim.sim.query_gid(&h, port_num, index).at(v)?;
@@ -619,7 +661,7 @@ fn gid_entry(shim: &mut Shim, h: &ContextHandle, port: u8, index: u32) -> Res<c:
 }
 
 export! { "IBVERBS_1.11" fn _ibv_query_gid_ex(context: *mut c::ibv_context, port_num: u32, gid_index: u32, entry: *mut c::ibv_gid_entry, flags: u32, entry_size: usize) -> c_int {
-    state::ret_int(with(|shim| {
+    ret_int(with(|shim| {
         let v = "ibv_query_gid_ex";
         let h = ctx_of(shim, v, context)?;
         if entry.is_null() || flags != 0 || entry_size < size_of::<c::ibv_gid_entry>() {

@@ -93,6 +93,29 @@ export! { "MLX5_1.0" fn mlx5dv_query_device(context: *mut c::ibv_context, attrs_
     }))
 }}
 
+export! { "MLX5_1.4" fn mlx5dv_get_clock_info(context: *mut c::ibv_context, clock_info: *mut c::mlx5dv_clock_info) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_get_clock_info";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        if clock_info.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "clock_info is NULL"));
+        }
+        let i = shim.sim.mlx5dv_get_clock_info(&ctx).at(v)?;
+        let out = c::mlx5dv_clock_info {
+            nsec: i.nsec,
+            last_cycles: i.last_cycles,
+            frac: i.frac,
+            mult: i.mult,
+            shift: i.shift,
+            mask: i.mask,
+        };
+        // SAFETY: non-NULL; the caller's `struct mlx5dv_clock_info`, which
+        // the inline `mlx5dv_ts_to_ns` then reads.
+        unsafe { clock_info.write(out) };
+        Ok(())
+    }))
+}}
+
 export! { "MLX5_1.3" fn mlx5dv_create_qp(context: *mut c::ibv_context, qp_attr: *mut c::ibv_qp_init_attr_ex, mlx5_qp_attr: *mut c::mlx5dv_qp_init_attr) -> *mut c::ibv_qp {
     ret_ptr(with(|shim| {
         let v = "mlx5dv_create_qp";

@@ -27,6 +27,7 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     v.open_xrcd = Some(op_open_xrcd);
     v.close_xrcd = Some(op_close_xrcd);
     v.open_qp = Some(crate::qp::op_open_qp);
+    v.query_rt_values = Some(crate::device::op_query_rt_values);
 }
 
 /// The handle behind a C pointer, if it is a live object of kind `$kind`.

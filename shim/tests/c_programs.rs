@@ -1,5 +1,5 @@
 //! C programs compiled against the installed rdma-core headers and linked
-//! with `-lrdmacm -libverbs`, run with the drop-in library first on
+//! with `-lrdmacm -libverbs -lmlx5`, run with the drop-in library first on
 //! `LD_LIBRARY_PATH` (the four names as links to one file, as `verbsim
 //! exec` lays them out). Skips, saying so, where the headers are not
 //! installed; CI installs them.
@@ -55,7 +55,7 @@ fn run_c_env(name: &str, env: &[(&str, &Path)]) -> Option<String> {
         .arg(&src)
         .arg("-o")
         .arg(&exe)
-        .args(["-lrdmacm", "-libverbs", "-lpthread"])
+        .args(["-lrdmacm", "-libverbs", "-lmlx5", "-lpthread"])
         .status()
         .expect("run the C compiler");
     assert!(st.success(), "compiling {name}.c failed");
@@ -117,6 +117,13 @@ fn cm_multicast_join_send_and_leave() {
 #[test]
 fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
     if let Some(out) = run_c("cq_channel_fd") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn the_mlx5_core_clock_reads_and_converts_virtual_time() {
+    if let Some(out) = run_c("clock") {
         assert_eq!(out.trim(), "ok");
     }
 }

@@ -349,6 +349,10 @@ pub enum Verb {
     Mlx5dvDciStreamIdReset,
     Mlx5dvReservedQpnAlloc,
     Mlx5dvReservedQpnDealloc,
+    /// `mlx5dv_get_clock_info`.
+    Mlx5dvGetClockInfo,
+    /// `ibv_query_rt_values_ex`.
+    QueryRtValuesEx,
     RdmaCreateEventChannel,
     RdmaDestroyEventChannel,
     RdmaCreateId,
@@ -452,6 +456,8 @@ impl Verb {
             Self::Mlx5dvDciStreamIdReset => "mlx5dv_dci_stream_id_reset",
             Self::Mlx5dvReservedQpnAlloc => "mlx5dv_reserved_qpn_alloc",
             Self::Mlx5dvReservedQpnDealloc => "mlx5dv_reserved_qpn_dealloc",
+            Self::Mlx5dvGetClockInfo => "mlx5dv_get_clock_info",
+            Self::QueryRtValuesEx => "ibv_query_rt_values_ex",
             Self::RdmaCreateEventChannel => "rdma_create_event_channel",
             Self::RdmaDestroyEventChannel => "rdma_destroy_event_channel",
             Self::RdmaCreateId => "rdma_create_id",

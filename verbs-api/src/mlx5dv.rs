@@ -208,3 +208,50 @@ pub struct Mlx5Context {
     /// `ooo_recv_wrs_caps`.
     pub ooo_recv_wrs_caps: OooRecvWrsCaps,
 }
+
+/// `struct mlx5dv_clock_info`: what `mlx5dv_ts_to_ns` needs to turn a
+/// device timestamp (free-running `hca_core_clock` ticks, as
+/// `ibv_wc_read_completion_ts` reads them) into nanoseconds:
+/// `nsec + ((ts - last_cycles) & mask) * mult >> shift` for a timestamp
+/// after `last_cycles`, `frac` carrying the sub-nanosecond remainder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct ClockInfo {
+    /// `nsec`: the time in nanoseconds at `last_cycles`.
+    pub nsec: u64,
+    /// `last_cycles`: the device clock when `nsec` was taken.
+    pub last_cycles: u64,
+    /// `frac`: fractional nanoseconds, in units of `2^-shift`.
+    pub frac: u64,
+    /// `mult`: nanoseconds per tick, times `2^shift`.
+    pub mult: u32,
+    /// `shift`.
+    pub shift: u32,
+    /// `mask`: the valid bits of the free-running counter.
+    pub mask: u64,
+}
+
+impl ClockInfo {
+    /// `mlx5dv_ts_to_ns`: the nanoseconds of device timestamp `ts`, with
+    /// the same arithmetic as the inline function in `mlx5dv.h` (a
+    /// timestamp more than half the counter's range after `last_cycles`
+    /// counts as before it).
+    pub fn ts_to_ns(&self, ts: u64) -> u64 {
+        let delta = ts.wrapping_sub(self.last_cycles) & self.mask;
+        if delta > self.mask / 2 {
+            let back = self.last_cycles.wrapping_sub(ts) & self.mask;
+            self.nsec.wrapping_sub(
+                back.wrapping_mul(u64::from(self.mult))
+                    .wrapping_sub(self.frac)
+                    >> self.shift,
+            )
+        } else {
+            self.nsec.wrapping_add(
+                delta
+                    .wrapping_mul(u64::from(self.mult))
+                    .wrapping_add(self.frac)
+                    >> self.shift,
+            )
+        }
+    }
+}

@@ -838,6 +838,34 @@ pub trait Verbs {
         ))
     }
 
+    /// `mlx5dv_get_clock_info(ctx, &clock_info)`: the parameters that turn
+    /// the device's completion timestamps into nanoseconds
+    /// ([`ClockInfo::ts_to_ns`], the inline `mlx5dv_ts_to_ns`).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` if the device is not mlx5 or has no clock.
+    fn mlx5dv_get_clock_info(&mut self, ctx: &Self::Context) -> Result<ClockInfo> {
+        let _ = ctx;
+        Err(Error::not_implemented(
+            Verb::Mlx5dvGetClockInfo,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_query_rt_values_ex(ctx, &values)` with
+    /// `IBV_VALUES_MASK_RAW_CLOCK`: the device's free-running clock now, in
+    /// `hca_core_clock` ticks (`values.raw_clock.tv_nsec`; `tv_sec` is 0).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` if the device has no readable clock.
+    fn query_rt_values_ex(&mut self, ctx: &Self::Context) -> Result<u64> {
+        let _ = ctx;
+        Err(Error::not_implemented(
+            Verb::QueryRtValuesEx,
+            self.backend().name(),
+        ))
+    }
+
     // --------------------------------------------------------------- rdma_cm
 
     /// `rdma_create_event_channel`.

@@ -133,6 +133,10 @@ fn probes() -> Vec<Probe> {
             log_max_num_deks => "log_max_num_deks", flags => "flags",
         }),
         probe!(mlx5dv_reg => "struct mlx5dv_reg", Exact { value => "value", mask => "mask" }),
+        probe!(mlx5dv_clock_info => "struct mlx5dv_clock_info", Exact {
+            nsec => "nsec", last_cycles => "last_cycles", frac => "frac",
+            mult => "mult", shift => "shift", mask => "mask",
+        }),
         // The installed (rdma-core 44) context: every field it has, ours may be larger.
         probe!(mlx5dv_context => "struct mlx5dv_context", AtLeast {
             version => "version", flags => "flags", comp_mask => "comp_mask",

@@ -78,6 +78,19 @@ pub(crate) const MLX5DV_DCTYPE_DCT: mlx5dv_dc_type = 1;
 /// `MLX5DV_DCTYPE_DCI`: the initiator side of DC.
 pub(crate) const MLX5DV_DCTYPE_DCI: mlx5dv_dc_type = 2;
 
+/// `struct mlx5dv_clock_info`: what `mlx5dv_get_clock_info` fills and the
+/// inline `mlx5dv_ts_to_ns` reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct mlx5dv_clock_info {
+    pub(crate) nsec: u64,
+    pub(crate) last_cycles: u64,
+    pub(crate) frac: u64,
+    pub(crate) mult: u32,
+    pub(crate) shift: u32,
+    pub(crate) mask: u64,
+}
+
 // ---------------------------------------------------------------------------
 // mlx5dv_context and its members
 // ---------------------------------------------------------------------------
@@ -443,6 +456,15 @@ extern "C" {
     pub(crate) fn mlx5dv_query_device(
         ctx_in: *mut ibv_context,
         attrs_out: *mut mlx5dv_context,
+    ) -> c_int;
+
+    /// `mlx5dv_get_clock_info` (MLX5_1.4): the current parameters of the
+    /// device's clock conversion. Returns 0 or a positive errno
+    /// (`EOPNOTSUPP` for a non-mlx5 context, `EINVAL` when the kernel gave
+    /// no clock info page); does not use `errno`.
+    pub(crate) fn mlx5dv_get_clock_info(
+        ctx_in: *mut ibv_context,
+        clock_info: *mut mlx5dv_clock_info,
     ) -> c_int;
 
     /// `mlx5dv_dci_stream_id_reset` (MLX5_1.21): moves one errored stream of

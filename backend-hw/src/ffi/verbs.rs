@@ -37,7 +37,7 @@ use rdma_sys::{
     ibv_create_srq, ibv_device_attr_ex, ibv_port_attr, ibv_qp, ibv_qp_init_attr,
     ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_qp_open_attr, ibv_query_device, ibv_recv_wr,
     ibv_send_wr, ibv_srq, ibv_srq_init_attr, ibv_srq_init_attr_ex, ibv_srq_init_attr_mask,
-    ibv_srq_type, ibv_wc, ibv_xrcd, ibv_xrcd_init_attr, verbs_context,
+    ibv_srq_type, ibv_values_ex, ibv_wc, ibv_xrcd, ibv_xrcd_init_attr, verbs_context,
 };
 
 /// `EOPNOTSUPP` on Linux.
@@ -402,6 +402,25 @@ pub(crate) unsafe fn ibv_query_device_ex(
     unsafe { ptr::write_bytes(attr, 0, 1) };
     // SAFETY: live context; `orig_attr` is a field of the writable `attr`.
     unsafe { ibv_query_device(context, &raw mut (*attr).orig_attr) }
+}
+
+/// `ibv_query_rt_values_ex`: the provider's `query_rt_values`, or
+/// `EOPNOTSUPP` when the provider has none (as the C inline answers).
+/// Returns 0 or a positive errno.
+///
+/// # Safety
+///
+/// `context` is a live context; `values` is valid for reads and writes.
+pub(crate) unsafe fn ibv_query_rt_values_ex(
+    context: *mut ibv_context,
+    values: *mut ibv_values_ex,
+) -> c_int {
+    match ctx_op!(context, query_rt_values) {
+        // SAFETY: provider entry with this C signature; `values` is a
+        // readable and writable `ibv_values_ex` (caller).
+        Some(f) => unsafe { f(context, values) },
+        None => EOPNOTSUPP,
+    }
 }
 
 /// `ibv_query_port` (the header's `___ibv_query_port`): the extended

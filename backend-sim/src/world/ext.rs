@@ -107,10 +107,67 @@ fn ns_to_ticks(ns: u64) -> u64 {
     (u128::from(ns) * u128::from(MLX5_HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
 }
 
+/// `shift` of the simulated clock's [`verbs_api::ClockInfo`]: 23, as the
+/// mlx5 kernel driver's cycle counter uses (`MLX5_CYCLES_SHIFT`). `mult`
+/// then rounds 6.4 ns a tick to 2.4e-8 relative, and `delta * mult`
+/// stays in 64 bits for timestamps within about 2 200 s of
+/// `last_cycles`; the kernel refreshes its clock info page well within
+/// that, the simulator computes fresh info at every call.
+const CLOCK_SHIFT: u32 = 23;
+
+/// The [`verbs_api::ClockInfo`] of the simulated mlx5 clock at tick
+/// `cycles`: `nsec` is that tick's time, whole nanoseconds, `frac` its
+/// fraction in units of `2^-CLOCK_SHIFT` ns, `mult` the tick length in
+/// the same units (rounded).
+fn clock_info(cycles: u64) -> verbs_api::ClockInfo {
+    let khz = u128::from(MLX5_HCA_CORE_CLOCK_KHZ);
+    let scaled = u128::from(cycles) * 1_000_000;
+    let (nsec, rem) = (scaled / khz, scaled % khz);
+    let one = 1u128 << CLOCK_SHIFT;
+    verbs_api::ClockInfo {
+        nsec: nsec as u64,
+        last_cycles: cycles,
+        frac: (rem * one / khz) as u64,
+        mult: ((1_000_000 * one + khz / 2) / khz) as u32,
+        shift: CLOCK_SHIFT,
+        mask: MLX5_TS_MASK,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{SimConfig, SimVerbs};
     use verbs_api::*;
+
+    #[test]
+    fn clock_info_converts_ticks_back_to_their_nanoseconds() {
+        // Goal: mlx5dv_ts_to_ns over the simulator's clock info gives each
+        // completion timestamp's virtual time, to the tick (6.4 ns) plus
+        // the rounding of `mult` (2.4e-8 of the distance), for timestamps
+        // after the info was taken and before it, up to 2 000 s apart.
+        for now_ns in [0u64, 1, 7, 1_000_003, 2_000_000_000_000, 86_400_000_000_123] {
+            let info = super::clock_info(super::ns_to_ticks(now_ns));
+            let mut at = vec![
+                now_ns,
+                now_ns + 6,
+                now_ns + 64_000,
+                now_ns + 2_000_000_000_000,
+            ];
+            at.extend([
+                now_ns.saturating_sub(5),
+                now_ns.saturating_sub(1_000_000_000_000),
+            ]);
+            for ns in at {
+                let got = info.ts_to_ns(super::ns_to_ticks(ns));
+                let slack = 7 + ns.abs_diff(now_ns) / 40_000_000;
+                assert!(
+                    got.abs_diff(ns) <= slack,
+                    "now {now_ns}: {ns} ns -> tick {} -> {got} ns",
+                    super::ns_to_ticks(ns)
+                );
+            }
+        }
+    }
 
     #[test]
     fn flushed_binds_are_forgotten() {

@@ -132,6 +132,10 @@ pub(crate) enum Call {
     Mlx5dvReservedQpnAlloc(ContextHandle),
     /// `mlx5dv_reserved_qpn_dealloc`.
     Mlx5dvReservedQpnDealloc(ContextHandle, u32),
+    /// `mlx5dv_get_clock_info`.
+    Mlx5dvGetClockInfo(ContextHandle),
+    /// `query_rt_values_ex`.
+    QueryRtValuesEx(ContextHandle),
     /// `rdma_create_event_channel`.
     RdmaCreateEventChannel(),
     /// `rdma_destroy_event_channel`.
@@ -244,6 +248,8 @@ impl Call {
             Self::Mlx5dvDciStreamIdReset(..) => Verb::Mlx5dvDciStreamIdReset,
             Self::Mlx5dvReservedQpnAlloc(..) => Verb::Mlx5dvReservedQpnAlloc,
             Self::Mlx5dvReservedQpnDealloc(..) => Verb::Mlx5dvReservedQpnDealloc,
+            Self::Mlx5dvGetClockInfo(..) => Verb::Mlx5dvGetClockInfo,
+            Self::QueryRtValuesEx(..) => Verb::QueryRtValuesEx,
             Self::RdmaCreateEventChannel(..) => Verb::RdmaCreateEventChannel,
             Self::RdmaDestroyEventChannel(..) => Verb::RdmaDestroyEventChannel,
             Self::RdmaCreateId(..) => Verb::RdmaCreateId,
@@ -628,6 +634,14 @@ impl Remote {
         qpn: u32,
     ) -> Result<()> {
         self.call(&Call::Mlx5dvReservedQpnDealloc(*ctx, qpn))
+    }
+    /// `mlx5dv_get_clock_info` on the shared fabric.
+    pub(crate) fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
+        self.call(&Call::Mlx5dvGetClockInfo(*ctx))
+    }
+    /// `query_rt_values_ex` on the shared fabric.
+    pub(crate) fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
+        self.call(&Call::QueryRtValuesEx(*ctx))
     }
     /// `rdma_create_event_channel` on the shared fabric.
     pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
@@ -1096,6 +1110,14 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::Mlx5dvReservedQpnDealloc(a0, a1) => {
             let r = Verbs::mlx5dv_reserved_qpn_dealloc(sim, &a0, a1);
+            super::encode(&r)
+        }
+        Call::Mlx5dvGetClockInfo(a0) => {
+            let r = Verbs::mlx5dv_get_clock_info(sim, &a0);
+            super::encode(&r)
+        }
+        Call::QueryRtValuesEx(a0) => {
+            let r = Verbs::query_rt_values_ex(sim, &a0);
             super::encode(&r)
         }
         Call::RdmaCreateEventChannel() => {
@@ -1740,6 +1762,20 @@ impl Engine {
         match self {
             Self::Local(s) => Verbs::mlx5dv_reserved_qpn_dealloc(&mut **s, ctx, qpn),
             Self::Remote(r) => r.mlx5dv_reserved_qpn_dealloc(ctx, qpn),
+        }
+    }
+    /// `mlx5dv_get_clock_info`.
+    pub(crate) fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
+        match self {
+            Self::Local(s) => Verbs::mlx5dv_get_clock_info(&mut **s, ctx),
+            Self::Remote(r) => r.mlx5dv_get_clock_info(ctx),
+        }
+    }
+    /// `query_rt_values_ex`.
+    pub(crate) fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
+        match self {
+            Self::Local(s) => Verbs::query_rt_values_ex(&mut **s, ctx),
+            Self::Remote(r) => r.query_rt_values_ex(ctx),
         }
     }
     /// `rdma_create_event_channel`.

@@ -72,6 +72,46 @@ impl World {
         })
     }
 
+    // ------------------------------------------------------------- clock
+
+    /// `ibv_query_rt_values_ex` with `IBV_VALUES_MASK_RAW_CLOCK`: the
+    /// simulated mlx5 core clock now, in ticks of `hca_core_clock`
+    /// (`mlx5_query_rt_values` reads the free-running counter; the
+    /// simulator derives it from virtual time). rxe has no clock:
+    /// `EOPNOTSUPP`, as libibverbs answers when the provider lacks the op.
+    pub fn query_rt_values_ex(&self, ctx: ContextHandle) -> Result<u64> {
+        let v = Verb::QueryRtValuesEx;
+        self.mlx5_clock(ctx, v)?;
+        Ok(ns_to_ticks(self.now_ns) & MLX5_TS_MASK)
+    }
+
+    /// `mlx5dv_get_clock_info`: the parameters of `mlx5dv_ts_to_ns` as of
+    /// now. The kernel keeps them in a page it refreshes; the simulator
+    /// computes them from virtual time: `last_cycles` is the clock now,
+    /// `nsec` its exact time in nanoseconds (virtual time since the world
+    /// began, so a wall-clock reading of it lands in 1970: a divergence),
+    /// `mult`/`shift` the tick length (6.4 ns at 156.25 MHz) and `frac`
+    /// the sub-nanosecond remainder. Not mlx5: `EOPNOTSUPP`.
+    pub fn mlx5dv_get_clock_info(&self, ctx: ContextHandle) -> Result<verbs_api::ClockInfo> {
+        let v = Verb::Mlx5dvGetClockInfo;
+        self.mlx5_clock(ctx, v)?;
+        Ok(clock_info(ns_to_ticks(self.now_ns)))
+    }
+
+    /// `EOPNOTSUPP` unless `ctx` is a simulated mlx5 device (which has a
+    /// core clock).
+    fn mlx5_clock(&self, ctx: ContextHandle, v: Verb) -> Result<()> {
+        let device = self.ctx(ctx, v)?.device;
+        if self.device(device).profile.driver != DriverModel::Mlx5 {
+            return Err(Error::from_errno(
+                v,
+                EOPNOTSUPP,
+                "the device has no core clock (not mlx5)",
+            ));
+        }
+        Ok(())
+    }
+
     // ---------------------------------------------------------- GID entries
 
     pub(super) fn gid_entry(&self, dev: u32, port: u8, index: u32) -> GidEntry {
