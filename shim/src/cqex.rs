@@ -77,23 +77,24 @@ pub(crate) fn create_cq(
         }
     };
     let h = if ex {
-        if a.comp_mask & c::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-            return Err(Fail::new(
-                v,
-                libc::EOPNOTSUPP,
-                "parent domains are not modelled",
-            ));
-        }
+        let parent = crate::parent::cq_parent(shim, v, context, a)?;
         let init = CqInitAttrEx::<SimVerbs> {
             cqe: a.cqe,
             cq_context: a.cq_context as u64,
             channel: channel.as_ref(),
             comp_vector: a.comp_vector,
             wc_flags: WcExFlags(a.wc_flags),
-            comp_mask: CqInitAttrMask(a.comp_mask),
+            // The parent domain is the library's: the CQ itself is made
+            // without it (`cq_parent` checked it).
+            comp_mask: CqInitAttrMask(a.comp_mask & !c::IBV_CQ_INIT_ATTR_MASK_PD),
             flags: CreateCqAttrFlags(a.flags),
         };
-        shim.sim.create_cq_ex(&ctx, &init).at(v)?
+        let h = shim.sim.create_cq_ex(&ctx, &init).at(v)?;
+        let cq = wrap_cq(shim, v, h, context, a.channel, a.cq_context, ex)?;
+        if let Some(p) = parent {
+            shim.parent_users.insert(cq as usize, p as usize);
+        }
+        return Ok(cq);
     } else {
         let init = CqInit::<SimVerbs> {
             cqe: a.cqe,

@@ -310,7 +310,7 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
         // every one of these structs has its `context` field set at creation.
         unsafe {
             match o {
-                Obj::Pd(_) => (*(p as *const c::ibv_pd)).context,
+                Obj::Pd(_) | Obj::ParentDomain(_) => (*(p as *const c::ibv_pd)).context,
                 Obj::Mr(_) => (*(p as *const c::ibv_mr)).context,
                 Obj::Cq(_) => (*(p as *const c::ibv_cq)).context,
                 Obj::Channel(_) => (*(p as *const c::ibv_comp_channel)).context,
@@ -331,9 +331,10 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
         Obj::Mr(_) => 4,
         Obj::Cq(_) => 5,
         Obj::Channel(_) => 6,
-        Obj::Pd(_) => 7,
-        Obj::Xrcd(_) => 8,
-        Obj::Context(_) => 9,
+        Obj::ParentDomain(_) => 7,
+        Obj::Pd(_) => 8,
+        Obj::Xrcd(_) => 9,
+        Obj::Context(_) => 10,
     };
     let mut victims: Vec<(usize, Obj)> = shim
         .objects
@@ -353,8 +354,10 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
             Obj::Channel(h) => shim.sim.destroy_comp_channel(&h),
             Obj::Pd(h) => shim.sim.dealloc_pd(&h),
             Obj::Xrcd(h) => shim.sim.close_xrcd(&h),
-            Obj::Context(_) => Ok(()),
+            Obj::ParentDomain(_) | Obj::Context(_) => Ok(()),
         };
+        shim.parents.remove(&p);
+        shim.parent_users.remove(&p);
         shim.objects.remove(&p);
     }
 }

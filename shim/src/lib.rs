@@ -40,6 +40,7 @@ mod guard;
 mod import;
 mod mlx5;
 mod objects;
+mod parent;
 mod qp;
 mod qpex;
 mod rdmacm;

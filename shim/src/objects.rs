@@ -27,11 +27,23 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     v.open_xrcd = Some(op_open_xrcd);
     v.close_xrcd = Some(op_close_xrcd);
     v.open_qp = Some(crate::qp::op_open_qp);
+    v.alloc_parent_domain = Some(crate::parent::op_alloc_parent_domain);
     v.query_rt_values = Some(crate::device::op_query_rt_values);
 }
 
 /// The handle behind a C pointer, if it is a live object of kind `$kind`.
+/// A PD may also be a parent domain: it stands for the PD it contains.
 macro_rules! handle_of {
+    ($shim:expr, $verb:expr, $ptr:expr, Pd, $what:literal) => {
+        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
+            Some(Obj::Pd(h) | Obj::ParentDomain(h)) => Ok(h),
+            _ => Err(Fail::bad_ptr(
+                $verb,
+                $what,
+                ($ptr) as *const core::ffi::c_void,
+            )),
+        }
+    };
     ($shim:expr, $verb:expr, $ptr:expr, $kind:ident, $what:literal) => {
         match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
             Some(Obj::$kind(h)) => Ok(h),
@@ -79,7 +91,11 @@ pub(crate) fn wrap_pd(
 export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
     ret_int(with(|shim| {
         let v = "ibv_dealloc_pd";
+        if let Some(r) = crate::parent::dealloc(shim, v, pd) {
+            return r;
+        }
         let h = handle_of!(shim, v, pd, Pd, "PD")?;
+        crate::parent::check_unused_pd(shim, v, pd)?;
         shim.sim.dealloc_pd(&h).at(v)?;
         shim.objects.remove(&(pd as usize));
         shim.pd_ptrs.remove(&h);
@@ -311,6 +327,7 @@ export! { "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut c::ibv_cq) -> c_int {
         let v = "ibv_destroy_cq";
         let h = handle_of!(shim, v, cq, Cq, "CQ")?;
         shim.sim.destroy_cq(&h).at(v)?;
+        shim.parent_users.remove(&(cq as usize));
         shim.objects.remove(&(cq as usize));
         shim.cq_ptrs.remove(&h);
         // SAFETY: a live CQ of ours (an ibv_cq_ex allocation), unregistered, freed once.

@@ -169,6 +169,7 @@ pub(crate) fn wrap_qp(
     let ptr = q.cast::<c::ibv_qp>();
     shim.add(ptr.cast(), Obj::Qp(h));
     shim.qp_ptrs.insert(h, ptr as usize);
+    crate::parent::note_user(shim, ptr as usize, o.pd);
     Ok(ptr)
 }
 
@@ -352,6 +353,7 @@ export! { "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut c::ibv_qp) -> c_int {
             }
         }
         crate::qpex::drop_bounce(shim, qp);
+        shim.parent_users.remove(&(qp as usize));
         shim.objects.remove(&(qp as usize));
         shim.qp_ptrs.remove(&h);
         // SAFETY: a live QP of ours (a QpAlloc), unregistered above, freed once.

@@ -478,7 +478,7 @@ fn bounce(shim: &mut Shim, qp: *mut c::ibv_qp, need: usize) -> Result<(u64, u32)
     // SAFETY: a live QP of ours; its pd field is what the app created it with.
     let pd = unsafe { (*qp).pd };
     let pd = match shim.get(pd.cast()).map(|e| e.obj) {
-        Some(Obj::Pd(h)) => h,
+        Some(Obj::Pd(h) | Obj::ParentDomain(h)) => h,
         _ => return Err(Fail::new(v, libc::EINVAL, "inline data needs the QP's PD").errno),
     };
     let mut buf = vec![0u8; need.max(4096)].into_boxed_slice();

@@ -39,6 +39,9 @@ pub(crate) enum Obj {
     Xrcd(XrcdHandle),
     /// `struct ibv_mw`.
     Mw(MwHandle),
+    /// A parent domain (`ibv_alloc_parent_domain`): a `struct ibv_pd` of
+    /// its own that stands for the protection domain it contains.
+    ParentDomain(PdHandle),
 }
 
 /// Per-object data the shim keeps beside the C struct.
@@ -89,6 +92,11 @@ pub(crate) struct Shim {
     pub(crate) post_scratch: crate::datapath::PostScratch,
     /// Inline-data bounce MRs, by QP pointer.
     pub(crate) bounces: BTreeMap<usize, crate::qpex::Bounce>,
+    /// Parent domains: the `ibv_pd` the program got → the protection
+    /// domain's `ibv_pd` it contains.
+    pub(crate) parents: BTreeMap<usize, usize>,
+    /// QPs and CQs created on a parent domain: object → parent domain.
+    pub(crate) parent_users: BTreeMap<usize, usize>,
 }
 
 // SAFETY: the raw addresses the shim keeps are plain integers; the
@@ -162,6 +170,8 @@ impl Shim {
             wc_scratch: Vec::new(),
             post_scratch: Default::default(),
             bounces: BTreeMap::new(),
+            parents: BTreeMap::new(),
+            parent_users: BTreeMap::new(),
         };
         // On the shared fabric, the fabric's own environment sets faults.
         for &(action, ppm) in &shim.config.faults {

@@ -129,6 +129,13 @@ fn the_mlx5_core_clock_reads_and_converts_virtual_time() {
 }
 
 #[test]
+fn parent_domains_stand_for_their_pd_and_hold_references() {
+    if let Some(out) = run_c("parent_domain") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
     if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");
