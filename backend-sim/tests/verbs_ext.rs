@@ -218,6 +218,86 @@ fn rereg_mr_access_and_pd_keep_keys_translation_makes_new_ones() {
 }
 
 #[test]
+fn rereg_mr_translation_under_posted_receives_keeps_pins_exact() {
+    // Goal: a new translation while receives name the MR is allowed (as
+    // on hardware); the receives posted over the old key, before and after
+    // the re-registration, keep and then release exactly their pins, so
+    // deregistration frees the slot at once (no slot kept for a pin that
+    // can never be released, none freed under a live pin).
+    let (mut sim, _a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let slots = sim.world().mr_slots_in_use();
+    let mr = sim.reg_mr(&b.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let old = sim.mr_info(&mr).unwrap();
+    let sge = |lkey| {
+        [Sge {
+            addr: 0,
+            length: 64,
+            lkey,
+        }]
+    };
+    let first = sge(old.lkey);
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 1,
+            sg_list: &first,
+        }],
+    )
+    .unwrap();
+    sim.rereg_mr(
+        &mr,
+        &ReregMr {
+            flags: ReregMrFlags::CHANGE_TRANSLATION,
+            length: 8192,
+            ..ReregMr::default()
+        },
+    )
+    .unwrap();
+    let new = sim.mr_info(&mr).unwrap();
+    assert_ne!(new.lkey, old.lkey);
+    // A receive posted over the retired key pins the MR as the first did.
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 2,
+            sg_list: &first,
+        }],
+    )
+    .unwrap();
+    let fresh = sge(new.lkey);
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 3,
+            sg_list: &fresh,
+        }],
+    )
+    .unwrap();
+    // Dereg under three pins keeps the slot for them...
+    sim.dereg_mr(&mr).unwrap();
+    assert_eq!(sim.world().mr_slots_in_use(), slots + 1);
+    // ...and flushing the three receives releases every one.
+    let to_err = QpAttr {
+        qp_state: QpState::Error,
+        ..QpAttr::default()
+    };
+    sim.modify_qp(&b.qp, &to_err, QpAttrMask::STATE).unwrap();
+    let got = poll_ex(&mut sim, &b.cq);
+    assert_eq!(
+        got.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        [1, 2, 3].map(|i| (i, WcStatus::WrFlushErr))
+    );
+    assert_eq!(
+        sim.world().mr_slots_in_use(),
+        slots,
+        "the pins over the retired key were released"
+    );
+}
+
+#[test]
 fn rereg_mr_translation_is_eopnotsupp_on_rxe() {
     let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
     let mr = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();

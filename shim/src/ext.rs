@@ -40,23 +40,26 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         if f & c::IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
             return input("CHANGE_PD with a NULL pd");
         }
-        if f & c::IBV_REREG_MR_CHANGE_TRANSLATION != 0 {
-            // The MR describes the application's buffer; a new translation
-            // would need a new external memory under the same keys.
-            let _ = (addr, length);
-            crate::guard::log_err(v, libc::EOPNOTSUPP, &"IBV_REREG_MR_CHANGE_TRANSLATION over application memory is not modelled");
-            set_errno(libc::EOPNOTSUPP);
-            return Ok(REREG_ERR_CMD);
-        }
         let new_pd = if f & c::IBV_REREG_MR_CHANGE_PD != 0 { Some(handle_of!(shim, v, pd, Pd, "PD")?) } else { None };
         let info = shim.sim.mr_info(&h).at(v)?;
-        let args = ReregMr::<SimVerbs> {
-            flags: ReregMrFlags(f),
-            pd: new_pd.as_ref(),
-            length: info.length as usize,
-            access: AccessFlags(access as u32),
+        let translation = f & c::IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+        let r = if translation {
+            // The program's new buffer, named by its own address (the
+            // iova libibverbs passes for ibv_rereg_mr is `addr`).
+            let a = addr as usize;
+            shim.sim.rereg_mr_app(h, ReregMrFlags(f), new_pd, (a as u64, a, length), AccessFlags(access as u32), || {
+                Box::new(crate::objects::AppMemory::new(a, length))
+            })
+        } else {
+            let args = ReregMr::<SimVerbs> {
+                flags: ReregMrFlags(f),
+                pd: new_pd.as_ref(),
+                length: info.length as usize,
+                access: AccessFlags(access as u32),
+            };
+            shim.sim.rereg_mr(&h, &args)
         };
-        if let Err(e) = shim.sim.rereg_mr(&h, &args) {
+        if let Err(e) = r {
             let f = Fail::sim(v, &e);
             set_errno(f.errno);
             return Ok(REREG_ERR_CMD);
@@ -66,6 +69,10 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         unsafe {
             (*mr).lkey = info.lkey;
             (*mr).rkey = info.rkey;
+            if translation {
+                (*mr).addr = addr;
+                (*mr).length = length;
+            }
             if new_pd.is_some() {
                 (*mr).pd = pd;
             }

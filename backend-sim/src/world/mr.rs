@@ -30,6 +30,30 @@ pub(crate) struct Mr {
     /// still read the bytes hardware would have fetched. The slot is freed
     /// when the last such request is released (`pins` reaches 0).
     pub(crate) deregistered: bool,
+    /// Keys a new translation (`ibv_rereg_mr` `CHANGE_TRANSLATION`) retired
+    /// while posted requests still named them: dead for every check, but
+    /// still the MR's for pinning and unpinning, so the pin count stays
+    /// exact. Forgotten at a re-registration that finds no pin; empty (no
+    /// allocation) for an MR never re-registered under pins.
+    pub(crate) retired_keys: Vec<u32>,
+}
+
+impl Mr {
+    /// Whether `key` pins this MR: its own lkey, or one a re-registration
+    /// retired while pinned ([`Mr::pinned_by_retired`], asked only when
+    /// the first test fails).
+    #[inline(always)]
+    pub(crate) fn pinned_by(&self, key: u32, device: u32) -> bool {
+        self.lkey == key && self.device == device || self.pinned_by_retired(key, device)
+    }
+
+    /// Whether `key` is one of [`Mr::retired_keys`] of this device's MR
+    /// (out of line: the hot paths pin and unpin by the MR's own key).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn pinned_by_retired(&self, key: u32, device: u32) -> bool {
+        self.device == device && self.retired_keys.contains(&key)
+    }
 }
 
 impl World {
@@ -186,6 +210,7 @@ impl World {
             pins: 0,
             invalidated: false,
             deregistered: false,
+            retired_keys: Vec::new(),
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
@@ -304,18 +329,21 @@ impl World {
         Ok(())
     }
 
-    /// Adds `delta` (±1) to the pin count of the MR an SGE's lkey names.
+    /// Adds `delta` (±1) to the pin count of the MR an SGE's lkey names
+    /// (its own key, or one a re-registration retired while pinned).
     pub(crate) fn pin_key(&mut self, device: u32, lkey: u32, add: bool) {
-        if let Some(h) = self.mr_slot_by_key(device, lkey) {
-            if let Some(m) = self.mrs.get_mut(h.index, h.generation) {
-                if add {
-                    m.pins += 1;
-                } else {
-                    m.pins = m.pins.saturating_sub(1);
-                    if m.deregistered && m.pins == 0 {
-                        self.mrs.remove(h.index, h.generation);
-                    }
-                }
+        let Some((generation, m)) = self.mrs.get_by_index_mut(lkey >> 8) else {
+            return;
+        };
+        if !m.pinned_by(lkey, device) {
+            return;
+        }
+        if add {
+            m.pins += 1;
+        } else {
+            m.pins = m.pins.saturating_sub(1);
+            if m.deregistered && m.pins == 0 {
+                self.mrs.remove(lkey >> 8, generation);
             }
         }
     }

@@ -39,7 +39,7 @@ fn occupancy(n: u64) -> u32 {
 /// deregistered under its requests is freed with the last one.
 fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
     if let Some((generation, m)) = mrs.get_by_index_mut(key >> 8) {
-        if m.lkey == key && m.device == device {
+        if m.pinned_by(key, device) {
             m.pins = m.pins.saturating_sub(n);
             if m.deregistered && m.pins == 0 {
                 mrs.remove(key >> 8, generation);
@@ -95,7 +95,7 @@ impl KeyRun {
         }
         if self.pin {
             if let Some((_, m)) = mrs.get_by_index_mut(self.key >> 8) {
-                if m.lkey == self.key && m.device == self.device {
+                if m.pinned_by(self.key, self.device) {
                     m.pins += self.n;
                 }
             }
@@ -108,7 +108,7 @@ impl KeyRun {
 
 fn pin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
     if let Some((_, m)) = mrs.get_by_index_mut(key >> 8) {
-        if m.lkey == key && m.device == device {
+        if m.pinned_by(key, device) {
             m.pins += 1;
         }
     }

@@ -24,6 +24,17 @@ pub(crate) enum ExtraCall {
         len: u64,
         access: AccessFlags,
     },
+    /// `ibv_rereg_mr` whose new translation is the caller's
+    /// `[addr, addr + len)`, named `iova`.
+    ReregMr {
+        mr: MrHandle,
+        flags: ReregMrFlags,
+        pd: Option<PdHandle>,
+        iova: u64,
+        addr: u64,
+        len: u64,
+        access: AccessFlags,
+    },
     /// `ibv_post_send` with type-2 window binds.
     PostSendWithBinds(
         QpHandle,
@@ -55,6 +66,7 @@ impl ExtraCall {
     pub(crate) fn verb(&self) -> Verb {
         match self {
             Self::RegMr { .. } => Verb::RegMr,
+            Self::ReregMr { .. } => Verb::ReregMr,
             Self::PostSendWithBinds(..) => Verb::PostSend,
             Self::ContextDevice(_) | Self::IsMlx5(_) => Verb::OpenDevice,
             Self::CompChannelPending(_) => Verb::GetCqEvent,
@@ -90,6 +102,27 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
                 session.own(Owned::Mr(*h));
             }
             encode(&r)
+        }
+        ExtraCall::ReregMr {
+            mr,
+            flags,
+            pd,
+            iova,
+            addr,
+            len,
+            access,
+        } => {
+            let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
+                return encode(&Err::<(), _>(Error::invalid(
+                    Verb::ReregMr,
+                    "address or length out of range",
+                )));
+            };
+            let mem = Box::new(ProcessMemory::new(session.pid(), addr, len));
+            encode(
+                &sim.world_mut()
+                    .rereg_mr_external(mr, flags, pd, iova, mem, access),
+            )
         }
         ExtraCall::PostSendWithBinds(qp, wrs, binds) => {
             let views = SendWrW::views(&wrs);
@@ -140,6 +173,35 @@ impl Engine {
         match self {
             Self::Local(s) => s.world_mut().reg_mr_external(pd, iova, local(), access),
             Self::Remote(r) => r.extra(ExtraCall::RegMr {
+                pd,
+                iova,
+                addr: addr as u64,
+                len: len as u64,
+                access,
+            }),
+        }
+    }
+
+    /// `ibv_rereg_mr` with `CHANGE_TRANSLATION` over the program's new
+    /// buffer: `(iova, addr, len)` names `[addr, addr + len)` as `iova`
+    /// (and, with their flags, a new PD and access). `local` makes the
+    /// in-process form of that memory.
+    pub(crate) fn rereg_mr_app(
+        &mut self,
+        mr: MrHandle,
+        flags: ReregMrFlags,
+        pd: Option<PdHandle>,
+        (iova, addr, len): (u64, usize, usize),
+        access: AccessFlags,
+        local: impl FnOnce() -> Box<dyn ExternalMemory>,
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => s
+                .world_mut()
+                .rereg_mr_external(mr, flags, pd, iova, local(), access),
+            Self::Remote(r) => r.extra(ExtraCall::ReregMr {
+                mr,
+                flags,
                 pd,
                 iova,
                 addr: addr as u64,

@@ -12,10 +12,18 @@ use crate::datapath::MrView;
 use crate::handles::{MrHandle, MwHandle, PdHandle, QpHandle};
 use crate::profile::DriverModel;
 use crate::world::state::mr_view;
-use crate::world::{busy, invalid, misuse, unsupported, World};
+use crate::world::{busy, invalid, unsupported, World};
 use crate::SimVerbs;
 
 use super::*;
+
+/// Where a re-registration's new translation comes from.
+enum NewTranslation {
+    /// A zeroed buffer the World allocates, this many bytes long.
+    Owned(usize),
+    /// Memory the caller lends, named by this address (the iova).
+    External(u64, Box<dyn crate::ExternalMemory>),
+}
 
 impl World {
     // -------------------------------------------------------------- rereg
@@ -26,6 +34,9 @@ impl World {
     /// translation (`EOPNOTSUPP`). PD and access changes keep the keys;
     /// a new translation gets a new buffer and new keys (mlx5 makes a new
     /// mkey when it cannot reuse the old one; the simulator always does).
+    /// Posted requests that name the old translation's key stay posted,
+    /// as on hardware (the kernel does not know them): the key is dead,
+    /// so they fail with a protection error when they execute.
     pub fn rereg_mr(
         &mut self,
         mr: MrHandle,
@@ -34,7 +45,45 @@ impl World {
         length: usize,
         access: AccessFlags,
     ) -> Result<()> {
+        self.rereg(mr, flags, new_pd, NewTranslation::Owned(length), access)
+    }
+
+    /// [`World::rereg_mr`] whose new translation (with
+    /// `CHANGE_TRANSLATION`) is memory the caller lends at `addr`, as
+    /// [`World::reg_mr_external`] registers it: the drop-in library's
+    /// `ibv_rereg_mr` over the program's new buffer. Without
+    /// `CHANGE_TRANSLATION`, `memory` is dropped unused.
+    pub fn rereg_mr_external(
+        &mut self,
+        mr: MrHandle,
+        flags: ReregMrFlags,
+        new_pd: Option<PdHandle>,
+        addr: u64,
+        memory: Box<dyn crate::ExternalMemory>,
+        access: AccessFlags,
+    ) -> Result<()> {
+        self.rereg(
+            mr,
+            flags,
+            new_pd,
+            NewTranslation::External(addr, memory),
+            access,
+        )
+    }
+
+    fn rereg(
+        &mut self,
+        mr: MrHandle,
+        flags: ReregMrFlags,
+        new_pd: Option<PdHandle>,
+        source: NewTranslation,
+        access: AccessFlags,
+    ) -> Result<()> {
         let v = Verb::ReregMr;
+        let length = match &source {
+            NewTranslation::Owned(n) => *n,
+            NewTranslation::External(_, m) => m.len(),
+        };
         let m = self.live_mr(mr, v)?;
         let (old_pd, device, pins, old_access) = (m.pd, m.device, m.pins, m.access);
         if flags.is_empty() || flags.unknown_bits() != 0 {
@@ -79,18 +128,16 @@ impl World {
                     "rxe re-registers only the PD and the access flags (CHANGE_TRANSLATION)",
                 ));
             }
-            if pins > 0 {
-                return Err(misuse(
-                    v,
-                    format!("{pins} posted work requests still name the MR's buffer (CHANGE_TRANSLATION)"),
-                ));
-            }
             // A temporary registration makes and checks the new buffer
             // (length, budget, address); its bytes and address move into
             // this MR and the old ones leave with the temporary.
-            let tmp = self
-                .reg_mr(pd, length, access)
-                .map_err(|e| Error::new(v, e.kind(), e.message().to_owned()))?;
+            let tmp = match source {
+                NewTranslation::Owned(n) => self.reg_mr(pd, n, access),
+                NewTranslation::External(addr, memory) => {
+                    self.reg_mr_external(pd, addr, memory, access)
+                }
+            }
+            .map_err(|e| Error::new(v, e.kind(), e.message().to_owned()))?;
             let (a, b) = self
                 .mrs
                 .pair_by_index_mut(mr.index, tmp.index)
@@ -102,6 +149,15 @@ impl World {
                 variant = (variant + 1) & 0xff;
             }
             let key = (mr.index << 8) | variant;
+            if pins == 0 {
+                a.retired_keys.clear();
+            } else if !a.retired_keys.contains(&a.lkey) {
+                // Requests posted over the old key keep their pins. (A
+                // later translation may draw a retired key's variant again,
+                // as an 8-bit mkey variant wraps on hardware: such a key
+                // then pins, and checks, as the MR's own.)
+                a.retired_keys.push(a.lkey);
+            }
             a.lkey = key;
             a.rkey = key;
             a.invalidated = false;
