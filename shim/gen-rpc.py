@@ -73,6 +73,7 @@ mlx5dv_reserved_qpn_alloc(ctx: &ContextHandle) -> u32
 mlx5dv_reserved_qpn_dealloc(ctx: &ContextHandle, qpn: u32) -> ()
 mlx5dv_get_clock_info(ctx: &ContextHandle) -> ClockInfo
 query_rt_values_ex(ctx: &ContextHandle) -> u64
+advise_mr(pd: &PdHandle, advice: AdviseMrAdvice, flags: u32, sg_list: &[Sge]) -> ()
 rdma_create_event_channel() -> CmChannelHandle
 rdma_destroy_event_channel(channel: &CmChannelHandle) -> ()
 rdma_create_id(channel: &CmChannelHandle, context: u64, ps: PortSpace) -> CmIdHandle
@@ -113,6 +114,7 @@ WIRE = {
     "&[SendWr<'_, SimVerbs>]": ("Vec<SendWrW>", "SendWrW::list({a})", "&SendWrW::views(&{a})", None),
     "&[RecvWr<'_>]": ("Vec<RecvWrW>", "RecvWrW::list({a})", "&RecvWrW::views(&{a})", None),
     "&[WrEx<'_, SimVerbs>]": ("Vec<WrExW>", "WrExW::list({a})", "&WrExW::views(&{a})", None),
+    "&[Sge]": ("Vec<Sge>", "{a}.to_vec()", "&{a}", None),
 }
 HANDLES = {"ContextHandle", "PdHandle", "CqHandle", "CompChannelHandle", "MrHandle", "SrqHandle",
            "QpHandle", "AhHandle", "XrcdHandle", "MwHandle", "CmChannelHandle", "CmIdHandle"}

@@ -333,6 +333,27 @@ impl HwVerbs {
         Ok(())
     }
 
+    pub(crate) fn ext_advise_mr(
+        &self,
+        pd: &HwPd,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        let v = Verb::AdviseMr;
+        self.check_owner(&pd.0.obj.ctx, v, "PD")?;
+        let p = pd.0.obj.get(v)?;
+        let mut sges = sges_to_c(sg_list);
+        let n = u32::try_from(sges.len())
+            .map_err(|_| Error::invalid(v, "more SGEs than a u32 counts"))?;
+        // SAFETY: live PD of a live context; `sges` holds `n` entries and
+        // outlives the call.
+        match unsafe { fv::ibv_advise_mr(p, advice.to_raw(), flags, sges.as_mut_ptr(), n) } {
+            0 => Ok(()),
+            rc => Err(c_error(v, rc, "ibv_advise_mr")),
+        }
+    }
+
     pub(crate) fn ext_alloc_mw(&self, pd: &HwPd, mw_type: MwType) -> Result<HwMw> {
         let v = Verb::AllocMw;
         self.check_owner(&pd.0.obj.ctx, v, "PD")?;

@@ -123,6 +123,16 @@ impl Verbs for HwVerbs {
         self.ext_rereg_mr(mr, args)
     }
 
+    fn advise_mr(
+        &mut self,
+        pd: &HwPd,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        self.ext_advise_mr(pd, advice, flags, sg_list)
+    }
+
     fn alloc_mw(&mut self, pd: &HwPd, mw_type: MwType) -> Result<HwMw> {
         self.ext_alloc_mw(pd, mw_type)
     }

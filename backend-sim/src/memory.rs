@@ -57,6 +57,22 @@ pub trait ExternalMemory: Send + fmt::Debug {
     }
 }
 
+/// The caller's memory after `ibv_dereg_mr` gave it back while requests
+/// in flight still named it: reads zeroes, takes no writes, allocates
+/// nothing (an implicit ODP MR spans the whole address space).
+#[derive(Debug)]
+pub(crate) struct Gone(pub(crate) usize);
+
+impl ExternalMemory for Gone {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn read(&self, _offset: usize, dst: &mut [u8]) {
+        dst.fill(0);
+    }
+    fn write(&mut self, _offset: usize, _src: &[u8]) {}
+}
+
 /// An MR's bytes: owned by the World, or lent by the caller.
 pub(crate) enum MrMemory {
     /// Zeroed bytes the World allocated (`World::reg_mr`).

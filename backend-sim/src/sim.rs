@@ -271,6 +271,16 @@ impl Verbs for SimVerbs {
             .rereg_mr(*mr, args.flags, args.pd.copied(), args.length, args.access)
     }
 
+    fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        self.world.advise_mr(*pd, advice, flags, sg_list)
+    }
+
     fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle> {
         self.world.alloc_mw(*pd, mw_type)
     }

@@ -298,6 +298,84 @@ fn rereg_mr_translation_under_posted_receives_keeps_pins_exact() {
 }
 
 #[test]
+fn advise_mr_checks_advice_flags_and_each_range() {
+    // Goal: ibv_advise_mr takes ranges of ODP MRs of its PD, and refuses
+    // everything else with the errno mlx5 gives, changing nothing.
+    let (mut sim, a, b) = pair(DeviceProfile::connectx6, None, WcExFlags::empty());
+    let odp = AccessFlags::LOCAL_WRITE | AccessFlags::ON_DEMAND;
+    let mr = sim.reg_mr(&a.pd, 4096, odp).unwrap();
+    let i = sim.mr_info(&mr).unwrap();
+    let ro = sim.reg_mr(&a.pd, 4096, AccessFlags::ON_DEMAND).unwrap();
+    let plain = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
+    let other = sim.reg_mr(&b.pd, 4096, odp).unwrap();
+    let sge = |m: &backend_sim::MrHandle, sim: &mut SimVerbs, off: u64, len: u32| {
+        let i = sim.mr_info(m).unwrap();
+        [Sge {
+            addr: i.addr + off,
+            length: len,
+            lkey: i.lkey,
+        }]
+    };
+    let whole = sge(&mr, &mut sim, 0, 4096);
+    use AdviseMrAdvice as A;
+    for advice in [A::Prefetch, A::PrefetchWrite, A::PrefetchNoFault] {
+        for flags in [0, ADVISE_MR_FLAG_FLUSH] {
+            sim.advise_mr(&a.pd, advice, flags, &whole).unwrap();
+        }
+    }
+    let errno_of = |r: Result<()>| r.unwrap_err().errno();
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Unknown(9), 0, &whole)),
+        errno::EOPNOTSUPP
+    );
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 2, &whole)),
+        errno::EINVAL
+    );
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &[])),
+        errno::EINVAL
+    );
+    let past = sge(&mr, &mut sim, 4000, 200);
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &past)),
+        errno::EFAULT
+    );
+    let p = sge(&plain, &mut sim, 0, 64);
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &p)),
+        errno::ENOENT
+    );
+    let r = sge(&ro, &mut sim, 0, 64);
+    sim.advise_mr(&a.pd, A::Prefetch, 0, &r).unwrap();
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::PrefetchWrite, 0, &r)),
+        errno::ENOENT
+    );
+    // Another PD's (and device's) ODP MR is not this PD's.
+    let o = sge(&other, &mut sim, 0, 64);
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &o)),
+        errno::ENOENT
+    );
+    // The second of two ranges is checked too.
+    let two = [whole[0], p[0]];
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &two)),
+        errno::ENOENT
+    );
+    assert_eq!(sim.mr_info(&mr).unwrap(), i, "nothing changed");
+
+    let (mut rxe, r, _) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
+    let m = rxe.reg_mr(&r.pd, 64, AccessFlags::LOCAL_WRITE).unwrap();
+    let s = sge(&m, &mut rxe, 0, 64);
+    assert_eq!(
+        errno_of(rxe.advise_mr(&r.pd, A::Prefetch, 0, &s)),
+        errno::EOPNOTSUPP
+    );
+}
+
+#[test]
 fn rereg_mr_translation_is_eopnotsupp_on_rxe() {
     let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
     let mr = sim.reg_mr(&a.pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
@@ -399,7 +477,12 @@ fn query_device_ex_extends_query_device_per_profile() {
         base.device_cap_flags.bits()
     );
     assert_ne!(ex.device_cap_flags_ex & DEVICE_PCI_WRITE_END_PADDING, 0);
-    assert_eq!(ex.odp_caps, OdpCaps::default());
+    // ODP: the profile accepts ON_DEMAND, and says so (RC everything, UD
+    // sends, XRC all but plain receives, implicit MRs).
+    assert_eq!(ex.odp_caps.general_caps, 1 | 2);
+    assert_eq!(ex.odp_caps.rc_odp_caps, 0x3f);
+    assert_eq!((ex.odp_caps.uc_odp_caps, ex.odp_caps.ud_odp_caps), (0, 1));
+    assert_eq!(ex.xrc_odp_caps, 0x3d);
     assert_eq!(ex.tm_caps, TmCaps::default());
     assert_eq!(ex.max_dm_size, 0);
     assert!(ex.cq_mod_caps.max_cq_count > 0);
@@ -409,6 +492,11 @@ fn query_device_ex_extends_query_device_per_profile() {
     let ex = sim.query_device_ex(&a.ctx).unwrap();
     assert_eq!((ex.hca_core_clock, ex.completion_timestamp_mask), (0, 0));
     assert_eq!(ex.raw_packet_caps, 0);
+    assert_eq!(
+        (ex.odp_caps, ex.xrc_odp_caps),
+        (OdpCaps::default(), 0),
+        "rxe: no on-demand paging"
+    );
 }
 
 // ------------------------------------------------------------ extended CQ

@@ -106,6 +106,45 @@ export! { "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut c::ibv_cq, cqe: c_int) -> c_in
     }))
 }}
 
+// ------------------------------------------------------------ advise_mr
+
+/// The context's `advise_mr` op (the inline `ibv_advise_mr`): 0 or a
+/// positive errno.
+pub(crate) unsafe extern "C" fn op_advise_mr(
+    pd: *mut c::ibv_pd,
+    advice: c::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut c::ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    crate::guard::catch("ibv_advise_mr", || {
+        ret_int(with(|shim| {
+            let v = "ibv_advise_mr";
+            let p = handle_of!(shim, v, pd, Pd, "PD")?;
+            if sg_list.is_null() && num_sge > 0 {
+                return Err(Fail::new(v, libc::EINVAL, "sg_list is NULL"));
+            }
+            let sges: Vec<Sge> = if num_sge == 0 {
+                Vec::new()
+            } else {
+                // SAFETY: non-NULL, and the caller's contract: `num_sge`
+                // readable entries.
+                unsafe { core::slice::from_raw_parts(sg_list, num_sge as usize) }
+                    .iter()
+                    .map(|s| Sge {
+                        addr: s.addr,
+                        length: s.length,
+                        lkey: s.lkey,
+                    })
+                    .collect()
+            };
+            shim.sim
+                .advise_mr(&p, AdviseMrAdvice::from_raw(advice), flags, &sges)
+                .at(v)
+        }))
+    })
+}
+
 // --------------------------------------------------------- memory windows
 
 /// The context's `alloc_mw` op (the inline `ibv_alloc_mw`).

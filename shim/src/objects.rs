@@ -28,6 +28,7 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     v.close_xrcd = Some(op_close_xrcd);
     v.open_qp = Some(crate::qp::op_open_qp);
     v.alloc_parent_domain = Some(crate::parent::op_alloc_parent_domain);
+    v.advise_mr = Some(crate::ext::op_advise_mr);
     v.query_rt_values = Some(crate::device::op_query_rt_values);
 }
 
@@ -169,6 +170,9 @@ fn reg_mr(
     access: c_int,
 ) -> Res<*mut c::ibv_mr> {
     let h = handle_of!(shim, v, pd, Pd, "PD")?;
+    if addr.is_null() && length == usize::MAX && access as u32 & c::IBV_ACCESS_ON_DEMAND != 0 {
+        return reg_implicit(shim, v, pd, h, iova, access);
+    }
     if addr.is_null() && length > 0 {
         return Err(Fail::new(v, libc::EFAULT, "addr is NULL"));
     }
@@ -229,6 +233,57 @@ export! { "IBVERBS_1.1" fn ibv_dereg_mr(mr: *mut c::ibv_mr) -> c_int {
         Ok(())
     }))
 }}
+
+/// An implicit on-demand-paging MR (`ibv_reg_mr(pd, NULL, SIZE_MAX,
+/// IBV_ACCESS_ON_DEMAND | ...)`): one key for the whole address space,
+/// addresses as they are (iova 0). The kernel takes it when the device has
+/// `IBV_ODP_SUPPORT_IMPLICIT` (mlx5 `mlx5_ib_reg_user_mr`, start 0 and
+/// length `U64_MAX`), and refuses a non-zero iova (`EINVAL`). Its memory is
+/// the process's own, reached by `process_vm_readv`/`_writev`, so an
+/// address nothing is mapped at reads zeroes and takes no write instead of
+/// faulting (hardware completes such an access in error: a divergence).
+fn reg_implicit(
+    shim: &mut Shim,
+    v: &str,
+    pd: *mut c::ibv_pd,
+    h: PdHandle,
+    iova: u64,
+    access: c_int,
+) -> Res<*mut c::ibv_mr> {
+    if iova != 0 {
+        return Err(Fail::new(
+            v,
+            libc::EINVAL,
+            format!("an implicit ODP MR has iova 0, not {iova:#x}"),
+        ));
+    }
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let m = shim
+        .sim
+        .reg_mr_app(h, 0, 0, usize::MAX, AccessFlags(access as u32), || {
+            Box::new(crate::fabric::memory::ProcessMemory::new(
+                pid,
+                0,
+                usize::MAX,
+            ))
+        })
+        .at(v)?;
+    let info = shim.sim.mr_info(&m).at(v)?;
+    let mr = state::alloc_zeroed::<c::ibv_mr>();
+    // SAFETY: just allocated, not shared yet; `pd` is a live PD of ours.
+    unsafe {
+        (*mr).context = (*pd).context;
+        (*mr).pd = pd;
+        (*mr).addr = core::ptr::null_mut();
+        (*mr).length = usize::MAX;
+        (*mr).handle = m.index();
+        (*mr).lkey = info.lkey;
+        (*mr).rkey = info.rkey;
+    }
+    shim.add(mr.cast(), Obj::Mr(m));
+    Ok(mr)
+}
 
 // ------------------------------------------------------------- channels
 

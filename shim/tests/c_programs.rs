@@ -136,6 +136,13 @@ fn parent_domains_stand_for_their_pd_and_hold_references() {
 }
 
 #[test]
+fn on_demand_paging_caps_advise_mr_and_implicit_mrs() {
+    if let Some(out) = run_c("odp") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
     if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");

@@ -351,6 +351,8 @@ pub enum Verb {
     Mlx5dvReservedQpnDealloc,
     /// `mlx5dv_get_clock_info`.
     Mlx5dvGetClockInfo,
+    /// `ibv_advise_mr`.
+    AdviseMr,
     /// `ibv_query_rt_values_ex`.
     QueryRtValuesEx,
     RdmaCreateEventChannel,
@@ -457,6 +459,7 @@ impl Verb {
             Self::Mlx5dvReservedQpnAlloc => "mlx5dv_reserved_qpn_alloc",
             Self::Mlx5dvReservedQpnDealloc => "mlx5dv_reserved_qpn_dealloc",
             Self::Mlx5dvGetClockInfo => "mlx5dv_get_clock_info",
+            Self::AdviseMr => "ibv_advise_mr",
             Self::QueryRtValuesEx => "ibv_query_rt_values_ex",
             Self::RdmaCreateEventChannel => "rdma_create_event_channel",
             Self::RdmaDestroyEventChannel => "rdma_destroy_event_channel",

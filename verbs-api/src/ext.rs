@@ -326,6 +326,24 @@ pub struct WcEx {
     pub completion_wallclock_ns: Option<u64>,
 }
 
+// ----------------------------------------------------------- ibv_advise_mr
+
+c_enum! {
+    /// `enum ibv_advise_mr_advice`: what `ibv_advise_mr` asks.
+    pub enum AdviseMrAdvice : "IBV_ADVISE_MR_ADVICE_" {
+        /// `IBV_ADVISE_MR_ADVICE_PREFETCH`: make the pages present, read-only.
+        Prefetch = 0 => "PREFETCH",
+        /// `IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE`: present and writable.
+        PrefetchWrite = 1 => "PREFETCH_WRITE",
+        /// `IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT`: map what the CPU has
+        /// present, without faulting.
+        PrefetchNoFault = 2 => "PREFETCH_NO_FAULT",
+    }
+}
+
+/// `IBV_ADVISE_MR_FLAG_FLUSH`: return once the advice is carried out.
+pub const ADVISE_MR_FLAG_FLUSH: u32 = 1;
+
 // ----------------------------------------------------------- memory windows
 
 c_enum! {

@@ -373,6 +373,30 @@ pub trait Verbs {
         Err(Error::not_implemented(Verb::ReregMr, self.backend().name()))
     }
 
+    /// `ibv_advise_mr(pd, advice, flags, sg_list, num_sge)`: advice about
+    /// ranges of on-demand-paging MRs of `pd` (prefetch), best effort;
+    /// `flags` may hold [`ADVISE_MR_FLAG_FLUSH`] (wait until done).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` for an advice the device does not take (or a device
+    /// without ODP); `EINVAL` for unknown flags or an empty list; `ENOENT`
+    /// for an lkey that is not an ODP MR of `pd` (or, with
+    /// `PREFETCH_WRITE`, not a writable one); `EFAULT` for a range outside
+    /// its MR.
+    fn advise_mr(
+        &mut self,
+        pd: &Self::Pd,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        let _ = (pd, advice, flags, sg_list);
+        Err(Error::not_implemented(
+            Verb::AdviseMr,
+            self.backend().name(),
+        ))
+    }
+
     /// `ibv_alloc_mw(pd, type)`: an unbound memory window.
     ///
     /// # Errors

@@ -1,6 +1,6 @@
 //! Memory regions: the bytes live in the World; keys are index + variant.
 
-use verbs_api::{AccessFlags, MrInfo, Result, Verb};
+use verbs_api::{AccessFlags, AdviseMrAdvice, MrInfo, Result, Sge, Verb};
 
 use super::{invalid, misuse, no_mem, unsupported, World};
 use crate::handles::{MrHandle, PdHandle};
@@ -315,7 +315,7 @@ impl World {
             if !owned {
                 // The caller may free its buffer once ibv_dereg_mr returns:
                 // requests still in flight read zeroes instead.
-                m.bytes = MrMemory::Owned(vec![0u8; len]);
+                m.bytes = MrMemory::External(Box::new(crate::memory::Gone(len)));
             }
         } else {
             self.mrs.remove(mr.index, mr.generation);
@@ -325,6 +325,79 @@ impl World {
         }
         if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
             p.users -= 1;
+        }
+        Ok(())
+    }
+
+    /// `ibv_advise_mr` (kernel `ib_uverbs_advise_mr`, mlx5
+    /// `mlx5_ib_advise_mr_prefetch`): checks the advice and each range, and
+    /// does nothing else: the simulator reaches every MR's memory at the
+    /// moment of the access, so there is nothing to fault in ahead of it.
+    /// A device without on-demand paging, or an advice it does not know:
+    /// `EOPNOTSUPP`; flags other than `IBV_ADVISE_MR_FLAG_FLUSH` or an
+    /// empty list: `EINVAL`; an lkey that is not an ODP MR of `pd` (or not
+    /// a writable one for `PREFETCH_WRITE`): `ENOENT`, as mlx5's lookup
+    /// answers (the man page also lists `EFAULT` and `EPERM` for these,
+    /// docs/divergence.md); a range outside its MR: `EFAULT`.
+    pub fn advise_mr(
+        &self,
+        pd: PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sges: &[Sge],
+    ) -> Result<()> {
+        let v = Verb::AdviseMr;
+        let device = self.pd(pd, v)?.device;
+        if !self.device(device).profile.odp {
+            return Err(unsupported(v, "the device has no on-demand paging"));
+        }
+        if let AdviseMrAdvice::Unknown(a) = advice {
+            return Err(unsupported(v, format!("unknown advice {a}")));
+        }
+        if flags & !verbs_api::ADVISE_MR_FLAG_FLUSH != 0 {
+            return Err(invalid(v, format!("unknown flags {flags:#x}")));
+        }
+        if sges.is_empty() {
+            return Err(invalid(v, "an empty sg_list"));
+        }
+        for (i, s) in sges.iter().enumerate() {
+            let m = self
+                .mr_by_key(device, s.lkey)
+                .and_then(|h| self.mrs.get(h.index, h.generation))
+                .filter(|m| {
+                    m.pd == pd
+                        && !m.invalidated
+                        && m.access.contains(AccessFlags::ON_DEMAND)
+                        && (advice != AdviseMrAdvice::PrefetchWrite
+                            || m.access.contains(AccessFlags::LOCAL_WRITE))
+                });
+            let Some(m) = m else {
+                return Err(verbs_api::Error::from_errno(
+                    v,
+                    verbs_api::errno::ENOENT,
+                    format!(
+                        "sg_list[{i}]: lkey {:#x} is not an on-demand-paging MR of this PD{}",
+                        s.lkey,
+                        if advice == AdviseMrAdvice::PrefetchWrite {
+                            " registered with LOCAL_WRITE"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            };
+            let end = s.addr.checked_add(u64::from(s.length));
+            let mr_end = m.addr.saturating_add(m.bytes.len() as u64);
+            if s.addr < m.addr || end.is_none_or(|e| e > mr_end) {
+                return Err(verbs_api::Error::from_errno(
+                    v,
+                    verbs_api::errno::EFAULT,
+                    format!(
+                        "sg_list[{i}]: [{:#x}, +{}) is outside the MR [{:#x}, {mr_end:#x})",
+                        s.addr, s.length, m.addr
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -136,6 +136,8 @@ pub(crate) enum Call {
     Mlx5dvGetClockInfo(ContextHandle),
     /// `query_rt_values_ex`.
     QueryRtValuesEx(ContextHandle),
+    /// `advise_mr`.
+    AdviseMr(PdHandle, AdviseMrAdvice, u32, Vec<Sge>),
     /// `rdma_create_event_channel`.
     RdmaCreateEventChannel(),
     /// `rdma_destroy_event_channel`.
@@ -250,6 +252,7 @@ impl Call {
             Self::Mlx5dvReservedQpnDealloc(..) => Verb::Mlx5dvReservedQpnDealloc,
             Self::Mlx5dvGetClockInfo(..) => Verb::Mlx5dvGetClockInfo,
             Self::QueryRtValuesEx(..) => Verb::QueryRtValuesEx,
+            Self::AdviseMr(..) => Verb::AdviseMr,
             Self::RdmaCreateEventChannel(..) => Verb::RdmaCreateEventChannel,
             Self::RdmaDestroyEventChannel(..) => Verb::RdmaDestroyEventChannel,
             Self::RdmaCreateId(..) => Verb::RdmaCreateId,
@@ -642,6 +645,16 @@ impl Remote {
     /// `query_rt_values_ex` on the shared fabric.
     pub(crate) fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
         self.call(&Call::QueryRtValuesEx(*ctx))
+    }
+    /// `advise_mr` on the shared fabric.
+    pub(crate) fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        self.call(&Call::AdviseMr(*pd, advice, flags, sg_list.to_vec()))
     }
     /// `rdma_create_event_channel` on the shared fabric.
     pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
@@ -1118,6 +1131,10 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::QueryRtValuesEx(a0) => {
             let r = Verbs::query_rt_values_ex(sim, &a0);
+            super::encode(&r)
+        }
+        Call::AdviseMr(a0, a1, a2, a3) => {
+            let r = Verbs::advise_mr(sim, &a0, a1, a2, &a3);
             super::encode(&r)
         }
         Call::RdmaCreateEventChannel() => {
@@ -1776,6 +1793,19 @@ impl Engine {
         match self {
             Self::Local(s) => Verbs::query_rt_values_ex(&mut **s, ctx),
             Self::Remote(r) => r.query_rt_values_ex(ctx),
+        }
+    }
+    /// `advise_mr`.
+    pub(crate) fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::advise_mr(&mut **s, pd, advice, flags, sg_list),
+            Self::Remote(r) => r.advise_mr(pd, advice, flags, sg_list),
         }
     }
     /// `rdma_create_event_channel`.

@@ -1,14 +1,14 @@
 //! Extended CQs (`ibv_create_cq_ex`), the GID-table entry points and
-//! memory windows (`ibv_alloc_mw`, `ibv_bind_mw`, `ibv_dealloc_mw`),
-//! restated.
+//! memory windows (`ibv_alloc_mw`, `ibv_bind_mw`, `ibv_dealloc_mw`) and
+//! `ibv_advise_mr`, restated.
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
 use core::ptr::NonNull;
 
 use rdma_sys::{
-    ibv_context, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_gid_entry, ibv_mw, ibv_mw_bind, ibv_mw_type,
-    ibv_pd, ibv_qp, verbs_context,
+    ib_uverbs_advise_mr_advice, ibv_context, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_gid_entry, ibv_mw,
+    ibv_mw_bind, ibv_mw_type, ibv_pd, ibv_qp, ibv_sge, verbs_context,
 };
 
 use super::*;
@@ -119,5 +119,28 @@ pub(crate) unsafe fn ibv_bind_mw(
             Some(f) => f(qp, mw, bind),
             None => EOPNOTSUPP,
         }
+    }
+}
+
+/// `ibv_advise_mr`: the provider's `advise_mr` entry, or `EOPNOTSUPP`
+/// without one. Returns 0 or a positive errno.
+///
+/// # Safety
+///
+/// `pd` is a live PD of a live context; `sg_list` names `num_sge`
+/// readable entries.
+pub(crate) unsafe fn ibv_advise_mr(
+    pd: *mut ibv_pd,
+    advice: ib_uverbs_advise_mr_advice::Type,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    // SAFETY: `pd` is live (caller), so its context is.
+    let context = unsafe { (*pd).context };
+    match ctx_op!(context, advise_mr) {
+        // SAFETY: provider entry with this signature; caller's contract.
+        Some(f) => unsafe { f(pd, advice, flags, sg_list, num_sge) },
+        None => EOPNOTSUPP,
     }
 }
