@@ -423,3 +423,23 @@ fn connection_follows_the_dci_and_dies_with_its_dct() {
         .iter()
         .all(|&x| x == 0x3e));
 }
+
+#[test]
+fn dc_odp_caps_are_reported_where_the_profile_has_odp_and_dc() {
+    // Goal: MLX5DV_CONTEXT_MASK_DC_ODP_CAPS is answered (and flagged in
+    // comp_mask) on the ConnectX profiles, which have ODP and DC; rxe is
+    // not mlx5 at all.
+    let mut sim = SimVerbs::new(SimConfig::default());
+    let c = sim.open_device(0, ProcessId(0)).unwrap();
+    let got = sim
+        .mlx5dv_query_device(&c, Mlx5ContextMask::DC_ODP_CAPS)
+        .unwrap();
+    assert!(got.comp_mask.contains(Mlx5ContextMask::DC_ODP_CAPS));
+    // SEND | WRITE | READ | ATOMIC | SRQ_RECV.
+    assert_eq!(got.dc_odp_caps, 0x3d);
+    let none = sim
+        .mlx5dv_query_device(&c, Mlx5ContextMask::DCI_STREAMS)
+        .unwrap();
+    assert!(!none.comp_mask.contains(Mlx5ContextMask::DC_ODP_CAPS));
+    assert_eq!(none.dc_odp_caps, 0, "filled only when asked");
+}

@@ -28,8 +28,8 @@ pub(super) fn dv_send_ops_allowed(class: QpClass) -> Mlx5SendOpsFlags {
 impl World {
     // --------------------------------------------------------------- verbs
 
-    /// `mlx5dv_query_device`: the DC, DCI-stream and OOO capabilities of the
-    /// device's profile; `comp_mask` on return says which fields were filled
+    /// `mlx5dv_query_device`: the DC, DC ODP, DCI-stream and OOO
+    /// capabilities of the device's profile; `comp_mask` on return says which fields were filled
     /// (OOO only when the profile supports it for some type). `EOPNOTSUPP`
     /// on a non-mlx5 (rxe) device.
     pub fn mlx5dv_query_device(
@@ -60,6 +60,13 @@ impl World {
             out.max_dc_rd_atom = m.max_dc_rd_atom;
             out.max_dc_init_rd_atom = m.max_dc_init_rd_atom;
             filled |= Mlx5ContextMask::MAX_DC_RD_ATOM;
+        }
+        if comp_mask.contains(Mlx5ContextMask::DC_ODP_CAPS) && m.dc && p.odp {
+            // IBV_ODP_SUPPORT_SEND | _WRITE | _READ | _ATOMIC | _SRQ_RECV:
+            // a DCT receives through its SRQ (*estimate*, as the other
+            // ODP capabilities, docs/divergence.md).
+            out.dc_odp_caps = 1 | 4 | 8 | 16 | 32;
+            filled |= Mlx5ContextMask::DC_ODP_CAPS;
         }
         let o = m.ooo_recv_wrs;
         let any_ooo = o.max_rc | o.max_xrc | o.max_dct | o.max_ud | o.max_uc != 0;
