@@ -116,6 +116,31 @@ export! { "MLX5_1.4" fn mlx5dv_get_clock_info(context: *mut c::ibv_context, cloc
     }))
 }}
 
+export! { "MLX5_1.19" fn _mlx5dv_query_port(context: *mut c::ibv_context, port_num: u32, info: *mut c_void, info_len: usize) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_query_port";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let dev = shim.sim.context_device(ctx).at(v)? as usize;
+        if !shim.sim.is_mlx5(dev) {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device"));
+        }
+        let port = u8::try_from(port_num).map_err(|_| Fail::new(v, libc::EINVAL, format!("port {port_num}")))?;
+        shim.sim.query_port(&ctx, port).map_err(|_| Fail::new(v, libc::EINVAL, format!("port {port_num} is not a port of the device")))?;
+        if info.is_null() {
+            return Err(Fail::new(v, libc::EFAULT, "info is NULL"));
+        }
+        // The kernel fills vport and e-switch fields only in switchdev
+        // (e-switch offloads) or multiport mode; a simulated port is in
+        // neither, so the answer is all zeroes (flags 0), as
+        // MLX5_IB_METHOD_QUERY_PORT copies it, zero-filled to the
+        // caller's length.
+        // SAFETY: non-NULL; the caller's struct of `info_len` bytes (the
+        // header's inline passes sizeof).
+        unsafe { core::ptr::write_bytes(info.cast::<u8>(), 0, info_len) };
+        Ok(())
+    }))
+}}
+
 export! { "MLX5_1.3" fn mlx5dv_create_qp(context: *mut c::ibv_context, qp_attr: *mut c::ibv_qp_init_attr_ex, mlx5_qp_attr: *mut c::mlx5dv_qp_init_attr) -> *mut c::ibv_qp {
     ret_ptr(with(|shim| {
         let v = "mlx5dv_create_qp";

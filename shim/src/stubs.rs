@@ -64,7 +64,6 @@ export! { "MLX5_1.17" fn mlx5dv_sched_leaf_modify() -> i32 { set_errno(libc::EOP
 export! { "MLX5_1.17" fn mlx5dv_sched_node_create() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.17" fn mlx5dv_sched_node_destroy() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.17" fn mlx5dv_sched_node_modify() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.19" fn _mlx5dv_query_port() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.19" fn mlx5dv_devx_umem_reg_ex() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.19" fn mlx5dv_dm_map_op_addr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.20" fn _mlx5dv_mkey_check() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }

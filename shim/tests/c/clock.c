@@ -1,6 +1,7 @@
 /* The simulated mlx5 core clock through the inline verbs of the installed
  * headers: ibv_query_rt_values_ex (the context's query_rt_values op) and
- * mlx5dv_get_clock_info + the inline mlx5dv_ts_to_ns. Prints "ok". */
+ * mlx5dv_get_clock_info + the inline mlx5dv_ts_to_ns; and
+ * mlx5dv_query_port. Prints "ok". */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,14 @@ int main(void)
 	uint64_t earlier = mlx5dv_ts_to_ns(&ci, ci.last_cycles - 10);
 	CHECK(at - earlier >= 63 && at - earlier <= 65, "10 ticks before = %llu ns",
 	      (unsigned long long)(at - earlier));
+
+	/* mlx5dv_query_port: no e-switch offloads, no multiport: all zero. */
+	struct mlx5dv_port port;
+	memset(&port, 0xff, sizeof(port));
+	rc = mlx5dv_query_port(ctx, 1, &port);
+	CHECK(rc == 0 && port.flags == 0, "mlx5dv_query_port: %d, flags %llx", rc,
+	      (unsigned long long)port.flags);
+	CHECK(mlx5dv_query_port(ctx, 9, &port) == EINVAL, "port 9");
 
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
