@@ -54,8 +54,24 @@ pub(crate) fn create_cq(
     a: &c::ibv_cq_init_attr_ex,
     ex: bool,
 ) -> Res<*mut c::ibv_cq_ex> {
+    create_cq_sized(shim, v, context, a, ex, false)
+}
+
+/// [`create_cq`]; `sized`: `mlx5dv_create_cq` was given a CQE size, so
+/// mlx5's `MLX5_CQE_SIZE` environment variable is not read.
+pub(crate) fn create_cq_sized(
+    shim: &mut Shim,
+    v: &str,
+    context: *mut c::ibv_context,
+    a: &c::ibv_cq_init_attr_ex,
+    ex: bool,
+    sized: bool,
+) -> Res<*mut c::ibv_cq_ex> {
     let ctx = crate::device::ctx_of(shim, v, context)?;
     crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_CQ_ALLOC_TYPE")?;
+    if !sized {
+        crate::mlx5::check_cqe_size_env(shim, v, ctx)?;
+    }
     // SAFETY: `context` is a live context of ours (ctx_of checked it).
     let vectors = unsafe { (*context).num_comp_vectors }.max(1) as u32;
     if a.comp_vector >= vectors {

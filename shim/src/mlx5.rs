@@ -222,14 +222,71 @@ export! { "MLX5_1.1" fn mlx5dv_create_cq(context: *mut c::ibv_context, cq_attr: 
         if cq_attr.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "cq_attr is NULL"));
         }
-        // SAFETY: the caller's struct or NULL.
-        if !mlx5_cq_attr.is_null() && unsafe { (*mlx5_cq_attr).comp_mask } != 0 {
-            return Err(Fail::new(v, libc::EOPNOTSUPP, "mlx5 CQ attributes (CQE compression, padding) are not modelled"));
+        let mut sized = false;
+        if !mlx5_cq_attr.is_null() {
+            // SAFETY: non-NULL; the caller's struct.
+            let d = unsafe { &*mlx5_cq_attr };
+            check_dv_cq_attr(v, d)?;
+            sized = d.comp_mask & u64::from(c::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE) != 0;
         }
         // SAFETY: non-NULL; the caller's struct.
-        crate::cqex::create_cq(shim, v, context, unsafe { &*cq_attr }, true)
+        crate::cqex::create_cq_sized(shim, v, context, unsafe { &*cq_attr }, true, sized)
     }))
 }}
+
+/// The checks mlx5's `create_cq` makes of `struct mlx5dv_cq_init_attr`
+/// (rdma-core `providers/mlx5/verbs.c`): unknown `comp_mask` bits,
+/// a CQE size other than 64 or 128, CQE compression (the simulated
+/// devices report no `cqe_comp_caps`), unknown flags and 128-byte CQE
+/// padding (no `CQE_128B_PAD` vendor cap) are `EINVAL`. A valid CQE size
+/// is taken and changes nothing a program sees through the verbs: the
+/// simulator has no CQE buffer format.
+fn check_dv_cq_attr(v: &str, a: &c::mlx5dv_cq_init_attr) -> Res<()> {
+    let known = u64::from(
+        c::MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE
+            | c::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS
+            | c::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE,
+    );
+    let mask = |bit: u32| a.comp_mask & u64::from(bit) != 0;
+    if a.comp_mask & !known != 0 {
+        return Err(Fail::new(
+            v,
+            libc::EINVAL,
+            format!("unknown comp_mask bits {:#x}", a.comp_mask & !known),
+        ));
+    }
+    if mask(c::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE) && !matches!(a.cqe_size, 64 | 128) {
+        return Err(Fail::new(
+            v,
+            libc::EINVAL,
+            format!("cqe_size {} is neither 64 nor 128", a.cqe_size),
+        ));
+    }
+    if mask(c::MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE) {
+        return Err(Fail::new(
+            v,
+            libc::EINVAL,
+            "CQE compression: the device reports no cqe_comp_caps",
+        ));
+    }
+    if mask(c::MLX5DV_CQ_INIT_ATTR_MASK_FLAGS) {
+        if u64::from(a.flags) & !(u64::from(c::MLX5DV_CQ_INIT_ATTR_FLAGS_RESERVED) - 1) != 0 {
+            return Err(Fail::new(
+                v,
+                libc::EINVAL,
+                format!("unknown flags {:#x}", a.flags),
+            ));
+        }
+        if u64::from(a.flags) & u64::from(c::MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD) != 0 {
+            return Err(Fail::new(
+                v,
+                libc::EINVAL,
+                "CQE padding: the device has no CQE_128B_PAD cap",
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Fills a QP's `mlx5dv_qp_ex` table (the DC address setters).
 ///
@@ -302,6 +359,36 @@ unsafe extern "C" fn wr_set_dc_addr_stream(
 }
 
 /// The mlx5 provider's buffer allocation policy (`MLX_QP_ALLOC_TYPE`,
+/// mlx5's `MLX5_CQE_SIZE` (read at every CQ creation that does not name
+/// a CQE size, `get_cqe_size` in rdma-core `providers/mlx5/verbs.c`): a
+/// value other than 64 or 128 (read as `atoi` does: anything else is 0)
+/// makes the creation fail with `EINVAL`. Only mlx5 profiles read it.
+pub(crate) fn check_cqe_size_env(shim: &Shim, v: &str, ctx: backend_sim::ContextHandle) -> Res<()> {
+    let Ok(val) = std::env::var("MLX5_CQE_SIZE") else {
+        return Ok(());
+    };
+    let dev = shim.sim.context_device(ctx).at(v)? as usize;
+    if !shim.sim.is_mlx5(dev) {
+        return Ok(());
+    }
+    // atoi: leading blanks, an optional sign, then digits.
+    let t = val.trim_start();
+    let digits: String = t
+        .strip_prefix('+')
+        .unwrap_or(t)
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    match digits.as_str() {
+        "64" | "128" if !t.starts_with('-') => Ok(()),
+        _ => Err(Fail::new(
+            v,
+            libc::EINVAL,
+            format!("MLX5_CQE_SIZE={val}: a CQE is 64 or 128 bytes"),
+        )),
+    }
+}
+
 /// `MLX_CQ_ALLOC_TYPE`, `MLX_SRQ_ALLOC_TYPE`, read when the object is
 /// created): with `HUGE` the queue must live in 2 MB huge pages, and
 /// creation fails with `ENOMEM` when the system has none; the other

@@ -143,6 +143,13 @@ fn on_demand_paging_caps_advise_mr_and_implicit_mrs() {
 }
 
 #[test]
+fn mlx5dv_create_cq_checks_its_attributes_and_mlx5_cqe_size() {
+    if let Some(out) = run_c("dv_cq") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
     if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");
