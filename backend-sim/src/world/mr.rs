@@ -34,25 +34,19 @@ pub(crate) struct Mr {
     /// while posted requests still named them: dead for every check, but
     /// still the MR's for pinning and unpinning, so the pin count stays
     /// exact. Forgotten at a re-registration that finds no pin; empty (no
-    /// allocation) for an MR never re-registered under pins.
-    pub(crate) retired_keys: Vec<u32>,
+    /// allocation, one pointer in the MR) for an MR never re-registered
+    /// under pins.
+    pub(crate) retired_keys: Option<Box<[u32]>>,
 }
 
 impl Mr {
-    /// Whether `key` pins this MR: its own lkey, or one a re-registration
-    /// retired while pinned ([`Mr::pinned_by_retired`], asked only when
-    /// the first test fails).
-    #[inline(always)]
-    pub(crate) fn pinned_by(&self, key: u32, device: u32) -> bool {
-        self.lkey == key && self.device == device || self.pinned_by_retired(key, device)
-    }
-
-    /// Whether `key` is one of [`Mr::retired_keys`] of this device's MR
-    /// (out of line: the hot paths pin and unpin by the MR's own key).
+    /// Whether `key` is one of [`Mr::retired_keys`] of this device's MR:
+    /// it still pins the MR. The pin paths test the MR's own key first
+    /// and ask this only when that fails (out of line: they are hot).
     #[cold]
     #[inline(never)]
     pub(crate) fn pinned_by_retired(&self, key: u32, device: u32) -> bool {
-        self.device == device && self.retired_keys.contains(&key)
+        self.device == device && self.retired_keys.as_ref().is_some_and(|k| k.contains(&key))
     }
 }
 
@@ -210,7 +204,7 @@ impl World {
             pins: 0,
             invalidated: false,
             deregistered: false,
-            retired_keys: Vec::new(),
+            retired_keys: None,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
@@ -408,7 +402,7 @@ impl World {
         let Some((generation, m)) = self.mrs.get_by_index_mut(lkey >> 8) else {
             return;
         };
-        if !m.pinned_by(lkey, device) {
+        if !(m.lkey == lkey && m.device == device || m.pinned_by_retired(lkey, device)) {
             return;
         }
         if add {

@@ -39,11 +39,40 @@ fn occupancy(n: u64) -> u32 {
 /// deregistered under its requests is freed with the last one.
 fn unpin(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
     if let Some((generation, m)) = mrs.get_by_index_mut(key >> 8) {
-        if m.pinned_by(key, device) {
+        if m.lkey == key && m.device == device {
             m.pins = m.pins.saturating_sub(n);
             if m.deregistered && m.pins == 0 {
                 mrs.remove(key >> 8, generation);
             }
+        } else {
+            unpin_retired(mrs, device, key, n);
+        }
+    }
+}
+
+/// [`unpin`] by a key a re-registration retired while requests named it
+/// (`Mr::retired_keys`); nothing for any other key.
+#[cold]
+#[inline(never)]
+fn unpin_retired(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
+    if let Some((generation, m)) = mrs.get_by_index_mut(key >> 8) {
+        if m.pinned_by_retired(key, device) {
+            m.pins = m.pins.saturating_sub(n);
+            if m.deregistered && m.pins == 0 {
+                mrs.remove(key >> 8, generation);
+            }
+        }
+    }
+}
+
+/// Adds `n` pins to the MR of a key a re-registration retired while
+/// requests named it; nothing for any other key.
+#[cold]
+#[inline(never)]
+fn pin_retired(mrs: &mut Arena<Mr>, device: u32, key: u32, n: u32) {
+    if let Some((_, m)) = mrs.get_by_index_mut(key >> 8) {
+        if m.pinned_by_retired(key, device) {
+            m.pins += n;
         }
     }
 }
@@ -95,8 +124,10 @@ impl KeyRun {
         }
         if self.pin {
             if let Some((_, m)) = mrs.get_by_index_mut(self.key >> 8) {
-                if m.pinned_by(self.key, self.device) {
+                if m.lkey == self.key && m.device == self.device {
                     m.pins += self.n;
+                } else {
+                    pin_retired(mrs, self.device, self.key, self.n);
                 }
             }
         } else {
@@ -108,8 +139,10 @@ impl KeyRun {
 
 fn pin(mrs: &mut Arena<Mr>, device: u32, key: u32) {
     if let Some((_, m)) = mrs.get_by_index_mut(key >> 8) {
-        if m.pinned_by(key, device) {
+        if m.lkey == key && m.device == device {
             m.pins += 1;
+        } else {
+            pin_retired(mrs, device, key, 1);
         }
     }
 }

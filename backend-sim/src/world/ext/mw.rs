@@ -150,13 +150,15 @@ impl World {
             }
             let key = (mr.index << 8) | variant;
             if pins == 0 {
-                a.retired_keys.clear();
-            } else if !a.retired_keys.contains(&a.lkey) {
+                a.retired_keys = None;
+            } else if !a.retired_keys.as_ref().is_some_and(|k| k.contains(&a.lkey)) {
                 // Requests posted over the old key keep their pins. (A
                 // later translation may draw a retired key's variant again,
                 // as an 8-bit mkey variant wraps on hardware: such a key
                 // then pins, and checks, as the MR's own.)
-                a.retired_keys.push(a.lkey);
+                let mut keys = a.retired_keys.take().map(Vec::from).unwrap_or_default();
+                keys.push(a.lkey);
+                a.retired_keys = Some(keys.into_boxed_slice());
             }
             a.lkey = key;
             a.rkey = key;
