@@ -542,3 +542,9 @@ pub(crate) fn ensure_chan_nonblocking(ch: &HwCompChannel, verb: Verb) -> Result<
     ch.0.nonblock.set(true);
     Ok(())
 }
+
+/// Device memory (`struct ibv_dm`). Not implemented over rdma-sys yet:
+/// `alloc_dm` and `reg_dm_mr` are `EOPNOTSUPP`, so no value of this type is
+/// ever made.
+#[derive(Clone, Debug)]
+pub struct HwDm(core::convert::Infallible);

@@ -38,6 +38,7 @@ impl Verbs for HwVerbs {
     type Ah = HwAh;
     type Xrcd = HwXrcd;
     type Mw = HwMw;
+    type Dm = HwDm;
     type CmChannel = HwCmChannel;
     type CmId = HwCmId;
 
@@ -137,6 +138,42 @@ impl Verbs for HwVerbs {
 
     fn bind_mw(&mut self, qp: &HwQp, mw: &HwMw, bind: &MwBind<'_, Self>) -> Result<()> {
         self.ext_bind_mw(qp, mw, bind)
+    }
+
+    // Device memory is not wrapped yet (the rdma-sys inline wrappers exist;
+    // what is missing is the handle's ownership and the MR's keep-alive of
+    // its DM): every verb says so by name, as EOPNOTSUPP.
+
+    fn alloc_dm(&mut self, ctx: &HwContext, attr: &AllocDmAttr) -> Result<HwDm> {
+        let _ = (ctx, attr);
+        Err(dm_not_wrapped(Verb::AllocDm))
+    }
+
+    fn free_dm(&mut self, dm: &HwDm) -> Result<()> {
+        let _ = dm;
+        Err(dm_not_wrapped(Verb::FreeDm))
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &HwDm, offset: u64, host: &[u8]) -> Result<()> {
+        let _ = (dm, offset, host);
+        Err(dm_not_wrapped(Verb::MemcpyToDm))
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &HwDm, offset: u64, host: &mut [u8]) -> Result<()> {
+        let _ = (dm, offset, host);
+        Err(dm_not_wrapped(Verb::MemcpyFromDm))
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: &HwPd,
+        dm: &HwDm,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<HwMr> {
+        let _ = (pd, dm, offset, length, access);
+        Err(dm_not_wrapped(Verb::RegDmMr))
     }
 
     fn query_qp_data_in_order(
@@ -743,6 +780,16 @@ impl Verbs for HwVerbs {
     fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &HwContext, qpn: u32) -> Result<()> {
         self.mlx5dv_reserved_qpn_dealloc_impl(ctx, qpn)
     }
+}
+
+/// The error of the device-memory verbs, which the hardware backend does
+/// not wrap yet.
+fn dm_not_wrapped(verb: Verb) -> Error {
+    Error::from_errno(
+        verb,
+        errno::EOPNOTSUPP,
+        format!("{verb}: device memory is not implemented by the hardware backend yet"),
+    )
 }
 
 #[cfg(test)]

@@ -127,4 +127,6 @@ mod xrcd;
 
 pub use backend::HwVerbs;
 pub use cm::{HwCmChannel, HwCmId};
-pub use handles::{HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, HwSrq, HwXrcd};
+pub use handles::{
+    HwAh, HwCompChannel, HwContext, HwCq, HwDm, HwMr, HwMw, HwPd, HwQp, HwSrq, HwXrcd,
+};

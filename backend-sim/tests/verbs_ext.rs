@@ -1,7 +1,7 @@
 //! The extended verbs of issue #13 item 4 on the simulator: rereg_mr,
 //! resize_cq, query_device_ex, extended CQs, the ibv_wr_* API,
 //! query_qp_data_in_order, memory windows (`verbs_ext/mw.rs`), GID entries
-//! and ECE (`verbs_ext/device.rs`).
+//! and ECE (`verbs_ext/device.rs`), device memory (`verbs_ext/dm.rs`).
 
 #![allow(unsafe_code)] // posting is `unsafe fn` (the hardware contract)
 
@@ -10,6 +10,8 @@ use verbs_api::*;
 
 #[path = "verbs_ext/device.rs"]
 mod device;
+#[path = "verbs_ext/dm.rs"]
+mod dm;
 #[path = "verbs_ext/mw.rs"]
 mod mw;
 
@@ -321,7 +323,10 @@ fn query_device_ex_extends_query_device_per_profile() {
     assert_ne!(ex.device_cap_flags_ex & DEVICE_PCI_WRITE_END_PADDING, 0);
     assert_eq!(ex.odp_caps, OdpCaps::default());
     assert_eq!(ex.tm_caps, TmCaps::default());
-    assert_eq!(ex.max_dm_size, 0);
+    assert_eq!(
+        ex.max_dm_size, 131_072,
+        "the mlx5 estimate (verbs_ext/dm.rs)"
+    );
     assert!(ex.cq_mod_caps.max_cq_count > 0);
     assert_eq!(ex.phys_port_cnt_ex, 1);
 
@@ -329,6 +334,7 @@ fn query_device_ex_extends_query_device_per_profile() {
     let ex = sim.query_device_ex(&a.ctx).unwrap();
     assert_eq!((ex.hca_core_clock, ex.completion_timestamp_mask), (0, 0));
     assert_eq!(ex.raw_packet_caps, 0);
+    assert_eq!(ex.max_dm_size, 0);
 }
 
 // ------------------------------------------------------------ extended CQ

@@ -39,6 +39,8 @@ pub(crate) enum Obj {
     Xrcd(XrcdHandle),
     /// `struct ibv_mw`.
     Mw(MwHandle),
+    /// `struct ibv_dm`.
+    Dm(DmHandle),
 }
 
 /// Per-object data the shim keeps beside the C struct.
@@ -48,6 +50,9 @@ pub(crate) struct Extra {
     pub(crate) fd: i32,
     /// For a context: its async-event eventfd.
     pub(crate) async_fd: i32,
+    /// For a DM: its length in bytes (the copy functions check their
+    /// range against it before they touch the caller's buffer).
+    pub(crate) dm_len: u64,
 }
 
 /// A live object: what it is and the shim's data about it.

@@ -3,7 +3,7 @@
 use verbs_api::{AccessFlags, MrInfo, Result, Verb};
 
 use super::{invalid, misuse, no_mem, unsupported, World};
-use crate::handles::{MrHandle, PdHandle};
+use crate::handles::{DmHandle, MrHandle, PdHandle};
 use crate::memory::MrMemory;
 use crate::ExternalMemory;
 
@@ -30,6 +30,9 @@ pub(crate) struct Mr {
     /// still read the bytes hardware would have fetched. The slot is freed
     /// when the last such request is released (`pins` reaches 0).
     pub(crate) deregistered: bool,
+    /// The device memory an `ibv_reg_dm_mr` MR is registered on: its use
+    /// count drops when the MR is deregistered.
+    pub(crate) dm: Option<DmHandle>,
 }
 
 impl World {
@@ -161,7 +164,7 @@ impl World {
     }
 
     /// Allocates the keys and the slot of a checked registration.
-    fn insert_mr(
+    pub(super) fn insert_mr(
         &mut self,
         pd: PdHandle,
         device: u32,
@@ -186,6 +189,7 @@ impl World {
             pins: 0,
             invalidated: false,
             deregistered: false,
+            dm: None,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
@@ -281,7 +285,7 @@ impl World {
                 ),
             ));
         }
-        let (pd, len, pinned) = (m.pd, m.bytes.len(), m.pins > 0);
+        let (pd, len, pinned, dm) = (m.pd, m.bytes.len(), m.pins > 0, m.dm);
         let owned = !m.bytes.is_external();
         if pinned {
             let m = self.mr_mut(mr, Verb::DeregMr)?;
@@ -297,6 +301,11 @@ impl World {
         }
         if owned {
             self.mr_bytes_total -= len as u64;
+        }
+        if let Some(dm) = dm {
+            // The DM may be freed now, even while requests still in flight
+            // name the MR (they read zeroes, as for application memory).
+            self.release_dm_use(dm);
         }
         if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
             p.users -= 1;
