@@ -140,28 +140,20 @@ impl Verbs for HwVerbs {
         self.ext_bind_mw(qp, mw, bind)
     }
 
-    // Device memory is not wrapped yet (the rdma-sys inline wrappers exist;
-    // what is missing is the handle's ownership and the MR's keep-alive of
-    // its DM): every verb says so by name, as EOPNOTSUPP.
-
     fn alloc_dm(&mut self, ctx: &HwContext, attr: &AllocDmAttr) -> Result<HwDm> {
-        let _ = (ctx, attr);
-        Err(dm_not_wrapped(Verb::AllocDm))
+        self.alloc_dm_impl(ctx, attr)
     }
 
     fn free_dm(&mut self, dm: &HwDm) -> Result<()> {
-        let _ = dm;
-        Err(dm_not_wrapped(Verb::FreeDm))
+        self.free_dm_impl(dm)
     }
 
     fn memcpy_to_dm(&mut self, dm: &HwDm, offset: u64, host: &[u8]) -> Result<()> {
-        let _ = (dm, offset, host);
-        Err(dm_not_wrapped(Verb::MemcpyToDm))
+        self.memcpy_to_dm_impl(dm, offset, host)
     }
 
     fn memcpy_from_dm(&mut self, dm: &HwDm, offset: u64, host: &mut [u8]) -> Result<()> {
-        let _ = (dm, offset, host);
-        Err(dm_not_wrapped(Verb::MemcpyFromDm))
+        self.memcpy_from_dm_impl(dm, offset, host)
     }
 
     fn reg_dm_mr(
@@ -172,8 +164,7 @@ impl Verbs for HwVerbs {
         length: usize,
         access: AccessFlags,
     ) -> Result<HwMr> {
-        let _ = (pd, dm, offset, length, access);
-        Err(dm_not_wrapped(Verb::RegDmMr))
+        self.reg_dm_mr_impl(pd, dm, offset, length, access)
     }
 
     fn query_qp_data_in_order(
@@ -340,6 +331,7 @@ impl Verbs for HwVerbs {
 
     fn mr_bytes<'a>(&'a self, mr: &'a HwMr) -> Result<&'a [u8]> {
         self.check_owner(&mr.0.obj.ctx, Verb::MrBytes, "MR")?;
+        dm_mr_has_no_bytes(mr)?;
         let b = &mr.0.buf;
         // SAFETY: `b` is a live allocation of `len` initialised (zeroed)
         // bytes that lives as long as `mr`; mutable access only goes through
@@ -351,6 +343,7 @@ impl Verbs for HwVerbs {
 
     fn mr_bytes_mut<'a>(&'a mut self, mr: &'a HwMr) -> Result<&'a mut [u8]> {
         self.check_owner(&mr.0.obj.ctx, Verb::MrBytes, "MR")?;
+        dm_mr_has_no_bytes(mr)?;
         let b = &mr.0.buf;
         // SAFETY: as in `mr_bytes`; `&'a mut self` excludes every other
         // slice of any MR of this instance for `'a`.
@@ -782,14 +775,17 @@ impl Verbs for HwVerbs {
     }
 }
 
-/// The error of the device-memory verbs, which the hardware backend does
-/// not wrap yet.
-fn dm_not_wrapped(verb: Verb) -> Error {
-    Error::from_errno(
-        verb,
-        errno::EOPNOTSUPP,
-        format!("{verb}: device memory is not implemented by the hardware backend yet"),
-    )
+/// An MR on device memory has no host bytes: `EOPNOTSUPP` (read and write
+/// the DM with `memcpy_from_dm` / `memcpy_to_dm`).
+fn dm_mr_has_no_bytes(mr: &HwMr) -> Result<()> {
+    if mr.0.dm.is_some() {
+        return Err(Error::from_errno(
+            Verb::MrBytes,
+            errno::EOPNOTSUPP,
+            "the MR is registered on device memory: use memcpy_from_dm / memcpy_to_dm",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

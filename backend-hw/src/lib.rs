@@ -110,6 +110,7 @@ mod convert;
 mod create;
 #[cfg(feature = "mlx5")]
 mod dc;
+mod dm;
 mod errors;
 mod events;
 mod ext;
