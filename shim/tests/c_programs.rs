@@ -122,6 +122,13 @@ fn a_completion_channel_fd_is_readable_exactly_while_an_event_waits() {
 }
 
 #[test]
+fn device_memory_through_the_inline_wrappers() {
+    if let Some(out) = run_c("device_memory") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
     if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");
