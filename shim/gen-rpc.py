@@ -42,6 +42,11 @@ alloc_mw(pd: &PdHandle, mw_type: MwType) -> MwHandle
 dealloc_mw(mw: &MwHandle) -> ()
 mw_info(mw: &MwHandle) -> MwInfo
 bind_mw(qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, SimVerbs>) -> ()
+alloc_dm(ctx: &ContextHandle, attr: &AllocDmAttr) -> DmHandle
+free_dm(dm: &DmHandle) -> ()
+memcpy_to_dm(dm: &DmHandle, offset: u64, host: &[u8]) -> ()
+memcpy_from_dm(dm: &DmHandle, offset: u64, host: &mut [u8]) -> ()
+reg_dm_mr(pd: &PdHandle, dm: &DmHandle, offset: u64, length: usize, access: AccessFlags) -> MrHandle
 create_srq_ex(ctx: &ContextHandle, attr: &mut SrqInitAttrEx<'_, SimVerbs>) -> SrqHandle
 modify_srq(srq: &SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> ()
 query_srq(srq: &SrqHandle) -> SrqAttr
@@ -117,16 +122,20 @@ WIRE = {
     "&[Sge]": ("Vec<Sge>", "{a}.to_vec()", "&{a}", None),
 }
 HANDLES = {"ContextHandle", "PdHandle", "CqHandle", "CompChannelHandle", "MrHandle", "SrqHandle",
-           "QpHandle", "AhHandle", "XrcdHandle", "MwHandle", "CmChannelHandle", "CmIdHandle"}
+           "QpHandle", "AhHandle", "XrcdHandle", "MwHandle", "DmHandle", "CmChannelHandle", "CmIdHandle"}
 # Objects a session owns, freed when its process leaves: creator -> kind.
 OWNED = {"ContextHandle": "Context", "PdHandle": "Pd", "CqHandle": "Cq",
          "CompChannelHandle": "Channel", "SrqHandle": "Srq", "QpHandle": "Qp",
-         "AhHandle": "Ah", "XrcdHandle": "Xrcd", "MwHandle": "Mw",
+         "AhHandle": "Ah", "XrcdHandle": "Xrcd", "MwHandle": "Mw", "DmHandle": "Dm",
          "CmChannelHandle": "CmChannel", "CmIdHandle": "CmId"}
 DESTROY = {"close_device": "Context", "dealloc_pd": "Pd", "destroy_comp_channel": "Channel",
-           "destroy_cq": "Cq", "dereg_mr": "Mr", "dealloc_mw": "Mw", "destroy_srq": "Srq",
+           "destroy_cq": "Cq", "dereg_mr": "Mr", "dealloc_mw": "Mw", "free_dm": "Dm", "destroy_srq": "Srq",
            "destroy_qp": "Qp", "destroy_ah": "Ah", "close_xrcd": "Xrcd",
            "rdma_destroy_event_channel": "CmChannel", "rdma_destroy_id": "CmId"}
+
+# Verbs whose result a session owns although their return type is made by
+# other verbs too (MRs: the fabric's reg_mr_external is in extra.rs).
+OWNED_BY_VERB = {"reg_dm_mr": "Mr"}
 
 
 def parse(text):
@@ -167,6 +176,8 @@ def kind(ty):
         return (f"Option<{ty[8:-1]}>", "{a}.copied()", "{a}.as_ref()", None)
     if ty in ("&mut [Wc]", "&mut [WcEx]"):
         return ("usize", "{a}.len()", None, "out")
+    if ty == "&mut [u8]":
+        return ("usize", "{a}.len()", None, "bytes")
     if ty.startswith("&mut "):
         return (ty[5:], "{a}.clone()", None, "value")
     if ty.startswith("&") and ty[1:] in HANDLES:
@@ -237,7 +248,7 @@ for unsafe, name, params, ret in verbs:
     if wbs:
         wb_tys = []
         for a, t, k in wbs:
-            if k[3] == "out":
+            if k[3] in ("out", "bytes"):
                 wb_tys.append(f"Vec<{t[6:-1]}>")
             else:
                 wb_tys.append(k[0])
@@ -247,6 +258,9 @@ for unsafe, name, params, ret in verbs:
         for a, t, k in wbs:
             if k[3] == "out":
                 w(f"        {a}[..wb_{a}.len()].copy_from_slice(&wb_{a});")
+            elif k[3] == "bytes":
+                w(f"        let n = wb_{a}.len().min({a}.len());")
+                w(f"        {a}[..n].copy_from_slice(&wb_{a}[..n]);")
             elif k[3] == "value":
                 w(f"        *{a} = wb_{a};")
             else:
@@ -264,13 +278,19 @@ w("    match call {")
 for unsafe, name, params, ret in verbs:
     args = [f"a{i}" for i in range(len(params))]
     mut = any(kind(t)[3] for _, t in params)
-    w(f"        Call::{camel(name)}({', '.join(('mut ' if kind(t)[3] not in (None, 'out') else '') + a for a, (_, t) in zip(args, params))}) => {{")
+    w(f"        Call::{camel(name)}({', '.join(('mut ' if kind(t)[3] not in (None, 'out', 'bytes') else '') + a for a, (_, t) in zip(args, params))}) => {{")
     pre, callargs, post = [], [], []
     for a, (pn, t) in zip(args, params):
         k = kind(t)
         if k[3] == "out":
             elem = t[6:-1]
             pre.append(f"let mut buf_{a} = vec![{elem}::default(); {a}.min(4096)];")
+            callargs.append(f"&mut buf_{a}")
+        elif k[3] == "bytes":
+            # The verb checks the length against the object before it
+            # copies; the bound keeps a garbage length from allocating
+            # without limit (a longer copy fails as any past the end).
+            pre.append(f"let mut buf_{a} = vec![0u8; {a}.min(1 << 30)];")
             callargs.append(f"&mut buf_{a}")
         elif k[3] == "value":
             callargs.append(f"&mut {a}")
@@ -292,9 +312,9 @@ for unsafe, name, params, ret in verbs:
         w(f"            let r = {call};")
     for p in post:
         w(f"            {p}")
-    if ret in OWNED:
+    if ret in OWNED or name in OWNED_BY_VERB:
         w(f"            if let Ok(h) = &r {{")
-        w(f"                session.own(Owned::{OWNED[ret]}(*h));")
+        w(f"                session.own(Owned::{OWNED_BY_VERB.get(name) or OWNED[ret]}(*h));")
         w(f"            }}")
     if name in DESTROY:
         w(f"            if r.is_ok() {{")
@@ -304,8 +324,8 @@ for unsafe, name, params, ret in verbs:
     if wbs:
         parts = []
         for a, t, k in wbs:
-            if k[3] == "out":
-                parts.append(f"buf_{a}[..n.min(buf_{a}.len())].to_vec()" if False else f"buf_{a}")
+            if k[3] in ("out", "bytes"):
+                parts.append(f"buf_{a}")
             else:
                 parts.append(a)
         outs = [a for a, t, k in wbs if k[3] == "out"]

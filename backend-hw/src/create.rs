@@ -85,6 +85,7 @@ impl HwVerbs {
             buf,
             pd: RefCell::new(pd.clone()),
             access: Cell::new(access),
+            dm: None,
         })))
     }
 

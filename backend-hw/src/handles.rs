@@ -99,6 +99,7 @@ ckind!(KXrcd, sys::ibv_xrcd, CloseXrcd, "XRCD", |p| {
     fv::ibv_close_xrcd(p)
 });
 ckind!(KMw, sys::ibv_mw, DeallocMw, "MW", |p| fv::ibv_dealloc_mw(p));
+ckind!(KDm, sys::ibv_dm, FreeDm, "DM", |p| fv::ibv_free_dm(p));
 
 /// One C object owned by a handle's inner: the pointer (null once
 /// destroyed) and the context whose live-object count it holds.
@@ -430,9 +431,12 @@ pub(crate) struct MrInner {
     pub(crate) obj: Owned<KMr>,
     /// ...then the bytes are freed...
     pub(crate) buf: PageBuf,
-    /// ...then the PD is released (`ibv_rereg_mr` may change it).
+    /// ...then the PD is released (`ibv_rereg_mr` may change it)...
     pub(crate) pd: RefCell<HwPd>,
     pub(crate) access: Cell<AccessFlags>,
+    /// ...and, for an MR on device memory (`ibv_reg_dm_mr`, whose `buf` is
+    /// empty), the DM, which cannot be freed before the MR is deregistered.
+    pub(crate) dm: Option<HwDm>,
 }
 handle!(
     /// A memory region that owns its page-aligned buffer; keeps its PD alive.
@@ -500,6 +504,15 @@ pub(crate) struct MwInner {
 handle!(
     /// A memory window; keeps its PD alive.
     HwMw, MwInner
+);
+
+pub(crate) struct DmInner {
+    /// Freed when the last handle (and the last MR on it) is gone.
+    pub(crate) obj: Owned<KDm>,
+}
+handle!(
+    /// Device memory (`struct ibv_dm`); MRs registered on it keep it alive.
+    HwDm, DmInner
 );
 
 pub(crate) struct XrcdInner {

@@ -38,6 +38,7 @@ impl Verbs for HwVerbs {
     type Ah = HwAh;
     type Xrcd = HwXrcd;
     type Mw = HwMw;
+    type Dm = HwDm;
     type CmChannel = HwCmChannel;
     type CmId = HwCmId;
 
@@ -147,6 +148,33 @@ impl Verbs for HwVerbs {
 
     fn bind_mw(&mut self, qp: &HwQp, mw: &HwMw, bind: &MwBind<'_, Self>) -> Result<()> {
         self.ext_bind_mw(qp, mw, bind)
+    }
+
+    fn alloc_dm(&mut self, ctx: &HwContext, attr: &AllocDmAttr) -> Result<HwDm> {
+        self.alloc_dm_impl(ctx, attr)
+    }
+
+    fn free_dm(&mut self, dm: &HwDm) -> Result<()> {
+        self.free_dm_impl(dm)
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &HwDm, offset: u64, host: &[u8]) -> Result<()> {
+        self.memcpy_to_dm_impl(dm, offset, host)
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &HwDm, offset: u64, host: &mut [u8]) -> Result<()> {
+        self.memcpy_from_dm_impl(dm, offset, host)
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: &HwPd,
+        dm: &HwDm,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<HwMr> {
+        self.reg_dm_mr_impl(pd, dm, offset, length, access)
     }
 
     fn query_qp_data_in_order(
@@ -313,6 +341,7 @@ impl Verbs for HwVerbs {
 
     fn mr_bytes<'a>(&'a self, mr: &'a HwMr) -> Result<&'a [u8]> {
         self.check_owner(&mr.0.obj.ctx, Verb::MrBytes, "MR")?;
+        crate::dm::dm_mr_has_no_bytes(mr)?;
         let b = &mr.0.buf;
         // SAFETY: `b` is a live allocation of `len` initialised (zeroed)
         // bytes that lives as long as `mr`; mutable access only goes through
@@ -324,6 +353,7 @@ impl Verbs for HwVerbs {
 
     fn mr_bytes_mut<'a>(&'a mut self, mr: &'a HwMr) -> Result<&'a mut [u8]> {
         self.check_owner(&mr.0.obj.ctx, Verb::MrBytes, "MR")?;
+        crate::dm::dm_mr_has_no_bytes(mr)?;
         let b = &mr.0.buf;
         // SAFETY: as in `mr_bytes`; `&'a mut self` excludes every other
         // slice of any MR of this instance for `'a`.

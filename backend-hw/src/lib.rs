@@ -110,6 +110,7 @@ mod convert;
 mod create;
 #[cfg(feature = "mlx5")]
 mod dc;
+mod dm;
 mod errors;
 mod events;
 mod ext;
@@ -127,4 +128,6 @@ mod xrcd;
 
 pub use backend::HwVerbs;
 pub use cm::{HwCmChannel, HwCmId};
-pub use handles::{HwAh, HwCompChannel, HwContext, HwCq, HwMr, HwMw, HwPd, HwQp, HwSrq, HwXrcd};
+pub use handles::{
+    HwAh, HwCompChannel, HwContext, HwCq, HwDm, HwMr, HwMw, HwPd, HwQp, HwSrq, HwXrcd,
+};

@@ -95,3 +95,7 @@ handle!(
     /// A memory window.
     MwHandle, "mw"
 );
+handle!(
+    /// A device memory allocation (`ibv_alloc_dm`).
+    DmHandle, "dm"
+);

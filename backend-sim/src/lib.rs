@@ -74,7 +74,9 @@
 //! masks, ranges, mlx5 gaps) with the state-entry side effects; query and
 //! destroy of QPs; basic SRQs (create, modify `LIMIT`/`MAX_WR`, query,
 //! destroy); AHs; multicast attach/detach; async events; posting with every
-//! post-time check, and flushing with `IBV_WC_WR_FLUSH_ERR` in ERR.
+//! post-time check, and flushing with `IBV_WC_WR_FLUSH_ERR` in ERR;
+//! device memory on the mlx5 profiles ([`World::alloc_dm`], the copies and
+//! zero-based MRs on it, `world/dm.rs`).
 //! Supported QP types: RC, UC, UD, XRC_SEND (creation and modify only) and
 //! RAW_PACKET (with [`SimConfig::cap_net_raw`]).
 //!
@@ -116,8 +118,8 @@ mod world;
 pub use adapter::AdapterModel;
 pub use config::{DcKeyViolation, ErrnoFlavor, MwConfig, SimConfig};
 pub use handles::{
-    AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, MrHandle,
-    MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
+    AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, DmHandle,
+    MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
 pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};

@@ -51,6 +51,10 @@ pub struct Mlx5Limits {
     /// (*unconfirmed*, docs/divergence.md), and the simulator does not
     /// execute DMA memcpy.
     pub dma_mmo: bool,
+    /// `max_dm_size` of `ibv_query_device_ex`: bytes of device memory
+    /// (MEMIC) `ibv_alloc_dm` may allocate, in total per device in the
+    /// simulator. 0 = no device memory.
+    pub max_dm_size: u64,
 }
 
 /// One simulated HCA model: what `ibv_query_device` / `ibv_query_port` /
@@ -212,6 +216,9 @@ impl DeviceProfile {
                 max_dc_init_rd_atom: 16,
                 ooo_recv_wrs: OooRecvWrsCaps::default(),
                 dma_mmo: false,
+                // *estimate*: no public ConnectX-6/7 dump of the MEMIC
+                // size was found; 128 KiB (docs/divergence.md).
+                max_dm_size: 131_072,
             }),
             // mlx5 has no fixed inline limit: the WQE size bounds it.
             max_inline_data: u32::MAX,

@@ -37,6 +37,7 @@ impl Verbs for SimVerbs {
     type Ah = AhHandle;
     type Xrcd = XrcdHandle;
     type Mw = MwHandle;
+    type Dm = DmHandle;
     type CmChannel = CmChannelHandle;
     type CmId = CmIdHandle;
 
@@ -296,6 +297,33 @@ impl Verbs for SimVerbs {
     fn bind_mw(&mut self, qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, Self>) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::BindMw)?;
         self.world.bind_mw(qp, *mw, bind)
+    }
+
+    fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
+        self.world.alloc_dm(*ctx, attr)
+    }
+
+    fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
+        self.world.free_dm(*dm)
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
+        self.world.memcpy_to_dm(*dm, offset, host)
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &DmHandle, offset: u64, host: &mut [u8]) -> Result<()> {
+        self.world.memcpy_from_dm(*dm, offset, host)
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        self.world.reg_dm_mr(*pd, *dm, offset, length, access)
     }
 
     fn create_srq(&mut self, pd: &PdHandle, attr: &mut SrqAttr) -> Result<SrqHandle> {

@@ -1,7 +1,7 @@
 //! The extended verbs of issue #13 item 4 on the simulator: rereg_mr,
 //! resize_cq, query_device_ex, extended CQs, the ibv_wr_* API,
 //! query_qp_data_in_order, memory windows (`verbs_ext/mw.rs`), GID entries
-//! and ECE (`verbs_ext/device.rs`).
+//! and ECE (`verbs_ext/device.rs`), device memory (`verbs_ext/dm.rs`).
 
 #![allow(unsafe_code)] // posting is `unsafe fn` (the hardware contract)
 
@@ -10,6 +10,8 @@ use verbs_api::*;
 
 #[path = "verbs_ext/device.rs"]
 mod device;
+#[path = "verbs_ext/dm.rs"]
+mod dm;
 #[path = "verbs_ext/mw.rs"]
 mod mw;
 
@@ -484,7 +486,10 @@ fn query_device_ex_extends_query_device_per_profile() {
     assert_eq!((ex.odp_caps.uc_odp_caps, ex.odp_caps.ud_odp_caps), (0, 1));
     assert_eq!(ex.xrc_odp_caps, 0x3d);
     assert_eq!(ex.tm_caps, TmCaps::default());
-    assert_eq!(ex.max_dm_size, 0);
+    assert_eq!(
+        ex.max_dm_size, 131_072,
+        "the mlx5 estimate (verbs_ext/dm.rs)"
+    );
     assert!(ex.cq_mod_caps.max_cq_count > 0);
     assert_eq!(ex.phys_port_cnt_ex, 1);
 
@@ -497,6 +502,7 @@ fn query_device_ex_extends_query_device_per_profile() {
         (OdpCaps::default(), 0),
         "rxe: no on-demand paging"
     );
+    assert_eq!(ex.max_dm_size, 0);
 }
 
 // ------------------------------------------------------------ extended CQ

@@ -644,6 +644,27 @@ pub(crate) const SPECS: &[Spec] = &[
     spec!("alloc_mw", ["PD"], &[&[("type", Int)]]),
     spec!("dealloc_mw", ["MW"], NO_KEYS),
     spec!(
+        "alloc_dm",
+        ["CTX"],
+        &[&[("length", Int), ("log_align_req", Int), ("comp_mask", Int)]]
+    ),
+    spec!("free_dm", ["DM"], NO_KEYS),
+    spec!(
+        "memcpy_to_dm",
+        ["DM"],
+        &[&[("offset", Int), ("length", Int), ("byte", Int)]]
+    ),
+    spec!(
+        "memcpy_from_dm",
+        ["DM"],
+        &[&[("offset", Int), ("length", Int), ("byte", Int)]]
+    ),
+    spec!(
+        "reg_dm_mr",
+        ["PD", "DM"],
+        &[&[("offset", Int), ("length", Int), ("access", ACCESS)]]
+    ),
+    spec!(
         "bind_mw",
         ["QP", "MW"],
         &[&[

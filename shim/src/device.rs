@@ -319,6 +319,7 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
                 Obj::Ah(_) => (*(p as *const c::ibv_ah)).context,
                 Obj::Xrcd(_) => (*(p as *const c::ibv_xrcd)).context,
                 Obj::Mw(_) => (*(p as *const c::ibv_mw)).context,
+                Obj::Dm(_) => (*(p as *const c::ibv_dm)).context,
                 Obj::Context(_) => ptr::null_mut(),
             }
         }
@@ -329,12 +330,13 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
         Obj::Ah(_) => 2,
         Obj::Mw(_) => 3,
         Obj::Mr(_) => 4,
-        Obj::Cq(_) => 5,
-        Obj::Channel(_) => 6,
-        Obj::ParentDomain(_) => 7,
-        Obj::Pd(_) => 8,
-        Obj::Xrcd(_) => 9,
-        Obj::Context(_) => 10,
+        Obj::Dm(_) => 5,
+        Obj::Cq(_) => 6,
+        Obj::Channel(_) => 7,
+        Obj::ParentDomain(_) => 8,
+        Obj::Pd(_) => 9,
+        Obj::Xrcd(_) => 10,
+        Obj::Context(_) => 11,
     };
     let mut victims: Vec<(usize, Obj)> = shim
         .objects
@@ -350,6 +352,7 @@ fn release_children(shim: &mut Shim, context: *mut c::ibv_context) {
             Obj::Ah(h) => shim.sim.destroy_ah(&h),
             Obj::Mw(h) => shim.sim.dealloc_mw(&h),
             Obj::Mr(h) => shim.sim.dereg_mr(&h),
+            Obj::Dm(h) => shim.sim.free_dm(&h),
             Obj::Cq(h) => shim.sim.destroy_cq(&h),
             Obj::Channel(h) => shim.sim.destroy_comp_channel(&h),
             Obj::Pd(h) => shim.sim.dealloc_pd(&h),

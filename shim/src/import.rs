@@ -1,8 +1,9 @@
-//! `ibv_import_device`, `ibv_import_pd`, `ibv_import_mr` and their
-//! `unimport` counterparts (IBVERBS_1.10): further handles, in this
-//! process, on a context found by its command fd and on PDs and MRs found
-//! by their handle numbers. The simulator's objects are shared, as the
-//! kernel's are between a context and its import.
+//! `ibv_import_device`, `ibv_import_pd`, `ibv_import_mr` (IBVERBS_1.10),
+//! `ibv_import_dm` (IBVERBS_1.13) and their `unimport` counterparts:
+//! further handles, in this process, on a context found by its command fd
+//! and on PDs, MRs and DMs found by their handle numbers. The simulator's
+//! objects are shared, as the kernel's are between a context and its
+//! import.
 
 use core::ffi::c_int;
 
@@ -98,6 +99,47 @@ export! { "IBVERBS_1.10" fn ibv_unimport_mr(mr: *mut c::ibv_mr) {
             shim.objects.remove(&(mr as usize));
             // SAFETY: an imported MR handle of ours, unregistered above, freed once.
             unsafe { state::free(mr) };
+        }
+    })
+}}
+
+export! { "IBVERBS_1.13" fn ibv_import_dm(context: *mut c::ibv_context, dm_handle: u32) -> *mut c::ibv_dm {
+    ret_ptr(with(|shim| {
+        let v = "ibv_import_dm";
+        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let found = shim.objects.iter().find_map(|(&p, e)| match e.obj {
+            Obj::Dm(h) if h.index() == dm_handle && !shim.aliases.contains(&p) => {
+                // SAFETY: a live DM of ours.
+                let dc = unsafe { (*(p as *mut c::ibv_dm)).context };
+                (crate::device::ctx_of(shim, v, dc).ok() == Some(ctx)).then_some((h, e.extra.dm_len))
+            }
+            _ => None,
+        });
+        let (h, len) = found.ok_or_else(|| Fail::new(v, libc::EINVAL, format!("no DM with handle {dm_handle} on this context")))?;
+        let dm = state::alloc_zeroed::<c::ibv_dm>();
+        // SAFETY: just allocated, not shared yet.
+        unsafe {
+            (*dm).context = context;
+            (*dm).memcpy_to_dm = Some(crate::dm::dm_memcpy_to);
+            (*dm).memcpy_from_dm = Some(crate::dm::dm_memcpy_from);
+            (*dm).comp_mask = c::IBV_DM_MASK_HANDLE;
+            (*dm).handle = dm_handle;
+        }
+        shim.add(dm.cast(), Obj::Dm(h));
+        if let Some(e) = shim.get_mut(dm.cast()) {
+            e.extra.dm_len = len;
+        }
+        shim.aliases.insert(dm as usize);
+        Ok(dm)
+    }))
+}}
+
+export! { "IBVERBS_1.13" fn ibv_unimport_dm(dm: *mut c::ibv_dm) {
+    with(|shim| {
+        if shim.aliases.remove(&(dm as usize)) {
+            shim.objects.remove(&(dm as usize));
+            // SAFETY: an imported DM handle of ours, unregistered above, freed once.
+            unsafe { state::free(dm) };
         }
     })
 }}

@@ -32,6 +32,7 @@ mod config;
 mod cqex;
 mod datapath;
 mod device;
+mod dm;
 mod events;
 mod export;
 mod ext;

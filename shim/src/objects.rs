@@ -20,6 +20,9 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     ops.alloc_mw = Some(crate::ext::op_alloc_mw);
     ops.dealloc_mw = Some(crate::ext::op_dealloc_mw);
     ops.bind_mw = Some(crate::ext::op_bind_mw);
+    v.alloc_dm = Some(crate::dm::op_alloc_dm);
+    v.free_dm = Some(crate::dm::op_free_dm);
+    v.reg_dm_mr = Some(crate::dm::op_reg_dm_mr);
     v.create_qp_ex = Some(crate::qp::op_create_qp_ex);
     v.create_cq_ex = Some(crate::cqex::op_create_cq_ex);
     v.create_srq_ex = Some(op_create_srq_ex);

@@ -42,6 +42,8 @@ pub(crate) enum Obj {
     /// A parent domain (`ibv_alloc_parent_domain`): a `struct ibv_pd` of
     /// its own that stands for the protection domain it contains.
     ParentDomain(PdHandle),
+    /// `struct ibv_dm`.
+    Dm(DmHandle),
 }
 
 /// Per-object data the shim keeps beside the C struct.
@@ -51,6 +53,9 @@ pub(crate) struct Extra {
     pub(crate) fd: i32,
     /// For a context: its async-event eventfd.
     pub(crate) async_fd: i32,
+    /// For a DM: its length in bytes (the copy functions check their
+    /// range against it before they touch the caller's buffer).
+    pub(crate) dm_len: u64,
 }
 
 /// A live object: what it is and the shim's data about it.

@@ -6,8 +6,6 @@ use crate::export::export;
 use crate::guard::set_errno;
 
 export! { "IBVERBS_1.12" fn ibv_reg_dmabuf_mr() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.13" fn ibv_import_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.13" fn ibv_unimport_dm() { set_errno(libc::EOPNOTSUPP); } }
 export! { "MLX5_1.2" fn mlx5dv_init_obj() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.6" fn mlx5dv_create_flow_matcher() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }

@@ -150,6 +150,13 @@ fn mlx5dv_create_cq_checks_its_attributes_and_mlx5_cqe_size() {
 }
 
 #[test]
+fn device_memory_through_the_inline_wrappers() {
+    if let Some(out) = run_c("device_memory") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn fork_with_a_busy_thread_leaves_the_child_a_usable_copy() {
     if let Some(out) = run_c("fork_child") {
         assert_eq!(out.trim(), "ok");

@@ -395,6 +395,16 @@ pub enum Verb {
     QueryGidTable,
     QueryEce,
     SetEce,
+    /// `ibv_alloc_dm`.
+    AllocDm,
+    /// `ibv_free_dm`.
+    FreeDm,
+    /// `ibv_memcpy_to_dm`.
+    MemcpyToDm,
+    /// `ibv_memcpy_from_dm`.
+    MemcpyFromDm,
+    /// `ibv_reg_dm_mr`.
+    RegDmMr,
 }
 
 impl Verb {
@@ -500,6 +510,11 @@ impl Verb {
             Self::QueryGidTable => "ibv_query_gid_table",
             Self::QueryEce => "ibv_query_ece",
             Self::SetEce => "ibv_set_ece",
+            Self::AllocDm => "ibv_alloc_dm",
+            Self::FreeDm => "ibv_free_dm",
+            Self::MemcpyToDm => "ibv_memcpy_to_dm",
+            Self::MemcpyFromDm => "ibv_memcpy_from_dm",
+            Self::RegDmMr => "ibv_reg_dm_mr",
         }
     }
 }

@@ -372,6 +372,23 @@ pub struct MwInfo {
     pub mw_type: MwType,
 }
 
+/// `struct ibv_alloc_dm_attr`: what `ibv_alloc_dm` asks for.
+///
+/// Device memory (DM) is a small memory on the adapter itself (mlx5
+/// "MEMIC"), read and written by the host with `ibv_memcpy_to_dm` /
+/// `ibv_memcpy_from_dm` and used by work requests through a zero-based
+/// MR registered on it with `ibv_reg_dm_mr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct AllocDmAttr {
+    /// `length`: bytes to allocate (1 ..= the device's `max_dm_size`).
+    pub length: u64,
+    /// `log_align_req`: log2 of the address alignment asked for.
+    pub log_align_req: u32,
+    /// `comp_mask`: must be 0 (no extension is defined).
+    pub comp_mask: u32,
+}
+
 /// `struct ibv_mw_bind_info`.
 pub struct MwBindInfo<'a, V: Verbs + ?Sized> {
     /// `mr`: the region the window opens (`None`: unbind a type 1 window).

@@ -77,6 +77,8 @@ pub trait Verbs {
     type Xrcd: Handle;
     /// A memory window (`struct ibv_mw`).
     type Mw: Handle;
+    /// A device memory allocation (`struct ibv_dm`).
+    type Dm: Handle;
     /// An rdma_cm event channel (`struct rdma_event_channel`).
     type CmChannel: Handle;
     /// An rdma_cm identifier (`struct rdma_cm_id`).
@@ -435,6 +437,81 @@ pub trait Verbs {
     fn bind_mw(&mut self, qp: &Self::Qp, mw: &Self::Mw, bind: &MwBind<'_, Self>) -> Result<()> {
         let _ = (qp, mw, bind);
         Err(Error::not_implemented(Verb::BindMw, self.backend().name()))
+    }
+
+    // ---------------------------------------------------------- device memory
+
+    /// `ibv_alloc_dm(context, attr)`: `attr.length` bytes of the adapter's
+    /// own memory, zeroed, owned by `ctx` (which cannot close while it
+    /// lives).
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` on a device without device memory (`max_dm_size` 0);
+    /// `EINVAL` for a `comp_mask` other than 0, length 0 or a length above
+    /// `max_dm_size`; `ENOMEM` when the device's memory is used up.
+    fn alloc_dm(&mut self, ctx: &Self::Context, attr: &AllocDmAttr) -> Result<Self::Dm> {
+        let _ = (ctx, attr);
+        Err(Error::not_implemented(Verb::AllocDm, self.backend().name()))
+    }
+
+    /// `ibv_free_dm`.
+    ///
+    /// # Errors
+    /// `EBUSY` while MRs registered on the DM ([`Verbs::reg_dm_mr`]) exist.
+    fn free_dm(&mut self, dm: &Self::Dm) -> Result<()> {
+        let _ = dm;
+        Err(Error::not_implemented(Verb::FreeDm, self.backend().name()))
+    }
+
+    /// `ibv_memcpy_to_dm(dm, dm_offset, host_addr, length)`: copies `host`
+    /// to the DM at `offset`.
+    ///
+    /// # Errors
+    /// `EFAULT` when `offset + host.len()` is past the DM's end (checked
+    /// first); `EINVAL` when `offset` or the length is not a multiple of 4
+    /// (mlx5 moves device memory in 4-byte units). Nothing is copied on error.
+    fn memcpy_to_dm(&mut self, dm: &Self::Dm, offset: u64, host: &[u8]) -> Result<()> {
+        let _ = (dm, offset, host);
+        Err(Error::not_implemented(
+            Verb::MemcpyToDm,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_memcpy_from_dm(host_addr, dm, dm_offset, length)`: copies
+    /// `host.len()` bytes of the DM at `offset` into `host`.
+    ///
+    /// # Errors
+    /// As [`Verbs::memcpy_to_dm`]; `host` is untouched on error.
+    fn memcpy_from_dm(&mut self, dm: &Self::Dm, offset: u64, host: &mut [u8]) -> Result<()> {
+        let _ = (dm, offset, host);
+        Err(Error::not_implemented(
+            Verb::MemcpyFromDm,
+            self.backend().name(),
+        ))
+    }
+
+    /// `ibv_reg_dm_mr(pd, dm, dm_offset, length, access)`: an MR over
+    /// `length` bytes of the DM from `offset`. It is zero-based: its
+    /// `addr` is 0 and requests address it from 0 (a remote address is an
+    /// offset into the MR). The DM cannot be freed while the MR lives.
+    ///
+    /// # Errors
+    /// `EINVAL` without `ZERO_BASED` in `access`, for access bits other
+    /// than `LOCAL_WRITE`, `REMOTE_WRITE`, `REMOTE_READ`, `REMOTE_ATOMIC`,
+    /// `ZERO_BASED` and the optional range, for `REMOTE_WRITE` or
+    /// `REMOTE_ATOMIC` without `LOCAL_WRITE`, for a range outside the DM,
+    /// or a DM of another context than the PD's.
+    fn reg_dm_mr(
+        &mut self,
+        pd: &Self::Pd,
+        dm: &Self::Dm,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<Self::Mr> {
+        let _ = (pd, dm, offset, length, access);
+        Err(Error::not_implemented(Verb::RegDmMr, self.backend().name()))
     }
 
     // -------------------------------------------------------------------- SRQ

@@ -515,9 +515,11 @@ pub(crate) unsafe fn ibv_ack_async_event(event: *mut ibv_async_event_raw) {
 
 // The extended-QP work-request builders (`ibv_wr_*`), extended CQs, GID
 // entries and memory windows: declared after `ctx_op!`, which they use.
+mod dm;
 mod ext;
 mod wr;
 
+pub(crate) use dm::*;
 pub(crate) use ext::*;
 pub(crate) use wr::*;
 

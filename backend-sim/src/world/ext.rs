@@ -76,6 +76,8 @@ pub(crate) struct PendingBind {
 #[derive(Debug, Default)]
 pub(crate) struct ExtState {
     pub(crate) mws: Arena<Mw>,
+    /// Device memory allocations (`world/dm.rs`).
+    pub(crate) dms: Arena<super::dm::Dm>,
     /// Extended CQs: index → (generation, `wc_flags`).
     cq_ex: BTreeMap<u32, (u32, WcExFlags)>,
     /// QPs created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: index →

@@ -40,6 +40,8 @@ pub struct LiveObjects {
     pub ahs: usize,
     /// Memory windows (`ibv_alloc_mw`).
     pub mws: usize,
+    /// Device memory allocations (`ibv_alloc_dm`).
+    pub dms: usize,
     /// XRC domain handles (`ibv_open_xrcd`, `ibv_open_xrc_domain`).
     pub xrcd_handles: usize,
     /// XRC domains (shared by their handles).
@@ -80,6 +82,7 @@ impl LiveObjects {
             self.qps,
             self.ahs,
             self.mws,
+            self.dms,
             self.xrcd_handles,
             self.xrc_domains,
             self.dc_connections,
@@ -95,7 +98,7 @@ impl LiveObjects {
 /// `nothing`.
 impl fmt::Display for LiveObjects {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds: [(&str, u64); 20] = [
+        let kinds: [(&str, u64); 21] = [
             ("contexts", self.contexts as u64),
             ("pds", self.pds as u64),
             ("cqs", self.cqs as u64),
@@ -108,6 +111,7 @@ impl fmt::Display for LiveObjects {
             ("qps", self.qps as u64),
             ("ahs", self.ahs as u64),
             ("mws", self.mws as u64),
+            ("dms", self.dms as u64),
             ("xrcd_handles", self.xrcd_handles as u64),
             ("xrc_domains", self.xrc_domains as u64),
             ("dc_connections", self.dc_connections as u64),
@@ -172,6 +176,7 @@ impl World {
             qps: self.qps.len(),
             ahs: self.ahs.len(),
             mws: self.ext.mws.len(),
+            dms: self.dm_count(),
             xrcd_handles: self.xrc_handle_count(),
             xrc_domains: self.xrc_domain_count(),
             dc_connections: self.dc_connection_count(),

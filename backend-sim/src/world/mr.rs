@@ -3,7 +3,7 @@
 use verbs_api::{AccessFlags, AdviseMrAdvice, MrInfo, Result, Sge, Verb};
 
 use super::{invalid, misuse, no_mem, unsupported, World};
-use crate::handles::{MrHandle, PdHandle};
+use crate::handles::{DmHandle, MrHandle, PdHandle};
 use crate::memory::MrMemory;
 use crate::ExternalMemory;
 
@@ -37,6 +37,9 @@ pub(crate) struct Mr {
     /// allocation, one pointer in the MR) for an MR never re-registered
     /// under pins.
     pub(crate) retired_keys: Option<Box<[u32]>>,
+    /// The device memory an `ibv_reg_dm_mr` MR is registered on: its use
+    /// count drops when the MR is deregistered.
+    pub(crate) dm: Option<DmHandle>,
 }
 
 impl Mr {
@@ -179,7 +182,7 @@ impl World {
     }
 
     /// Allocates the keys and the slot of a checked registration.
-    fn insert_mr(
+    pub(super) fn insert_mr(
         &mut self,
         pd: PdHandle,
         device: u32,
@@ -205,6 +208,7 @@ impl World {
             invalidated: false,
             deregistered: false,
             retired_keys: None,
+            dm: None,
         };
         let h = MrHandle::from_parts(self.mrs.insert(mr));
         debug_assert_eq!(h.index, index);
@@ -300,7 +304,7 @@ impl World {
                 ),
             ));
         }
-        let (pd, len, pinned) = (m.pd, m.bytes.len(), m.pins > 0);
+        let (pd, len, pinned, dm) = (m.pd, m.bytes.len(), m.pins > 0, m.dm);
         let owned = !m.bytes.is_external();
         if pinned {
             let m = self.mr_mut(mr, Verb::DeregMr)?;
@@ -316,6 +320,11 @@ impl World {
         }
         if owned {
             self.mr_bytes_total -= len as u64;
+        }
+        if let Some(dm) = dm {
+            // The DM may be freed now, even while requests still in flight
+            // name the MR (they read zeroes, as for application memory).
+            self.release_dm_use(dm);
         }
         if let Ok(p) = self.pd_mut(pd, Verb::DeregMr) {
             p.users -= 1;

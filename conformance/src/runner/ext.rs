@@ -1,8 +1,9 @@
 //! The extended verbs' statements (issue #13 item 4): `resize_cq`,
 //! `rereg_mr`, `query_device_ex`, `query_gid_ex`, `query_gid_table`,
 //! `query_ece`, `set_ece`, `alloc_mw`, `dealloc_mw`, `bind_mw`,
-//! `query_qp_data_in_order`; and `value`, which keeps a value for later
-//! comparison.
+//! `query_qp_data_in_order`, the device-memory statements (`alloc_dm`,
+//! `free_dm`, `memcpy_to_dm`, `memcpy_from_dm`, `reg_dm_mr`); and `value`,
+//! which keeps a value for later comparison.
 
 use super::value::{device_attr_record, enum_sym, flags_sym, Record, Scalar, Value};
 use super::{Runner, Step};
@@ -21,6 +22,11 @@ const EXT: &[&str] = &[
     "alloc_mw",
     "dealloc_mw",
     "bind_mw",
+    "alloc_dm",
+    "free_dm",
+    "memcpy_to_dm",
+    "memcpy_from_dm",
+    "reg_dm_mr",
     "query_qp_data_in_order",
     "create_cq_ex",
     "poll_cq_ex",
@@ -199,6 +205,67 @@ impl<V: Verbs> Runner<'_, V> {
                 let mw = self.mw(p0)?;
                 let r = self.v.dealloc_mw(&mw);
                 self.expect(stmt, r)?;
+            }
+            "alloc_dm" => {
+                let c = self.ctx(p0)?;
+                let attr = AllocDmAttr {
+                    length: self.num_arg(stmt, "length", 4096)?,
+                    log_align_req: self.num_arg(stmt, "log_align_req", 0)?,
+                    comp_mask: self.num_arg(stmt, "comp_mask", 0)?,
+                };
+                let r = self.v.alloc_dm(&c, &attr);
+                if let Some(d) = self.expect(stmt, r)? {
+                    self.bind(stmt, Value::Dm(d));
+                }
+            }
+            "free_dm" => {
+                let dm = self.dm(p0)?;
+                let r = self.v.free_dm(&dm);
+                self.expect(stmt, r)?;
+            }
+            "memcpy_to_dm" => {
+                let dm = self.dm(p0)?;
+                let offset: u64 = self.num_arg(stmt, "offset", 0)?;
+                let length: usize = self.num_arg(stmt, "length", 0)?;
+                let byte: u8 = self.num_arg(stmt, "byte", 0)?;
+                let r = self.v.memcpy_to_dm(&dm, offset, &vec![byte; length]);
+                self.expect(stmt, r)?;
+            }
+            "memcpy_from_dm" => {
+                let dm = self.dm(p0)?;
+                let offset: u64 = self.num_arg(stmt, "offset", 0)?;
+                let length: usize = self.num_arg(stmt, "length", 0)?;
+                let byte: u8 = self.num_arg(stmt, "byte", 0)?;
+                let mut got = vec![!byte; length];
+                let r = self.v.memcpy_from_dm(&dm, offset, &mut got);
+                if self.expect(stmt, r)?.is_some() {
+                    if let Some(i) = got.iter().position(|&b| b != byte) {
+                        return Err(format!(
+                            "byte {} of `{p0}` is {:#04x}, expected {byte:#04x}",
+                            offset + i as u64,
+                            got[i]
+                        ));
+                    }
+                }
+            }
+            "reg_dm_mr" => {
+                let (pd, _) = self.pd(p0)?;
+                let word = stmt
+                    .positional()
+                    .nth(1)
+                    .ok_or("reg_dm_mr needs a PD and device memory")?
+                    .to_owned();
+                let dm = self.dm(&word)?;
+                let offset: u64 = self.num_arg(stmt, "offset", 0)?;
+                let length: usize = self.num_arg(stmt, "length", 0)?;
+                let access = match stmt.named("access") {
+                    Some(t) => self.flags("access", t, AccessFlags::from_names)?,
+                    None => AccessFlags::ZERO_BASED | AccessFlags::LOCAL_WRITE,
+                };
+                let r = self.v.reg_dm_mr(&pd, &dm, offset, length, access);
+                if let Some(m) = self.expect(stmt, r)? {
+                    self.bind(stmt, Value::Mr(m));
+                }
             }
             "bind_mw" => {
                 let q = self.qp_handle(p0)?;
@@ -407,6 +474,16 @@ impl<V: Verbs> Runner<'_, V> {
             Value::Mw(m) => Ok(m),
             other => Err(format!(
                 "`{word}` is {}, expected a memory window (alloc_mw)",
+                other.kind_name()
+            )),
+        }
+    }
+
+    fn dm(&mut self, word: &str) -> Step<V::Dm> {
+        match self.lookup(word)? {
+            Value::Dm(d) => Ok(d),
+            other => Err(format!(
+                "`{word}` is {}, expected device memory (alloc_dm)",
                 other.kind_name()
             )),
         }

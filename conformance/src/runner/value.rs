@@ -201,6 +201,8 @@ pub(crate) enum Value<V: Verbs> {
     CmId(V::CmId),
     /// A memory window (`alloc_mw`).
     Mw(V::Mw),
+    /// Device memory (`alloc_dm`).
+    Dm(V::Dm),
     CmEvent {
         id: V::CmId,
         listen_id: Option<V::CmId>,
@@ -239,6 +241,7 @@ impl<V: Verbs> Clone for Value<V> {
             Self::CmChannel(c) => Self::CmChannel(c.clone()),
             Self::CmId(c) => Self::CmId(c.clone()),
             Self::Mw(m) => Self::Mw(m.clone()),
+            Self::Dm(d) => Self::Dm(d.clone()),
             Self::CmEvent {
                 id,
                 listen_id,
@@ -271,6 +274,7 @@ impl<V: Verbs> Value<V> {
             Self::CmChannel(_) => "an rdma_cm event channel",
             Self::CmId(_) => "an rdma_cm id",
             Self::Mw(_) => "a memory window",
+            Self::Dm(_) => "device memory",
             Self::CmEvent { .. } => "an rdma_cm event",
             Self::Record(_) => "a set of fields",
             Self::Scalar(_) => "a value",

@@ -74,6 +74,16 @@ pub(crate) enum Call {
     MwInfo(MwHandle),
     /// `bind_mw`.
     BindMw(QpHandle, MwHandle, MwBindW),
+    /// `alloc_dm`.
+    AllocDm(ContextHandle, AllocDmAttr),
+    /// `free_dm`.
+    FreeDm(DmHandle),
+    /// `memcpy_to_dm`.
+    MemcpyToDm(DmHandle, u64, Vec<u8>),
+    /// `memcpy_from_dm`.
+    MemcpyFromDm(DmHandle, u64, usize),
+    /// `reg_dm_mr`.
+    RegDmMr(PdHandle, DmHandle, u64, usize, AccessFlags),
     /// `create_srq_ex`.
     CreateSrqEx(ContextHandle, SrqInitAttrExW),
     /// `modify_srq`.
@@ -221,6 +231,11 @@ impl Call {
             Self::DeallocMw(..) => Verb::DeallocMw,
             Self::MwInfo(..) => Verb::AllocMw,
             Self::BindMw(..) => Verb::BindMw,
+            Self::AllocDm(..) => Verb::AllocDm,
+            Self::FreeDm(..) => Verb::FreeDm,
+            Self::MemcpyToDm(..) => Verb::MemcpyToDm,
+            Self::MemcpyFromDm(..) => Verb::MemcpyFromDm,
+            Self::RegDmMr(..) => Verb::RegDmMr,
             Self::CreateSrqEx(..) => Verb::CreateSrqEx,
             Self::ModifySrq(..) => Verb::ModifySrq,
             Self::QuerySrq(..) => Verb::QuerySrq,
@@ -430,6 +445,42 @@ impl Remote {
         bind: &MwBind<'_, SimVerbs>,
     ) -> Result<()> {
         self.call(&Call::BindMw(*qp, *mw, MwBindW::from(bind)))
+    }
+    /// `alloc_dm` on the shared fabric.
+    pub(crate) fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
+        self.call(&Call::AllocDm(*ctx, attr.clone()))
+    }
+    /// `free_dm` on the shared fabric.
+    pub(crate) fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
+        self.call(&Call::FreeDm(*dm))
+    }
+    /// `memcpy_to_dm` on the shared fabric.
+    pub(crate) fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
+        self.call(&Call::MemcpyToDm(*dm, offset, host.to_vec()))
+    }
+    /// `memcpy_from_dm` on the shared fabric.
+    pub(crate) fn memcpy_from_dm(
+        &mut self,
+        dm: &DmHandle,
+        offset: u64,
+        host: &mut [u8],
+    ) -> Result<()> {
+        let r: Result<((), Vec<u8>)> = self.call(&Call::MemcpyFromDm(*dm, offset, host.len()));
+        let (ret, wb_host) = r?;
+        let n = wb_host.len().min(host.len());
+        host[..n].copy_from_slice(&wb_host[..n]);
+        Ok(ret)
+    }
+    /// `reg_dm_mr` on the shared fabric.
+    pub(crate) fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        self.call(&Call::RegDmMr(*pd, *dm, offset, length, access))
     }
     /// `create_srq_ex` on the shared fabric.
     pub(crate) fn create_srq_ex(
@@ -960,6 +1011,36 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::BindMw(a0, a1, a2) => {
             let r = Verbs::bind_mw(sim, &a0, &a1, &a2.view());
+            super::encode(&r)
+        }
+        Call::AllocDm(a0, a1) => {
+            let r = Verbs::alloc_dm(sim, &a0, &a1);
+            if let Ok(h) = &r {
+                session.own(Owned::Dm(*h));
+            }
+            super::encode(&r)
+        }
+        Call::FreeDm(a0) => {
+            let r = Verbs::free_dm(sim, &a0);
+            if r.is_ok() {
+                session.disown(Owned::Dm(a0));
+            }
+            super::encode(&r)
+        }
+        Call::MemcpyToDm(a0, a1, a2) => {
+            let r = Verbs::memcpy_to_dm(sim, &a0, a1, &a2);
+            super::encode(&r)
+        }
+        Call::MemcpyFromDm(a0, a1, a2) => {
+            let mut buf_a2 = vec![0u8; a2.min(1 << 30)];
+            let r = Verbs::memcpy_from_dm(sim, &a0, a1, &mut buf_a2);
+            super::encode(&r.map(|x| (x, buf_a2)))
+        }
+        Call::RegDmMr(a0, a1, a2, a3, a4) => {
+            let r = Verbs::reg_dm_mr(sim, &a0, &a1, a2, a3, a4);
+            if let Ok(h) = &r {
+                session.own(Owned::Mr(*h));
+            }
             super::encode(&r)
         }
         Call::CreateSrqEx(a0, mut a1) => {
@@ -1495,6 +1576,53 @@ impl Engine {
         match self {
             Self::Local(s) => Verbs::bind_mw(&mut **s, qp, mw, bind),
             Self::Remote(r) => r.bind_mw(qp, mw, bind),
+        }
+    }
+    /// `alloc_dm`.
+    pub(crate) fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
+        match self {
+            Self::Local(s) => Verbs::alloc_dm(&mut **s, ctx, attr),
+            Self::Remote(r) => r.alloc_dm(ctx, attr),
+        }
+    }
+    /// `free_dm`.
+    pub(crate) fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::free_dm(&mut **s, dm),
+            Self::Remote(r) => r.free_dm(dm),
+        }
+    }
+    /// `memcpy_to_dm`.
+    pub(crate) fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::memcpy_to_dm(&mut **s, dm, offset, host),
+            Self::Remote(r) => r.memcpy_to_dm(dm, offset, host),
+        }
+    }
+    /// `memcpy_from_dm`.
+    pub(crate) fn memcpy_from_dm(
+        &mut self,
+        dm: &DmHandle,
+        offset: u64,
+        host: &mut [u8],
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::memcpy_from_dm(&mut **s, dm, offset, host),
+            Self::Remote(r) => r.memcpy_from_dm(dm, offset, host),
+        }
+    }
+    /// `reg_dm_mr`.
+    pub(crate) fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        match self {
+            Self::Local(s) => Verbs::reg_dm_mr(&mut **s, pd, dm, offset, length, access),
+            Self::Remote(r) => r.reg_dm_mr(pd, dm, offset, length, access),
         }
     }
     /// `create_srq_ex`.

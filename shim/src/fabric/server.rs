@@ -66,6 +66,8 @@ pub(crate) enum Owned {
     Ah(AhHandle),
     Mw(MwHandle),
     Mr(MrHandle),
+    /// After the MRs that may be registered on it.
+    Dm(DmHandle),
     Cq(CqHandle),
     Channel(CompChannelHandle),
     Pd(PdHandle),
@@ -109,6 +111,7 @@ impl Session {
                 Owned::Ah(h) => sim.destroy_ah(&h),
                 Owned::Mw(h) => sim.dealloc_mw(&h),
                 Owned::Mr(h) => sim.dereg_mr(&h),
+                Owned::Dm(h) => sim.free_dm(&h),
                 Owned::Cq(h) => sim.destroy_cq(&h),
                 Owned::Channel(h) => sim.destroy_comp_channel(&h),
                 Owned::Pd(h) => sim.dealloc_pd(&h),

@@ -181,3 +181,76 @@ fn xrc_srq_request_does_not_take_the_legacy_path() {
     let got = unsafe { ibv_create_srq_ex(&raw mut ctx.context, &mut attr) };
     assert_eq!(got.err(), Some(EOPNOTSUPP));
 }
+
+unsafe extern "C" fn fake_to_dm(
+    _: *mut rdma_sys::ibv_dm,
+    offset: u64,
+    _: *const core::ffi::c_void,
+    length: usize,
+) -> c_int {
+    // The mlx5 rule, enough to see the errno come back as the result.
+    if offset % 4 != 0 || length % 4 != 0 {
+        22
+    } else {
+        0
+    }
+}
+
+static DM_SENTINEL: u8 = 0;
+
+unsafe extern "C" fn fake_alloc_dm(
+    _: *mut ibv_context,
+    _: *mut rdma_sys::ibv_alloc_dm_attr,
+) -> *mut rdma_sys::ibv_dm {
+    (&raw const DM_SENTINEL).cast_mut().cast()
+}
+
+#[test]
+fn device_memory_calls_its_entries_and_refuses_missing_ones() {
+    // Goal: the DM wrappers call the context's alloc_dm / reg_dm_mr /
+    // free_dm entries and the DM's own copy pointers, give the provider's
+    // errno back, and answer EOPNOTSUPP where an entry is missing (rdma-sys
+    // would unwrap a missing copy pointer, and its extended-context check
+    // never finds alloc_dm at all).
+    let mut v = fake_extended();
+    let ctx = &raw mut v.context;
+    let mut attr = rdma_sys::ibv_alloc_dm_attr {
+        length: 64,
+        log_align_req: 0,
+        comp_mask: 0,
+    };
+    // SAFETY: live fake context without the entry: nothing is called.
+    assert_eq!(unsafe { ibv_alloc_dm(ctx, &mut attr) }, Err(EOPNOTSUPP));
+    v.alloc_dm = Some(fake_alloc_dm);
+    let ctx = &raw mut v.context;
+    // SAFETY: live fake context; `fake_alloc_dm` ignores its arguments.
+    let got = unsafe { ibv_alloc_dm(ctx, &mut attr) };
+    assert_eq!(
+        got.map(|p| p.as_ptr().cast::<u8>().cast_const()),
+        Ok(&raw const DM_SENTINEL)
+    );
+
+    // SAFETY: `ibv_dm` is a plain C struct of a pointer, nullable function
+    // pointers and integers: all-zero is valid.
+    let mut dm: rdma_sys::ibv_dm = unsafe { MaybeUninit::zeroed().assume_init() };
+    dm.context = ctx;
+    let mut host = [0u8; 8];
+    // SAFETY: a live fake DM without copy pointers: nothing is called.
+    assert_eq!(unsafe { ibv_memcpy_to_dm(&mut dm, 0, &host) }, EOPNOTSUPP);
+    // SAFETY: as above.
+    let rc = unsafe { ibv_memcpy_from_dm(&mut host, &mut dm, 0) };
+    assert_eq!(rc, EOPNOTSUPP);
+    dm.memcpy_to_dm = Some(fake_to_dm);
+    // SAFETY: a live fake DM; `fake_to_dm` reads nothing.
+    assert_eq!(unsafe { ibv_memcpy_to_dm(&mut dm, 0, &host) }, 0);
+    // SAFETY: as above.
+    assert_eq!(unsafe { ibv_memcpy_to_dm(&mut dm, 2, &host) }, 22);
+    // SAFETY: the DM's context is the live fake one, without free_dm.
+    assert_eq!(unsafe { ibv_free_dm(&mut dm) }, EOPNOTSUPP);
+    // SAFETY: `ibv_pd` is a plain C struct: all-zero is valid.
+    let mut pd: ibv_pd = unsafe { MaybeUninit::zeroed().assume_init() };
+    pd.context = ctx;
+    // SAFETY: live fake PD and DM of one fake context without reg_dm_mr.
+    let got = unsafe { ibv_reg_dm_mr(&mut pd, &mut dm, 0, 8, 0x21) };
+    assert_eq!(got, Err(EOPNOTSUPP));
+}

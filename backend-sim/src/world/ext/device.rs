@@ -99,6 +99,7 @@ impl World {
             } else {
                 CqModerationCaps::default()
             },
+            max_dm_size: p.mlx5.map_or(0, |m| m.max_dm_size),
             ..DeviceAttrEx::default()
         })
     }

@@ -96,6 +96,10 @@ impl World {
         if translation && length == 0 {
             return Err(invalid(v, "CHANGE_TRANSLATION with length 0"));
         }
+        if self.live_mr(mr, v)?.dm.is_some() {
+            // The kernel's ib_uverbs_rereg_mr refuses MRs on device memory.
+            return Err(invalid(v, "the MR is registered on device memory"));
+        }
         let pd = if flags.contains(ReregMrFlags::CHANGE_PD) {
             let Some(pd) = new_pd else {
                 return Err(invalid(v, "CHANGE_PD without a PD"));
