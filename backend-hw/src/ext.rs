@@ -477,6 +477,15 @@ impl HwVerbs {
         if batch.is_empty() {
             return Ok(());
         }
+        if let Some(i) = batch.iter().position(|w| w.raw_wqe) {
+            // A decoded raw WQE would post here as an ordinary request
+            // and complete with its own opcode, not IBV_WC_DRIVER2.
+            return Err(Error::from_errno(
+                v,
+                EOPNOTSUPP,
+                format!("work request {i}: raw mlx5 WQEs are not re-encoded by the hardware backend (mlx5dv_wr_raw_wqe is not bound)"),
+            ));
+        }
         // SAFETY: live QP.
         let qpx = unsafe { sys::ibv_qp_to_qp_ex(p) };
         if qpx.is_null() {

@@ -817,3 +817,85 @@ fn post_wr_inline_and_ud() {
         errno::EINVAL
     );
 }
+
+#[test]
+fn raw_wqes_pass_send_ops_and_complete_as_driver2() {
+    // Goal: a request decoded from a raw mlx5 WQE (WrEx::raw_wqe) is not
+    // limited by the QP's send_ops_flags (the provider copies the WQE as
+    // it is), executes as the request it describes, and its successful
+    // completion reports IBV_WC_DRIVER2; an ordinary request beside it
+    // keeps its own opcode, and an unsignalled raw WQE leaves no mark.
+    let (mut sim, a, b) = pair(
+        DeviceProfile::connectx6,
+        Some(SendOpsFlags::SEND),
+        WcExFlags::empty(),
+    );
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let si = sim.mr_info(&src).unwrap();
+    sim.mr_bytes_mut(&src).unwrap().fill(0x5c);
+    let dst = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let di = sim.mr_info(&dst).unwrap();
+    let write = |wr_id, raw, signaled: bool| {
+        let mut w = WrEx::new(
+            wr_id,
+            WrOp::RdmaWrite {
+                rkey: di.rkey,
+                remote_addr: di.addr,
+            },
+        );
+        w.raw_wqe = raw;
+        if signaled {
+            w.wr_flags = SendFlags::SIGNALED;
+        }
+        w.data = WrData::Sge(Sge {
+            addr: si.addr,
+            length: 64,
+            lkey: si.lkey,
+        });
+        w
+    };
+    let e = post_batch(&mut sim, &a.qp, &[write(1, false, true)]).unwrap_err();
+    assert_eq!(
+        e.errno(),
+        errno::EOPNOTSUPP,
+        "WRITE is not in send_ops_flags"
+    );
+    post_batch(
+        &mut sim,
+        &a.qp,
+        &[write(2, true, false), write(3, true, true)],
+    )
+    .unwrap();
+    let mut send = WrEx::new(4, WrOp::Send);
+    send.wr_flags = SendFlags::SIGNALED;
+    let rsge = [Sge {
+        addr: di.addr,
+        length: 64,
+        lkey: di.lkey,
+    }];
+    recv(
+        &mut sim,
+        &b.qp,
+        &[RecvWr {
+            wr_id: 9,
+            sg_list: &rsge,
+        }],
+    )
+    .unwrap();
+    post_batch(&mut sim, &a.qp, &[send]).unwrap();
+    let got = poll_ex(&mut sim, &a.cq);
+    assert_eq!(
+        got.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        [
+            (3, WcStatus::Success, WcOpcode::Driver2),
+            (4, WcStatus::Success, WcOpcode::Send)
+        ]
+    );
+    assert_eq!(WcOpcode::Driver2.to_raw(), 136);
+    assert!(
+        sim.mr_bytes(&dst).unwrap().iter().all(|&x| x == 0x5c),
+        "the raw WRITEs placed their bytes"
+    );
+}

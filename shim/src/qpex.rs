@@ -35,6 +35,8 @@ pub(crate) struct Pending {
     bind: Option<(usize, u32, usize, u64, u64, u32)>,
     /// `mlx5dv_wr_set_dc_addr(_stream)`: AH, DCT number, DC key, stream id.
     pub(crate) dc: Option<(usize, u32, u64, u16)>,
+    /// Decoded from a raw mlx5 WQE (`mlx5dv_wr_raw_wqe`).
+    pub(crate) raw: bool,
 }
 
 /// The batch of a QP between `wr_start` and `wr_complete`/`wr_abort`.
@@ -617,6 +619,7 @@ fn post_wr(shim: &mut Shim, h: QpHandle, wrs: &[Pending], ahs: &[Option<AhHandle
         e.wr_flags = SendFlags(w.flags & !c::IBV_SEND_INLINE);
         e.data = data;
         e.xrc_srqn = w.has_srqn.then_some(w.srqn);
+        e.raw_wqe = w.raw;
         if let Some((_, qpn, qkey)) = w.ud {
             match ah {
                 Some(a) => {
@@ -647,4 +650,67 @@ fn post_wr(shim: &mut Shim, h: QpHandle, wrs: &[Pending], ahs: &[Option<AhHandle
         crate::events::settle(shim);
     }
     rc
+}
+
+/// A raw mlx5 WQE decoded into a request of the batch (`mlx5dv_wr_raw_wqe`
+/// in `crate::mlx5`), or the errno the batch then fails with.
+pub(crate) fn push_raw(qp: *mut c::ibv_qp_ex, decoded: Result<Pending, c_int>) {
+    // SAFETY: see `alloc`.
+    let q = unsafe { alloc(qp) };
+    if !q.batch.open {
+        return;
+    }
+    match decoded {
+        Ok(mut p) => {
+            p.wr_id = q.ex.wr_id;
+            p.raw = true;
+            q.batch.wrs.push(p);
+        }
+        Err(e) => fail(qp, e),
+    }
+}
+
+impl Pending {
+    /// A request decoded from a raw WQE's segments (its `wr_id` is set by
+    /// [`push_raw`]).
+    pub(crate) fn raw(
+        opcode: WrOpcode,
+        flags: u32,
+        imm: u32,
+        rdma: RdmaInfo,
+        atomic: AtomicInfo,
+        sges: Vec<Sge>,
+    ) -> Self {
+        Self {
+            opcode,
+            flags,
+            imm,
+            rdma,
+            atomic,
+            sges,
+            ..Self::default()
+        }
+    }
+}
+
+#[cfg(test)]
+impl Pending {
+    pub(crate) fn opcode_for_test(&self) -> WrOpcode {
+        self.opcode
+    }
+    pub(crate) fn flags_for_test(&self) -> u32 {
+        self.flags
+    }
+    pub(crate) fn sges_for_test(&self) -> &[Sge] {
+        &self.sges
+    }
+    pub(crate) fn rdma_for_test(&self) -> RdmaInfo {
+        self.rdma
+    }
+    pub(crate) fn atomic_for_test(&self) -> AtomicInfo {
+        self.atomic
+    }
+    pub(crate) fn imm_for_test(&self) -> u32 {
+        self.imm
+    }
 }

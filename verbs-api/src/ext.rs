@@ -569,6 +569,12 @@ pub struct WrEx<'a, V: Verbs + ?Sized> {
     pub ud: Option<UdInfo<'a, V>>,
     /// `ibv_wr_set_xrc_srqn(qp, remote_srqn)` (XRC_SEND QPs).
     pub xrc_srqn: Option<u32>,
+    /// The request came as a raw mlx5 WQE (`mlx5dv_wr_raw_wqe`), decoded
+    /// into `op`, `wr_flags` and `data` by whoever read its segments: the
+    /// QP's `send_ops_flags` do not limit it (the provider copies the WQE
+    /// as it is), and its successful completion reports
+    /// [`WcOpcode::Driver2`] (`IBV_WC_DRIVER2`).
+    pub raw_wqe: bool,
 }
 
 impl<'a, V: Verbs + ?Sized> WrEx<'a, V> {
@@ -581,6 +587,7 @@ impl<'a, V: Verbs + ?Sized> WrEx<'a, V> {
             data: WrData::None,
             ud: None,
             xrc_srqn: None,
+            raw_wqe: false,
         }
     }
 }

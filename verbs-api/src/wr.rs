@@ -324,6 +324,9 @@ c_enum! {
         Recv = 128 => "RECV",
         /// `IBV_WC_RECV_RDMA_WITH_IMM`.
         RecvRdmaWithImm = 129 => "RECV_RDMA_WITH_IMM",
+        /// `IBV_WC_DRIVER2` (mlx5's `MLX5DV_WC_RAW_WQE`): the completion
+        /// of a WQE posted raw with `mlx5dv_wr_raw_wqe`.
+        Driver2 = 136 => "DRIVER2",
     }
 }
 

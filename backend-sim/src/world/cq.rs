@@ -277,6 +277,11 @@ impl World {
             else {
                 break;
             };
+            let mut entry = entry;
+            if !self.ext.raw_wqes.is_empty() && entry.queue == QueueKind::Send {
+                entry.wc.opcode =
+                    self.raw_wqe_opcode(entry.qp, entry.seq, entry.wc.status, entry.wc.opcode);
+            }
             out(n, &entry);
             n += 1;
             self.release_wqes(entry.qp, entry.queue, entry.seq);

@@ -87,6 +87,11 @@ pub(crate) struct ExtState {
     ece: BTreeMap<u32, (u32, u32)>,
     /// Binds posted: (QP index, generation, send-queue seq) → bind.
     binds: BTreeMap<(u32, u32, u64), PendingBind>,
+    /// Requests posted as raw mlx5 WQEs (`WrEx::raw_wqe`): (QP index,
+    /// generation, send-queue seq). Their successful completions report
+    /// `IBV_WC_DRIVER2`; an entry goes when its completion is polled, or
+    /// with the request once the queue has moved past it.
+    pub(crate) raw_wqes: std::collections::BTreeSet<(u32, u32, u64)>,
 }
 
 fn get_gen<T: Copy>(m: &BTreeMap<u32, (u32, T)>, index: u32, generation: u32) -> Option<T> {

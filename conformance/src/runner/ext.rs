@@ -459,6 +459,7 @@ impl<V: Verbs> Runner<'_, V> {
                     remote_qkey: *remote_qkey,
                 }),
                 xrc_srqn: (q.qp_type == QpType::XrcSend).then_some(p.remote_srqn),
+                raw_wqe: false,
             });
         }
         // SAFETY: as for `post_send` (statements.rs): the SGEs name bytes

@@ -420,6 +420,7 @@ pub(crate) struct WrExW {
     data: WrDataW,
     ud: Option<UdInfoW>,
     xrc_srqn: Option<u32>,
+    raw_wqe: bool,
 }
 
 impl WrExW {
@@ -465,6 +466,7 @@ impl WrExW {
                 },
                 ud: w.ud.as_ref().map(UdInfoW::from),
                 xrc_srqn: w.xrc_srqn,
+                raw_wqe: w.raw_wqe,
             })
             .collect()
     }
@@ -522,6 +524,7 @@ impl WrExW {
                 },
                 ud: w.ud.as_ref().map(UdInfoW::view),
                 xrc_srqn: w.xrc_srqn,
+                raw_wqe: w.raw_wqe,
             })
             .collect()
     }

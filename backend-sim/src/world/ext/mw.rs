@@ -372,6 +372,33 @@ impl World {
 
     /// Forgets binds that will never execute: their QP is gone, or their
     /// request was flushed (it is behind the queue's completion point).
+    /// Forgets raw-WQE marks of requests the queue has moved past (their
+    /// completions polled, or unsignalled) or of QPs that are gone.
+    pub(super) fn prune_raw_wqes(&mut self) {
+        let qps = &self.qps;
+        self.ext.raw_wqes.retain(|&(index, generation, seq)| {
+            qps.get(index, generation).is_some_and(|q| seq >= q.sq.done)
+        });
+    }
+
+    /// The opcode a send-queue completion reports: `IBV_WC_DRIVER2` for
+    /// the successful completion of a raw WQE (whose mark it takes), else
+    /// `opcode` as it is.
+    pub(crate) fn raw_wqe_opcode(
+        &mut self,
+        qp: QpHandle,
+        seq: u64,
+        status: WcStatus,
+        opcode: verbs_api::WcOpcode,
+    ) -> verbs_api::WcOpcode {
+        if self.ext.raw_wqes.remove(&(qp.index, qp.generation, seq)) && status == WcStatus::Success
+        {
+            verbs_api::WcOpcode::Driver2
+        } else {
+            opcode
+        }
+    }
+
     pub(super) fn prune_binds(&mut self) {
         let qps = &self.qps;
         self.ext.binds.retain(|&(index, generation, seq), _| {

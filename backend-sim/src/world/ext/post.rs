@@ -57,7 +57,8 @@ impl World {
         let mut binds = Vec::new();
         for (i, w) in batch.iter().enumerate() {
             let at = |msg: String| format!("work request {i} (wr_id {}): {msg}", w.wr_id);
-            if !ops.contains(w.op.send_op_flag()) {
+            // A raw WQE is copied as it is: send_ops_flags do not limit it.
+            if !w.raw_wqe && !ops.contains(w.op.send_op_flag()) {
                 return Err(err(
                     v,
                     EOPNOTSUPP,
@@ -253,9 +254,21 @@ impl World {
                 .binds
                 .insert((qp.index, qp.generation, tail + *i as u64), *b);
         }
+        let raw: Vec<u64> = batch
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.raw_wqe)
+            .map(|(i, _)| tail + i as u64)
+            .collect();
+        if !raw.is_empty() {
+            self.prune_raw_wqes();
+        }
         let r = self.post_send(qp, &wrs);
         match r {
             Ok(()) => {
+                for seq in raw {
+                    self.ext.raw_wqes.insert((qp.index, qp.generation, seq));
+                }
                 for (_, b) in &binds {
                     if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
                         m.user_rkey = b.rkey;
