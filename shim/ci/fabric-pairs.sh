@@ -79,6 +79,13 @@ pair ibv_ud_pingpong "ibv_ud_pingpong -g 0" "ibv_ud_pingpong -g 0" "$bytes"
 pair ibv_srq_pingpong "ibv_srq_pingpong -g 0" "ibv_srq_pingpong -g 0" "$bytes"
 pair ibv_xsrq_pingpong "ibv_xsrq_pingpong -g 0" "ibv_xsrq_pingpong -g 0" "success"
 pair "ibv_rc_pingpong, 1 % of packets dropped" "ibv_rc_pingpong -g 0 -n 200" "ibv_rc_pingpong -g 0 -n 200" "$bytes" --faults drop=10000
+# ibv_rc_pingpong's feature switches: on-demand paging (-o), implicit ODP
+# (-O), ODP with ibv_advise_mr prefetch (-o -P), completion timestamps and
+# the core clock (-t), device memory (-j), the received buffer checked (-c),
+# the ibv_wr_* API (-N).
+for o in "-o" "-O" "-o -P" "-t" "-j" "-c" "-N"; do
+    pair "ibv_rc_pingpong $o" "ibv_rc_pingpong -g 0 -n 100 $o" "ibv_rc_pingpong -g 0 -n 100 $o" "$bytes"
+done
 
 row='^ *[0-9]+ +[0-9]+ +[0-9.]+'
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw; do
