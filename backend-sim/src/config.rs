@@ -90,6 +90,17 @@ pub struct SimConfig {
     /// hardware, expects the reset of a good stream to fail. Default
     /// `Some(EINVAL)`.
     pub dci_reset_good_stream_errno: Option<i32>,
+    /// The executor's shortcuts for the common case (default on): a post
+    /// list's plain requests checked and transmitted in one pass, runs of
+    /// in-order packets taken from the fabric without a turn of the event
+    /// loop each, the common WRITE, READ response and atomic answer in one
+    /// step, the fabric's clear route. Each does exactly what the general
+    /// path does, event for event, so turning them off changes nothing but
+    /// speed: the same calls give the same answers, memory and trace, byte
+    /// for byte (tests run the benchmark workloads and the swarm both ways
+    /// and compare). Off is for checking that claim, and for bisecting a
+    /// suspected shortcut bug; it is not a behaviour switch.
+    pub fast_paths: bool,
 }
 
 /// The memory-window choices no source settles (docs/divergence.md,
@@ -140,6 +151,7 @@ impl Default for SimConfig {
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
             cm: crate::CmConfig::default(),
             mw: MwConfig::default(),
+            fast_paths: true,
         }
     }
 }

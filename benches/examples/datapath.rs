@@ -5,7 +5,7 @@
 //! delayed, retransmissions by cause).
 //!
 //! ```text
-//! cargo run --release -p verbsim-benches --example datapath -- WORKLOAD [N] [--trace] [--timeout T]
+//! cargo run --release -p verbsim-benches --example datapath -- WORKLOAD [N] [--trace] [--timeout T] [--general-paths]
 //! valgrind --tool=callgrind --callgrind-out-file=cg.out \
 //!     target/release/examples/datapath write64 200000
 //! callgrind_annotate cg.out | head -40
@@ -20,7 +20,9 @@
 //! SEND/RECV workload with 64 B messages, no benchmark of its own); `N` requests (default
 //! 100 000) are run after a warm-up of 1 000 and drained; `--timeout T`
 //! overrides the QP `timeout` of a message-rate workload (to see what the
-//! choice of `FAULT_ACK_TIMEOUT` changes). Prints the wall
+//! choice of `FAULT_ACK_TIMEOUT` changes); `--general-paths` runs it with
+//! `SimConfig::fast_paths` off (every event through the general path: the
+//! trace digest must not change, only the time). Prints the wall
 //! time per request (noisy; the benchmark's median is the figure to quote)
 //! and the virtual time the run took.
 
@@ -142,19 +144,20 @@ fn tally(v: &SimVerbs) -> Vec<(String, u64)> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let trace = args.iter().any(|a| a == "--trace");
+    let general = args.iter().any(|a| a == "--general-paths");
     let mut timeout = None;
     let mut rest: Vec<&String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--trace" => {}
+            "--trace" | "--general-paths" => {}
             "--timeout" => timeout = it.next().and_then(|t| t.parse::<u8>().ok()),
             _ => rest.push(a),
         }
     }
     let Some(mut w) = rest.first().and_then(|n| workload(n)) else {
         eprintln!(
-            "usage: datapath WORKLOAD [N] [--trace] [--timeout T]  (see the source for the names)"
+            "usage: datapath WORKLOAD [N] [--trace] [--timeout T] [--general-paths]  (see the source for the names)"
         );
         return ExitCode::from(2);
     };
@@ -172,6 +175,7 @@ fn main() -> ExitCode {
     let mut config = SimConfig {
         trace_enabled: trace,
         trace_events_max: if trace { 1 << 27 } else { 0 },
+        fast_paths: !general,
         ..SimConfig::default()
     };
     if let Workload::Ooo(window) = w {

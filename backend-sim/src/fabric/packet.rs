@@ -33,7 +33,7 @@ pub struct PortRef {
 /// data path learns the address (a QP reaching RTR, an AH being created),
 /// with [`crate::fabric::Fabric::resolve`]; packets then carry the resolved
 /// form so no lookup by address happens per packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialOrd, Ord)]
 pub struct Endpoint {
     /// The QP number (24 bits; the data path's own numbering).
     pub qpn: u32,
@@ -43,7 +43,34 @@ pub struct Endpoint {
     pub port: u8,
 }
 
+/// Field by field, as one 64-bit comparison (the data path compares
+/// endpoints on every packet it takes in a batch).
+impl PartialEq for Endpoint {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.packed() == other.packed()
+    }
+}
+
+impl Eq for Endpoint {}
+
+/// The fields in declaration order, as `derive(Hash)` would (consistent
+/// with [`PartialEq`]: equal endpoints have equal fields).
+impl core::hash::Hash for Endpoint {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.qpn.hash(state);
+        self.device.hash(state);
+        self.port.hash(state);
+    }
+}
+
 impl Endpoint {
+    /// The three fields in one number: equal exactly when all three are.
+    #[inline]
+    const fn packed(self) -> u64 {
+        self.qpn as u64 | (self.device.0 as u64) << 32 | (self.port as u64) << 48
+    }
+
     /// The port this endpoint sits on.
     pub const fn port_ref(self) -> PortRef {
         PortRef {

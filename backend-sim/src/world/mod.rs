@@ -130,6 +130,7 @@ impl Device {
 /// `ibv_query_gid` reports, at the profile's link rate.
 fn build_fabric(config: &SimConfig) -> Fabric {
     let mut fabric = Fabric::new(FabricConfig::with_seed(config.seed));
+    fabric.set_clear_routes(config.fast_paths);
     for (i, profile) in config.devices.iter().enumerate() {
         let port = &profile.port;
         let a = &profile.adapter;

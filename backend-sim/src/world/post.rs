@@ -208,6 +208,9 @@ impl World {
     /// that is not plain or that the checks refuse, for `post_one_send`
     /// to take (and refuse with its error).
     fn post_plain_sends(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> usize {
+        if !self.config.fast_paths {
+            return 0;
+        }
         let flavor = self.config.errno_flavor;
         let Self {
             qps,

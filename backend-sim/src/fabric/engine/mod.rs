@@ -155,6 +155,9 @@ pub struct Fabric {
     network_rngs: NetworkRngs,
     /// No rules installed and a perfect network: skip deciding.
     faultless: bool,
+    /// [`Self::clear_route`] may give routes (see
+    /// [`Self::set_clear_routes`]).
+    clear_routes: bool,
     seed: u64,
     held: Vec<HeldSlot>,
     held_free: Vec<u32>,
@@ -207,6 +210,7 @@ impl Fabric {
                 latency: SimRng::new(seed, Stream::FabricLatency),
             },
             faultless: config.network.is_perfect(),
+            clear_routes: true,
             seed,
             held: Vec::new(),
             held_free: Vec::new(),

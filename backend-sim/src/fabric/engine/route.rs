@@ -44,7 +44,7 @@ impl Fabric {
     /// in between.
     #[inline]
     pub fn clear_route(&self, source: Endpoint, destination: Endpoint) -> Option<Route> {
-        if !self.faultless || self.held_count != 0 {
+        if !self.faultless || self.held_count != 0 || !self.clear_routes {
             return None;
         }
         let src = self.port_index(source.port_ref())?;
@@ -53,6 +53,14 @@ impl Fabric {
             src: src as u32,
             dst: dst as u32,
         })
+    }
+
+    /// Whether [`Self::clear_route`] gives routes at all (default true).
+    /// Off, every packet goes through [`Self::send_at`], which decides
+    /// the same: for checking that [`Self::send_routed`] changes nothing
+    /// (`SimConfig::fast_paths`).
+    pub fn set_clear_routes(&mut self, on: bool) {
+        self.clear_routes = on;
     }
 
     /// [`Self::send_at`] of `packet` over `route` (from

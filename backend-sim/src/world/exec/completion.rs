@@ -48,7 +48,7 @@ impl World {
             return;
         };
         // The common in-order response in one step.
-        if self.read_response_one(qp, p) {
+        if self.config.fast_paths && self.read_response_one(qp, p) {
             return;
         }
         let seq = p.cookie;
@@ -378,7 +378,7 @@ impl World {
             return;
         };
         // The common answer in one step.
-        if self.atomic_ack_one(qp, p) {
+        if self.config.fast_paths && self.atomic_ack_one(qp, p) {
             return;
         }
         let Some(seq) = self.wqe_with_psn(qp, p.psn) else {

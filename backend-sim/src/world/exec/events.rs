@@ -173,7 +173,7 @@ impl World {
                 // The rest of an in-order message in one step
                 // (world/exec/run.rs), or the packets of an out-of-order
                 // one that follow at once (world/exec/ooo_run.rs).
-                if let FabricEvent::Delivered(p) = event {
+                if let (FabricEvent::Delivered(p), true) = (event, self.config.fast_paths) {
                     if self.run_from.is_none() && answers::is_answer_traffic(p.opcode) {
                         // READs, atomics and their answers back to back
                         // (exec/answers.rs).

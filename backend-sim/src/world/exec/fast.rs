@@ -147,9 +147,16 @@ impl World {
         let responder = responder_view(r);
         let mut rkey_mr: Option<(u32, Option<MrView>)> = None;
         let mut lkey_mr: Option<(u32, Option<MrView>)> = None;
+        // The loop's stop conditions (`run_events`' callers: a CQ's
+        // entries, a CM channel's events, never) read nothing a WRITE's
+        // placement, its expected PSN or an ACK put on the wire changes:
+        // asked once, the answer holds for the batch.
+        if stop(self) {
+            return 0;
+        }
         let mut n = 0u64;
         let mut copies = PendingCopies::new();
-        while n < budget && !stop(self) {
+        while n < budget {
             let Some(peeked) = self.fabric.peek_arrival(limit) else {
                 break;
             };

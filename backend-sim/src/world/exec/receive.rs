@@ -30,7 +30,7 @@ impl World {
         match p.opcode {
             // The common case in one step (world/exec/fast.rs).
             Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
-                if self.rc_write_only(rq, req, p) =>
+                if self.config.fast_paths && self.rc_write_only(rq, req, p) =>
             {
                 self.ack_if_asked(rq, p);
             }

@@ -24,7 +24,12 @@ impl World {
     #[inline(never)]
     fn kick_some(&mut self, qp: QpHandle) {
         // A run of plain single-packet requests in one step (exec/burst.rs).
-        match self.burst_may_start(qp) {
+        match self
+            .config
+            .fast_paths
+            .then(|| self.burst_may_start(qp))
+            .flatten()
+        {
             Some(false) => self.transmit_burst::<false>(qp),
             Some(true) => self.transmit_burst::<true>(qp),
             None => {}

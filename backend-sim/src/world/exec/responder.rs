@@ -43,6 +43,7 @@ impl World {
         // goes through `rc_receive`), a READ or an atomic to its handler.
         // Nothing is left for `unreliable_done` on a reliable sender.
         if (rt, st) == (Transport::Rc, Transport::Rc)
+            && self.config.fast_paths
             && !r.dv.ooo
             && !s.dv.ooo
             && p.opcode != Opcode::UdSend
