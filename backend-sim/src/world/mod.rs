@@ -100,6 +100,8 @@ pub(crate) struct Device {
     pub(crate) qp_count: u32,
     /// The adapter model's DMA engine is busy until then (ns).
     pub(crate) dma_free_ns: u64,
+    /// The last `(bytes, ns)` of [`Self::dma_ns`].
+    dma_memo: (u64, u64),
 }
 
 impl Device {
@@ -118,6 +120,19 @@ impl Device {
             p.lid = u16::try_from(index + 2).unwrap_or(u16::MAX);
         }
         p
+    }
+
+    /// `profile.adapter.dma_ns(bytes)`, remembered for the last size: a
+    /// 64-bit division the requests of a workload, of one size as a rule,
+    /// need once (the profile never changes after creation).
+    #[inline]
+    pub(crate) fn dma_ns(&mut self, bytes: u64) -> u64 {
+        if self.dma_memo.0 == bytes {
+            return self.dma_memo.1;
+        }
+        let ns = self.profile.adapter.dma_ns(bytes);
+        self.dma_memo = (bytes, ns);
+        ns
     }
 
     pub(crate) fn port_valid(&self, port: u8) -> bool {
@@ -350,6 +365,8 @@ impl World {
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
                 dma_free_ns: 0,
+                // `dma_ns(0)` is 0 on every model.
+                dma_memo: (0, 0),
             })
             .collect();
         let fabric = build_fabric(&config);

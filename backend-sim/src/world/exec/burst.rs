@@ -140,7 +140,8 @@ impl World {
                 || w.transmitted
                 || !kind
                 || send_flags.contains(SendFlags::FENCE)
-                || packet_count(len, mtu) != 1
+                // `packet_count(len, mtu) != 1` without the division.
+                || len > mtu
                 || (rd_atomic && q.tx.rd_atomic >= max_rd_atomic(q))
             {
                 break;
@@ -230,26 +231,18 @@ impl World {
                 let start = now.max(q.tx.engine_free_ns);
                 let ready = start + adapter.wqe_ns + jitter;
                 q.tx.engine_free_ns = start + adapter.wqe_ns + adapter.packet_ns;
-                let dep = if !rd_atomic && !send_flags.contains(SendFlags::INLINE) && len > 0 {
+                // `Departure::at(0, ..)` of the one packet: the DMA of its
+                // payload, when it has one, after the WQE's fetch.
+                if !rd_atomic && !send_flags.contains(SendFlags::INLINE) && len > 0 {
                     let fetched = ready + adapter.payload_fetch_ns;
                     let d = &mut self.devices[device as usize];
+                    let dma = d.dma_ns(u64::from(len));
                     let dma_start = fetched.max(d.dma_free_ns);
-                    d.dma_free_ns = dma_start + adapter.dma_ns(u64::from(len));
-                    Departure {
-                        first: fetched,
-                        packet_ns: adapter.packet_ns,
-                        dma_start: Some(dma_start),
-                        dma_mbps: adapter.dma_mbps,
-                    }
+                    d.dma_free_ns = dma_start + dma;
+                    fetched.max(dma_start + dma)
                 } else {
-                    Departure {
-                        first: ready,
-                        packet_ns: adapter.packet_ns,
-                        dma_start: None,
-                        dma_mbps: adapter.dma_mbps,
-                    }
-                };
-                dep.at(0, if rd_atomic { 0 } else { len })
+                    ready
+                }
             };
             let mut flags = if ack_request {
                 PacketFlags::ACK_REQUEST

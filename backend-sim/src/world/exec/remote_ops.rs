@@ -69,7 +69,7 @@ impl World {
         let dma_start = {
             let d = &mut self.devices[device as usize];
             let start = first.max(d.dma_free_ns);
-            d.dma_free_ns = start + a.dma_ns(u64::from(len));
+            d.dma_free_ns = start + d.dma_ns(u64::from(len));
             start
         };
         if n == 1 {
@@ -196,9 +196,8 @@ impl World {
     #[inline(always)]
     fn rc_read_one(&mut self, p: &Packet, device: u32, len: u32) {
         let d = &mut self.devices[device as usize];
-        let a = &d.profile.adapter;
-        let first = self.now_ns + a.responder_read_ns;
-        let dma = a.dma_ns(u64::from(len));
+        let first = self.now_ns + d.profile.adapter.responder_read_ns;
+        let dma = d.dma_ns(u64::from(len));
         let dma_start = first.max(d.dma_free_ns);
         d.dma_free_ns = dma_start + dma;
         let depart = first.max(dma_start + dma);

@@ -153,7 +153,7 @@ impl World {
             let fetched = ready + payload_fetch_ns;
             let d = &mut self.devices[device as usize];
             let dma_start = fetched.max(d.dma_free_ns);
-            d.dma_free_ns = dma_start + d.profile.adapter.dma_ns(len);
+            d.dma_free_ns = dma_start + d.dma_ns(len);
             (fetched, Some(dma_start))
         } else {
             (ready, None)
