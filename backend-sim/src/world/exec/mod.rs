@@ -53,6 +53,7 @@ mod burst;
 mod completion;
 mod events;
 mod fast;
+mod landing;
 mod multicast;
 mod ooo_run;
 mod receive;
