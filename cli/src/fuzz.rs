@@ -17,7 +17,7 @@ verbsim fuzz: swarm testing on the simulator (docs/swarm.md)
 
 Usage:
   verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
-               [--script-out FILE]
+               [--compare-paths] [--script-out FILE]
   verbsim fuzz --print-script --seeds N [--calls N]
 
 Each seed picks which verb families are on and how heavily, makes N random
@@ -34,6 +34,10 @@ Options:
   --coverage          print the per-verb counters (ok / refused)
   --twice             run every seed twice and require the same digest of
                       calls, answers and simulator trace (determinism)
+  --compare-paths     run every seed again with the executor's shortcuts
+                      off (SimConfig::fast_paths) and require the same
+                      digest: the common-case fast paths must do exactly
+                      what the general path does
   --script-out FILE   write the first failure's shrunk script to FILE
   --print-script      print the first seed's whole run as a .verbs script
                       (what the simulator answered as expectations;
@@ -52,6 +56,7 @@ struct Args {
     seeds: (u64, u64),
     calls: usize,
     twice: bool,
+    compare_paths: bool,
     coverage: bool,
     script_out: Option<String>,
     print_script: bool,
@@ -86,6 +91,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         seeds: (0, 100),
         calls: 1_500,
         twice: false,
+        compare_paths: false,
         coverage: false,
         script_out: None,
         print_script: false,
@@ -109,6 +115,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                     .ok_or_else(|| format!("--calls {v}: expected 1..=1000000"))?;
             }
             "--twice" => a.twice = true,
+            "--compare-paths" => a.compare_paths = true,
             "--coverage" => a.coverage = true,
             "--script-out" => a.script_out = Some(value("--script-out")?),
             "--print-script" => a.print_script = true,
@@ -122,12 +129,26 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
 /// a ConnectX-7 and an rxe device (RoCE, the rxe rules) for odd ones; the
 /// same worlds as `conformance/tests/swarm.rs`.
 pub(crate) fn world(seed: u64) -> SimVerbs {
+    SimVerbs::new(world_config(seed))
+}
+
+/// The configuration of [`world`].
+fn world_config(seed: u64) -> SimConfig {
     let devices = if seed % 2 == 0 {
         vec![DeviceProfile::connectx6(), DeviceProfile::connectx6()]
     } else {
         vec![DeviceProfile::connectx7(), DeviceProfile::rxe()]
     };
-    SimVerbs::new(SimConfig::for_profiles(seed, devices))
+    SimConfig::for_profiles(seed, devices)
+}
+
+/// [`world`] with every shortcut of the executor off
+/// (`SimConfig::fast_paths`).
+fn general_world(seed: u64) -> SimVerbs {
+    SimVerbs::new(SimConfig {
+        fast_paths: false,
+        ..world_config(seed)
+    })
 }
 
 /// The seed's run configuration, with the `#! devices:` header of
@@ -188,6 +209,20 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             .failure
             .as_ref()
             .map(|f| (f.why.clone(), f.script.clone()));
+        if a.compare_paths && why.is_none() {
+            let general = run_seed_traced(config(seed, a.calls), &general_world, &live, &trace);
+            total.calls += general.calls;
+            if general.digest != r.digest || general.calls != r.calls {
+                why = Some((
+                    format!(
+                        "the fast paths and the general path differ: digest {:#018x} ({} calls) \
+                         with them, {:#018x} ({} calls) without",
+                        r.digest, r.calls, general.digest, general.calls
+                    ),
+                    String::new(),
+                ));
+            }
+        }
         if a.twice && why.is_none() {
             let again = run_one(seed, a.calls);
             total.calls += again.calls;
@@ -231,7 +266,12 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         total.calls as f64 / secs.max(1e-9),
         lo + seeds_run,
         a.calls,
-        if a.twice { ", every seed twice" } else { "" },
+        match (a.twice, a.compare_paths) {
+            (true, true) => ", every seed twice and on the general path",
+            (true, false) => ", every seed twice",
+            (false, true) => ", every seed also on the general path",
+            (false, false) => "",
+        },
         total.digest,
     );
     println!("{passed} passed, {failed} failed");
@@ -257,7 +297,13 @@ mod tests {
             .unwrap();
         assert_eq!(a.seeds, (10, 20));
         assert_eq!(a.calls, 50);
-        assert!(a.twice && a.coverage && !a.print_script);
+        assert!(a.twice && a.coverage && !a.print_script && !a.compare_paths);
+        assert!(
+            parse(&args("--compare-paths"))
+                .unwrap()
+                .unwrap()
+                .compare_paths
+        );
         assert_eq!(parse(&args("--seeds 7")).unwrap().unwrap().seeds, (7, 8));
         assert!(parse(&args("--seeds 5..5")).is_err());
         assert!(parse(&args("--seeds x..3")).is_err());
