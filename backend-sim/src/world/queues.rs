@@ -119,7 +119,7 @@ struct RingBuf<W> {
 impl<W> Ring<W> {
     /// The storage; only called on a ring that holds requests (a ring of
     /// capacity 0 never does).
-    #[inline]
+    #[inline(always)]
     fn buf(&self) -> &RingBuf<W> {
         self.buf
             .as_deref()
@@ -158,7 +158,7 @@ impl<W: Copy + Default> RingBuf<W> {
 }
 
 impl<W> RingBuf<W> {
-    #[inline]
+    #[inline(always)]
     fn slot(&self, seq: u64) -> usize {
         // Rings are usually a power of two (mlx5 rounds them up): a mask
         // then, not a 64-bit division on every access.
@@ -170,7 +170,7 @@ impl<W> RingBuf<W> {
     }
 
     /// The request at `seq`'s slot, its SGE slots and the slot index.
-    #[inline]
+    #[inline(always)]
     fn entry(&self, seq: u64) -> (&W, &[Sge], usize) {
         let slot = self.slot(seq);
         let n = self.max_sge as usize;
@@ -295,7 +295,7 @@ impl<W: Copy + Default> Ring<W> {
     }
 
     /// The request with sequence number `seq` (must still hold its slot).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, seq: u64) -> (&W, &[Sge], usize) {
         debug_assert!(seq >= self.head && seq < self.tail);
         self.buf().entry(seq)
