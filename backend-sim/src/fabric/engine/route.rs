@@ -92,7 +92,7 @@ impl Fabric {
 
     /// What [`Self::peek_delivery`] returns, with what
     /// [`Self::take_peeked`] needs to take it without looking again.
-    #[inline]
+    #[inline(always)]
     pub fn peek_arrival(&self, limit: SimInstant) -> Option<Peeked> {
         let (at, Queued::PortHead(port)) = self.queue.peek_due(limit)? else {
             return None;
@@ -108,7 +108,7 @@ impl Fabric {
 
     /// Takes what [`Self::peek_arrival`] just returned, with nothing done
     /// to the fabric in between: [`Self::take_delivery_if`] accepting it.
-    #[inline]
+    #[inline(always)]
     pub fn take_peeked<S: FabricTraceSink + ?Sized>(&mut self, peeked: Peeked, sink: &mut S) {
         let at = peeked.at;
         if at > self.latest {

@@ -209,7 +209,7 @@ impl World {
             // One gather SGE (not inline): `copy_one_sge` below.
             let one = (w.num_sge == 1 && !w.send_flags.contains(SendFlags::INLINE))
                 .then(|| (sges[0], s.device));
-            self.take_peeked_arrival(peeked);
+            self.take_peeked_arrival_call(peeked);
             n += 1;
             // `rc_write_apply`.
             let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
