@@ -114,7 +114,7 @@ impl World {
         let now = self.now_ns;
         let adapter = self.devices[device as usize].profile.adapter;
         let last = Cell::new(None);
-        let mut gather: Option<(u32, Option<MrView>)> = None;
+        let mut gather: Option<KeyRange> = None;
         let mut first = true;
         loop {
             let q = self.qps.get(qp.index, qp.generation).expect("live");
@@ -156,22 +156,20 @@ impl World {
                     [sge] if !READS && !send_flags.contains(SendFlags::INLINE) => {
                         sge.length == 0 || {
                             let view = match gather {
-                                Some((k, v)) if k == sge.lkey => v,
+                                Some(k) if k.is(sge.lkey) => k,
                                 _ => {
                                     let v = DevMrs {
                                         mrs: &self.mrs,
                                         device,
                                     }
                                     .by_lkey(sge.lkey);
-                                    gather = Some((sge.lkey, v));
-                                    v
+                                    let k =
+                                        KeyRange::checked(sge.lkey, v, pd, AccessFlags::empty());
+                                    gather = Some(k);
+                                    k
                                 }
                             };
-                            view.is_some_and(|mr| {
-                                mr.valid
-                                    && mr.pd == pd
-                                    && mr.offset_of(sge.addr, u64::from(sge.length)).is_some()
-                            })
+                            view.offset_of(sge.addr, u64::from(sge.length)).is_some()
                         }
                     }
                     // Its READ or atomic with one landing SGE: the landing

@@ -145,8 +145,16 @@ impl World {
         // view, and each key's MR once looked up, hold for the batch.
         let device = r.device;
         let responder = responder_view(r);
-        let mut rkey_mr: Option<(u32, Option<MrView>)> = None;
-        let mut lkey_mr: Option<(u32, Option<MrView>)> = None;
+        // `check_remote` of a WRITE, in two halves: the responder's access
+        // (the same for the whole batch), then the MR's (per rkey, below).
+        if !responder
+            .qp_access_flags
+            .contains(AccessFlags::REMOTE_WRITE)
+        {
+            return 0;
+        }
+        let mut rkey_mr: Option<KeyRange> = None;
+        let mut lkey_mr: Option<KeyRange> = None;
         // The loop's stop conditions (`run_events`' callers: a CQ's
         // entries, a CM channel's events, never) read nothing a WRITE's
         // placement, its expected PSN or an ACK put on the wire changes:
@@ -192,19 +200,27 @@ impl World {
                 len: w.length,
             };
             let mr = match rkey_mr {
-                Some((k, v)) if k == request.rkey => v,
+                Some(k) if k.is(request.rkey) => k,
                 _ => {
                     let v = DevMrs {
                         mrs: &self.mrs,
                         device,
                     }
                     .by_rkey(request.rkey);
-                    rkey_mr = Some((request.rkey, v));
-                    v
+                    let k =
+                        KeyRange::checked(request.rkey, v, responder.pd, AccessFlags::REMOTE_WRITE);
+                    rkey_mr = Some(k);
+                    k
                 }
             };
-            let Ok(base) = check_remote(&request, mr, &responder) else {
-                break;
+            // `check_remote`'s MR half: nothing to check for 0 bytes.
+            let base = if request.len == 0 {
+                0
+            } else {
+                match mr.offset_of(request.remote_addr, request.len) {
+                    Some(base) => base,
+                    None => break,
+                }
             };
             // One gather SGE (not inline): `copy_one_sge` below.
             let one = (w.num_sge == 1 && !w.send_flags.contains(SendFlags::INLINE))
@@ -226,18 +242,19 @@ impl World {
                         let (o, l) = (u64::from(off), u64::from(len));
                         if o + l <= u64::from(sge.length) {
                             let v = match lkey_mr {
-                                Some((k, v)) if k == sge.lkey => v,
+                                Some(k) if k.is(sge.lkey) => k,
                                 _ => {
                                     let v = DevMrs {
                                         mrs: &self.mrs,
                                         device: sdev,
                                     }
                                     .by_lkey(sge.lkey);
-                                    lkey_mr = Some((sge.lkey, v));
-                                    v
+                                    let k = KeyRange::any(sge.lkey, v);
+                                    lkey_mr = Some(k);
+                                    k
                                 }
                             };
-                            if let Some(from) = v.and_then(|v| v.offset_of(sge.addr + o, l)) {
+                            if let Some(from) = v.offset_of(sge.addr + o, l) {
                                 copies.push(&mut self.mrs, (sge.lkey >> 8, from as usize), d);
                             }
                         }

@@ -176,6 +176,58 @@ pub(super) struct PendingCopies {
     len: usize,
 }
 
+/// A key's MR as a batch of requests needs it, looked up once: the range
+/// of addresses it covers (`MrView::base`, `MrView::length`) when the MR
+/// passes what every request of the batch asks of it, `None` when it does
+/// not (or no MR has the key). Nothing in a batch changes an MR's key,
+/// range, access or validity, so the answer holds for the batch.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeyRange {
+    key: u32,
+    range: Option<(u64, u64)>,
+}
+
+impl KeyRange {
+    /// `view` (the MR `key` names) for requests that need it valid, of PD
+    /// `pd`, granting `needed`.
+    #[inline]
+    pub(super) fn checked(key: u32, view: Option<MrView>, pd: u32, needed: AccessFlags) -> Self {
+        Self {
+            key,
+            range: view
+                .filter(|m| m.valid && m.pd == pd && m.access.contains(needed))
+                .map(|m| (m.base(), m.length)),
+        }
+    }
+
+    /// `view` (the MR `key` names) for requests that need nothing but its
+    /// range (checked already elsewhere).
+    #[inline]
+    pub(super) fn any(key: u32, view: Option<MrView>) -> Self {
+        Self {
+            key,
+            range: view.map(|m| (m.base(), m.length)),
+        }
+    }
+
+    /// Whether this is `key`'s.
+    #[inline(always)]
+    pub(super) fn is(&self, key: u32) -> bool {
+        self.key == key
+    }
+
+    /// `MrView::offset_of` of the MR, if it passed.
+    #[inline(always)]
+    pub(super) fn offset_of(&self, address: u64, len: u64) -> Option<u64> {
+        let (base, length) = self.range?;
+        let offset = address.checked_sub(base)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= length => Some(offset),
+            _ => None,
+        }
+    }
+}
+
 /// Copies [`PendingCopies`] holds at most.
 const PENDING_COPIES: usize = 16;
 
