@@ -290,18 +290,15 @@ fn check_dv_cq_attr(v: &str, a: &c::mlx5dv_cq_init_attr) -> Res<()> {
 
 /// Fills a QP's `mlx5dv_qp_ex` table (the DC address setters).
 ///
-/// Every other builder of `struct mlx5dv_qp_ex` (mkeys, memcpy, raw WQEs,
-/// signature and crypto) is set too, to [`dv_unsupported`]: the inline
+/// Every other builder of `struct mlx5dv_qp_ex` (mkeys, memcpy, signature
+/// and crypto) is set too, to [`dv_unsupported`]: the inline
 /// `mlx5dv_wr_*` wrappers call them unchecked, so a NULL would crash the
 /// program; instead the batch fails at `ibv_wr_complete` with `EOPNOTSUPP`.
+/// Raw WQEs likewise ([`wr_raw_wqe_not_enabled`]) until
+/// [`enable_raw_wqe`] says the QP was created for them.
 pub(crate) fn fill_dv(q: &mut QpAlloc) {
-    let qp_type = q.ex.qp_base.qp_type;
     let d = &mut q.dv;
-    d.wr_raw_wqe = Some(if matches!(qp_type, c::IBV_QPT_RC | c::IBV_QPT_UC) {
-        wr_raw_wqe
-    } else {
-        wr_raw_wqe_unsupported
-    });
+    d.wr_raw_wqe = Some(wr_raw_wqe_not_enabled);
     d.wr_set_dc_addr = Some(wr_set_dc_addr);
     d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
     type Unsupported = Option<unsafe extern "C" fn(*mut c::mlx5dv_qp_ex)>;
@@ -362,6 +359,43 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut c::mlx5dv_qp_ex, wqe: *const c_void) {
         decode_raw_wqe(bytes)
     };
     crate::qpex::push_raw(qp, decoded);
+}
+
+/// A QP `mlx5dv_create_qp` made with `MLX5DV_QP_EX_WITH_RAW_WQE` in its
+/// mlx5dv `send_ops_flags`: `mlx5dv_wr_raw_wqe` decodes raw WQEs on RC
+/// and UC QPs ([`wr_raw_wqe`]) and refuses them on the other types
+/// ([`wr_raw_wqe_unsupported`]).
+pub(crate) fn enable_raw_wqe(q: &mut QpAlloc) {
+    let qp_type = q.ex.qp_base.qp_type;
+    q.dv.wr_raw_wqe = Some(if matches!(qp_type, c::IBV_QPT_RC | c::IBV_QPT_UC) {
+        wr_raw_wqe
+    } else {
+        wr_raw_wqe_unsupported
+    });
+}
+
+/// `mlx5dv_wr_raw_wqe` on a QP created without `MLX5DV_QP_EX_WITH_RAW_WQE`
+/// in its mlx5dv `send_ops_flags` (or not by `mlx5dv_create_qp`): the
+/// batch fails at `ibv_wr_complete` with `EOPNOTSUPP`, nothing of it
+/// posted.
+///
+/// mlx5dv_wr_post(3) requires the flag for `mlx5dv_wr_raw_wqe`. rdma-core
+/// `providers/mlx5/qp.c`, `mlx5_qp_fill_wr_pfns`, sets
+/// `dv_qp->wr_raw_wqe = mlx5_wr_raw_wqe` only when the QP was created with
+/// mlx5dv `send_ops_flags` (any of them: the code is laxer than the
+/// manual), and leaves the slot NULL otherwise, so there the inline
+/// `mlx5dv_wr_raw_wqe` jumps to NULL; no errno exists for it upstream. The
+/// library must not crash the program, so it fails the batch as it does
+/// for the other builders it does not serve ([`dv_unsupported`]), with
+/// `EOPNOTSUPP`, what `mlx5_qp_fill_wr_pfns` answers for send ops it does
+/// not serve.
+unsafe extern "C" fn wr_raw_wqe_not_enabled(mqp: *mut c::mlx5dv_qp_ex, _wqe: *const c_void) {
+    crate::guard::log_err(
+        "mlx5dv_wr_raw_wqe",
+        libc::EOPNOTSUPP,
+        &"the QP was not created with MLX5DV_QP_EX_WITH_RAW_WQE in mlx5dv_qp_init_attr.send_ops_flags",
+    );
+    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }
 
 /// `mlx5dv_wr_raw_wqe` on a QP whose WQEs carry more segments than RC's
