@@ -351,11 +351,11 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut c::mlx5dv_qp_ex, wqe: *const c_void) {
     } else {
         // SAFETY: `mlx5dv_wr_raw_wqe`'s contract: `wqe` points to a whole
         // WQE, which starts with its 16-byte control segment.
-        let ctrl = unsafe { wqe.cast::<[u8; 16]>().read_unaligned() };
-        let ds = (u32::from_be_bytes([ctrl[4], ctrl[5], ctrl[6], ctrl[7]]) & 0x3f) as usize;
+        let ctrl = unsafe { wqe.cast::<c::mlx5_wqe_ctrl_seg>().read_unaligned() };
+        let ds = (u32::from_be(ctrl.qpn_ds) & 0x3f) as usize;
         // SAFETY: the same contract: the WQE is `ds` 16-byte segments long
         // (at least the control segment just read).
-        let bytes = unsafe { core::slice::from_raw_parts(wqe.cast::<u8>(), ds.max(1) * 16) };
+        let bytes = unsafe { core::slice::from_raw_parts(wqe.cast::<u8>(), ds.max(1) * SEG) };
         decode_raw_wqe(bytes)
     };
     crate::qpex::push_raw(qp, decoded);
@@ -415,6 +415,30 @@ const RAW_RDMA_READ: u32 = 0x10;
 const RAW_ATOMIC_CS: u32 = 0x11;
 const RAW_ATOMIC_FA: u32 = 0x12;
 
+/// The size of a WQE segment, the unit of `ds`: the control segment's
+/// (`sys`'s hand-declared `mlx5_wqe_ctrl_seg`; bindgen's was 20 bytes).
+const SEG: usize = size_of::<c::mlx5_wqe_ctrl_seg>();
+const _: () = assert!(
+    SEG == 16
+        && size_of::<c::mlx5_wqe_raddr_seg>() == SEG
+        && size_of::<c::mlx5_wqe_atomic_seg>() == SEG
+        && size_of::<c::mlx5_wqe_data_seg>() == SEG
+);
+/// Offsets of the control segment's fields (`mlx5dv.h`;
+/// `tests/layout.rs` checks them against the header).
+const CTRL_OPMOD_IDX_OPCODE: usize = offset_of!(c::mlx5_wqe_ctrl_seg, opmod_idx_opcode);
+const CTRL_QPN_DS: usize = offset_of!(c::mlx5_wqe_ctrl_seg, qpn_ds);
+const CTRL_FM_CE_SE: usize = offset_of!(c::mlx5_wqe_ctrl_seg, fm_ce_se);
+const CTRL_IMM: usize = offset_of!(c::mlx5_wqe_ctrl_seg, imm);
+/// Offsets in the segments after it.
+const RADDR_RADDR: usize = offset_of!(c::mlx5_wqe_raddr_seg, raddr);
+const RADDR_RKEY: usize = offset_of!(c::mlx5_wqe_raddr_seg, rkey);
+const ATOMIC_SWAP_ADD: usize = offset_of!(c::mlx5_wqe_atomic_seg, swap_add);
+const ATOMIC_COMPARE: usize = offset_of!(c::mlx5_wqe_atomic_seg, compare);
+const DATA_BYTE_COUNT: usize = offset_of!(c::mlx5_wqe_data_seg, byte_count);
+const DATA_LKEY: usize = offset_of!(c::mlx5_wqe_data_seg, lkey);
+const DATA_ADDR: usize = offset_of!(c::mlx5_wqe_data_seg, addr);
+
 /// Decodes a raw WQE's bytes (see [`wr_raw_wqe`]) into a request, or an
 /// errno.
 fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
@@ -426,11 +450,11 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     let dword = |off: usize| -> Result<u64, c_int> {
         Ok(u64::from(word(off)?) << 32 | u64::from(word(off + 4)?))
     };
-    let opmod_idx_opcode = word(0)?;
+    let opmod_idx_opcode = word(CTRL_OPMOD_IDX_OPCODE)?;
     let (opcode, opmod) = (opmod_idx_opcode & 0xff, opmod_idx_opcode >> 24);
-    let ds = (word(4)? & 0x3f) as usize;
-    let fm_ce_se = bytes(11, 1)?[0];
-    let imm_bytes = bytes(12, 4)?;
+    let ds = (word(CTRL_QPN_DS)? & 0x3f) as usize;
+    let fm_ce_se = bytes(CTRL_FM_CE_SE, 1)?[0];
+    let imm_bytes = bytes(CTRL_IMM, 4)?;
     let imm_bytes = [imm_bytes[0], imm_bytes[1], imm_bytes[2], imm_bytes[3]];
     let (wr, remote, atomic) = match opcode {
         RAW_SEND => (WrOpcode::Send, false, false),
@@ -447,7 +471,7 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
         return Err(libc::EOPNOTSUPP);
     }
     let header = 1 + usize::from(remote) + usize::from(atomic);
-    if ds < header || (atomic && ds != header + 1) || wqe.len() < ds * 16 {
+    if ds < header || (atomic && ds != header + 1) || wqe.len() < ds * SEG {
         return Err(libc::EINVAL);
     }
     let mut flags = 0;
@@ -468,9 +492,12 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     };
     let (mut rdma, mut atomic_info) = (RdmaInfo::default(), AtomicInfo::default());
     if remote {
-        let (raddr, rkey) = (dword(16)?, word(24)?);
+        let (raddr, rkey) = (dword(SEG + RADDR_RADDR)?, word(SEG + RADDR_RKEY)?);
         if atomic {
-            let (swap_add, compare) = (dword(32)?, dword(40)?);
+            let (swap_add, compare) = (
+                dword(2 * SEG + ATOMIC_SWAP_ADD)?,
+                dword(2 * SEG + ATOMIC_COMPARE)?,
+            );
             let cs = wr == WrOpcode::AtomicCmpAndSwp;
             atomic_info = AtomicInfo {
                 remote_addr: raddr,
@@ -487,20 +514,20 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     }
     let mut sges = Vec::with_capacity(ds - header);
     for seg in header..ds {
-        let off = seg * 16;
-        let byte_count = word(off)?;
+        let off = seg * SEG;
+        let byte_count = word(off + DATA_BYTE_COUNT)?;
         if byte_count & 0x8000_0000 != 0 {
             return Err(libc::EINVAL); // MLX5_INLINE_SEG: inline data
         }
         sges.push(Sge {
-            addr: dword(off + 8)?,
+            addr: dword(off + DATA_ADDR)?,
             // mlx5 reads a byte count of 0 as 2 GiB.
             length: if byte_count == 0 {
                 0x8000_0000
             } else {
                 byte_count
             },
-            lkey: word(off + 4)?,
+            lkey: word(off + DATA_LKEY)?,
         });
     }
     Ok(crate::qpex::Pending::raw(
