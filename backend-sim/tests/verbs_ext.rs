@@ -31,6 +31,16 @@ fn pair(
     send_ops: Option<SendOpsFlags>,
     wc_flags: WcExFlags,
 ) -> (SimVerbs, Side, Side) {
+    pair_sig_all(profile, send_ops, wc_flags, false)
+}
+
+/// [`pair`], the QPs created with `sq_sig_all` as given.
+fn pair_sig_all(
+    profile: fn() -> DeviceProfile,
+    send_ops: Option<SendOpsFlags>,
+    wc_flags: WcExFlags,
+    sq_sig_all: bool,
+) -> (SimVerbs, Side, Side) {
     let mut sim = SimVerbs::new(SimConfig::for_profiles(7, vec![profile(), profile()]));
     let mut sides = Vec::new();
     for dev in 0..2 {
@@ -57,6 +67,7 @@ fn pair(
                 max_inline_data: 64,
             },
             qp_type: QpType::Rc,
+            sq_sig_all,
             comp_mask: QpInitAttrMask::PD,
             pd: Some(&pd),
             ..QpInitAttrEx::default()
@@ -897,5 +908,75 @@ fn raw_wqes_pass_send_ops_and_complete_as_driver2() {
     assert!(
         sim.mr_bytes(&dst).unwrap().iter().all(|&x| x == 0x5c),
         "the raw WRITEs placed their bytes"
+    );
+}
+
+#[test]
+fn raw_wqes_ignore_sq_sig_all() {
+    // Goal: on a QP created with sq_sig_all, a raw WQE completes only if
+    // its own SIGNALED (the control segment's CQ_UPDATE) asks for it, as
+    // on mlx5, where sq_sig_all is libmlx5's default for the WQEs it
+    // builds; the ordinary requests of the batch, and of later posts, are
+    // still signalled by sq_sig_all.
+    // Method: one batch of an unsignalled raw WRITE, a signalled raw WRITE
+    // and an unsignalled ordinary WRITE, then an unsignalled ordinary
+    // WRITE alone; compare the CQEs and the bytes placed.
+    let (mut sim, a, b) = pair_sig_all(
+        DeviceProfile::connectx6,
+        Some(SendOpsFlags::RDMA_WRITE),
+        WcExFlags::empty(),
+        true,
+    );
+    let src = sim.reg_mr(&a.pd, 64, rw()).unwrap();
+    let si = sim.mr_info(&src).unwrap();
+    sim.mr_bytes_mut(&src).unwrap().fill(0x3d);
+    let dst = sim.reg_mr(&b.pd, 64, rw()).unwrap();
+    let di = sim.mr_info(&dst).unwrap();
+    let write = |wr_id, raw, signaled: bool| {
+        let mut w = WrEx::new(
+            wr_id,
+            WrOp::RdmaWrite {
+                rkey: di.rkey,
+                remote_addr: di.addr + 16 * (wr_id - 1),
+            },
+        );
+        w.raw_wqe = raw;
+        if signaled {
+            w.wr_flags = SendFlags::SIGNALED;
+        }
+        w.data = WrData::Sge(Sge {
+            addr: si.addr,
+            length: 16,
+            lkey: si.lkey,
+        });
+        w
+    };
+    post_batch(
+        &mut sim,
+        &a.qp,
+        &[
+            write(1, true, false),
+            write(2, true, true),
+            write(3, false, false),
+        ],
+    )
+    .unwrap();
+    post_batch(&mut sim, &a.qp, &[write(4, false, false)]).unwrap();
+    sim.sim_control(SimCommand::RunUntilIdle).unwrap();
+    let got = poll_ex(&mut sim, &a.cq);
+    assert_eq!(
+        got.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        [
+            (2, WcStatus::Success, WcOpcode::Driver2),
+            (3, WcStatus::Success, WcOpcode::RdmaWrite),
+            (4, WcStatus::Success, WcOpcode::RdmaWrite)
+        ],
+        "no CQE for the raw WRITE without SIGNALED; sq_sig_all still signals the ordinary ones"
+    );
+    assert!(
+        sim.mr_bytes(&dst).unwrap().iter().all(|&x| x == 0x3d),
+        "all four WRITEs placed their bytes, the unsignalled raw one too"
     );
 }

@@ -290,18 +290,15 @@ fn check_dv_cq_attr(v: &str, a: &c::mlx5dv_cq_init_attr) -> Res<()> {
 
 /// Fills a QP's `mlx5dv_qp_ex` table (the DC address setters).
 ///
-/// Every other builder of `struct mlx5dv_qp_ex` (mkeys, memcpy, raw WQEs,
-/// signature and crypto) is set too, to [`dv_unsupported`]: the inline
+/// Every other builder of `struct mlx5dv_qp_ex` (mkeys, memcpy, signature
+/// and crypto) is set too, to [`dv_unsupported`]: the inline
 /// `mlx5dv_wr_*` wrappers call them unchecked, so a NULL would crash the
 /// program; instead the batch fails at `ibv_wr_complete` with `EOPNOTSUPP`.
+/// Raw WQEs likewise ([`wr_raw_wqe_not_enabled`]) until
+/// [`enable_raw_wqe`] says the QP was created for them.
 pub(crate) fn fill_dv(q: &mut QpAlloc) {
-    let qp_type = q.ex.qp_base.qp_type;
     let d = &mut q.dv;
-    d.wr_raw_wqe = Some(if matches!(qp_type, c::IBV_QPT_RC | c::IBV_QPT_UC) {
-        wr_raw_wqe
-    } else {
-        wr_raw_wqe_unsupported
-    });
+    d.wr_raw_wqe = Some(wr_raw_wqe_not_enabled);
     d.wr_set_dc_addr = Some(wr_set_dc_addr);
     d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
     type Unsupported = Option<unsafe extern "C" fn(*mut c::mlx5dv_qp_ex)>;
@@ -354,14 +351,51 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut c::mlx5dv_qp_ex, wqe: *const c_void) {
     } else {
         // SAFETY: `mlx5dv_wr_raw_wqe`'s contract: `wqe` points to a whole
         // WQE, which starts with its 16-byte control segment.
-        let ctrl = unsafe { wqe.cast::<[u8; 16]>().read_unaligned() };
-        let ds = (u32::from_be_bytes([ctrl[4], ctrl[5], ctrl[6], ctrl[7]]) & 0x3f) as usize;
+        let ctrl = unsafe { wqe.cast::<c::mlx5_wqe_ctrl_seg>().read_unaligned() };
+        let ds = (u32::from_be(ctrl.qpn_ds) & 0x3f) as usize;
         // SAFETY: the same contract: the WQE is `ds` 16-byte segments long
         // (at least the control segment just read).
-        let bytes = unsafe { core::slice::from_raw_parts(wqe.cast::<u8>(), ds.max(1) * 16) };
+        let bytes = unsafe { core::slice::from_raw_parts(wqe.cast::<u8>(), ds.max(1) * SEG) };
         decode_raw_wqe(bytes)
     };
     crate::qpex::push_raw(qp, decoded);
+}
+
+/// A QP `mlx5dv_create_qp` made with `MLX5DV_QP_EX_WITH_RAW_WQE` in its
+/// mlx5dv `send_ops_flags`: `mlx5dv_wr_raw_wqe` decodes raw WQEs on RC
+/// and UC QPs ([`wr_raw_wqe`]) and refuses them on the other types
+/// ([`wr_raw_wqe_unsupported`]).
+pub(crate) fn enable_raw_wqe(q: &mut QpAlloc) {
+    let qp_type = q.ex.qp_base.qp_type;
+    q.dv.wr_raw_wqe = Some(if matches!(qp_type, c::IBV_QPT_RC | c::IBV_QPT_UC) {
+        wr_raw_wqe
+    } else {
+        wr_raw_wqe_unsupported
+    });
+}
+
+/// `mlx5dv_wr_raw_wqe` on a QP created without `MLX5DV_QP_EX_WITH_RAW_WQE`
+/// in its mlx5dv `send_ops_flags` (or not by `mlx5dv_create_qp`): the
+/// batch fails at `ibv_wr_complete` with `EOPNOTSUPP`, nothing of it
+/// posted.
+///
+/// mlx5dv_wr_post(3) requires the flag for `mlx5dv_wr_raw_wqe`. rdma-core
+/// `providers/mlx5/qp.c`, `mlx5_qp_fill_wr_pfns`, sets
+/// `dv_qp->wr_raw_wqe = mlx5_wr_raw_wqe` only when the QP was created with
+/// mlx5dv `send_ops_flags` (any of them: the code is laxer than the
+/// manual), and leaves the slot NULL otherwise, so there the inline
+/// `mlx5dv_wr_raw_wqe` jumps to NULL; no errno exists for it upstream. The
+/// library must not crash the program, so it fails the batch as it does
+/// for the other builders it does not serve ([`dv_unsupported`]), with
+/// `EOPNOTSUPP`, what `mlx5_qp_fill_wr_pfns` answers for send ops it does
+/// not serve.
+unsafe extern "C" fn wr_raw_wqe_not_enabled(mqp: *mut c::mlx5dv_qp_ex, _wqe: *const c_void) {
+    crate::guard::log_err(
+        "mlx5dv_wr_raw_wqe",
+        libc::EOPNOTSUPP,
+        &"the QP was not created with MLX5DV_QP_EX_WITH_RAW_WQE in mlx5dv_qp_init_attr.send_ops_flags",
+    );
+    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }
 
 /// `mlx5dv_wr_raw_wqe` on a QP whose WQEs carry more segments than RC's
@@ -381,6 +415,30 @@ const RAW_RDMA_READ: u32 = 0x10;
 const RAW_ATOMIC_CS: u32 = 0x11;
 const RAW_ATOMIC_FA: u32 = 0x12;
 
+/// The size of a WQE segment, the unit of `ds`: the control segment's
+/// (`sys`'s hand-declared `mlx5_wqe_ctrl_seg`; bindgen's was 20 bytes).
+const SEG: usize = size_of::<c::mlx5_wqe_ctrl_seg>();
+const _: () = assert!(
+    SEG == 16
+        && size_of::<c::mlx5_wqe_raddr_seg>() == SEG
+        && size_of::<c::mlx5_wqe_atomic_seg>() == SEG
+        && size_of::<c::mlx5_wqe_data_seg>() == SEG
+);
+/// Offsets of the control segment's fields (`mlx5dv.h`;
+/// `tests/layout.rs` checks them against the header).
+const CTRL_OPMOD_IDX_OPCODE: usize = offset_of!(c::mlx5_wqe_ctrl_seg, opmod_idx_opcode);
+const CTRL_QPN_DS: usize = offset_of!(c::mlx5_wqe_ctrl_seg, qpn_ds);
+const CTRL_FM_CE_SE: usize = offset_of!(c::mlx5_wqe_ctrl_seg, fm_ce_se);
+const CTRL_IMM: usize = offset_of!(c::mlx5_wqe_ctrl_seg, imm);
+/// Offsets in the segments after it.
+const RADDR_RADDR: usize = offset_of!(c::mlx5_wqe_raddr_seg, raddr);
+const RADDR_RKEY: usize = offset_of!(c::mlx5_wqe_raddr_seg, rkey);
+const ATOMIC_SWAP_ADD: usize = offset_of!(c::mlx5_wqe_atomic_seg, swap_add);
+const ATOMIC_COMPARE: usize = offset_of!(c::mlx5_wqe_atomic_seg, compare);
+const DATA_BYTE_COUNT: usize = offset_of!(c::mlx5_wqe_data_seg, byte_count);
+const DATA_LKEY: usize = offset_of!(c::mlx5_wqe_data_seg, lkey);
+const DATA_ADDR: usize = offset_of!(c::mlx5_wqe_data_seg, addr);
+
 /// Decodes a raw WQE's bytes (see [`wr_raw_wqe`]) into a request, or an
 /// errno.
 fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
@@ -392,11 +450,11 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     let dword = |off: usize| -> Result<u64, c_int> {
         Ok(u64::from(word(off)?) << 32 | u64::from(word(off + 4)?))
     };
-    let opmod_idx_opcode = word(0)?;
+    let opmod_idx_opcode = word(CTRL_OPMOD_IDX_OPCODE)?;
     let (opcode, opmod) = (opmod_idx_opcode & 0xff, opmod_idx_opcode >> 24);
-    let ds = (word(4)? & 0x3f) as usize;
-    let fm_ce_se = bytes(11, 1)?[0];
-    let imm_bytes = bytes(12, 4)?;
+    let ds = (word(CTRL_QPN_DS)? & 0x3f) as usize;
+    let fm_ce_se = bytes(CTRL_FM_CE_SE, 1)?[0];
+    let imm_bytes = bytes(CTRL_IMM, 4)?;
     let imm_bytes = [imm_bytes[0], imm_bytes[1], imm_bytes[2], imm_bytes[3]];
     let (wr, remote, atomic) = match opcode {
         RAW_SEND => (WrOpcode::Send, false, false),
@@ -413,7 +471,7 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
         return Err(libc::EOPNOTSUPP);
     }
     let header = 1 + usize::from(remote) + usize::from(atomic);
-    if ds < header || (atomic && ds != header + 1) || wqe.len() < ds * 16 {
+    if ds < header || (atomic && ds != header + 1) || wqe.len() < ds * SEG {
         return Err(libc::EINVAL);
     }
     let mut flags = 0;
@@ -434,9 +492,12 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     };
     let (mut rdma, mut atomic_info) = (RdmaInfo::default(), AtomicInfo::default());
     if remote {
-        let (raddr, rkey) = (dword(16)?, word(24)?);
+        let (raddr, rkey) = (dword(SEG + RADDR_RADDR)?, word(SEG + RADDR_RKEY)?);
         if atomic {
-            let (swap_add, compare) = (dword(32)?, dword(40)?);
+            let (swap_add, compare) = (
+                dword(2 * SEG + ATOMIC_SWAP_ADD)?,
+                dword(2 * SEG + ATOMIC_COMPARE)?,
+            );
             let cs = wr == WrOpcode::AtomicCmpAndSwp;
             atomic_info = AtomicInfo {
                 remote_addr: raddr,
@@ -453,20 +514,20 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
     }
     let mut sges = Vec::with_capacity(ds - header);
     for seg in header..ds {
-        let off = seg * 16;
-        let byte_count = word(off)?;
+        let off = seg * SEG;
+        let byte_count = word(off + DATA_BYTE_COUNT)?;
         if byte_count & 0x8000_0000 != 0 {
             return Err(libc::EINVAL); // MLX5_INLINE_SEG: inline data
         }
         sges.push(Sge {
-            addr: dword(off + 8)?,
+            addr: dword(off + DATA_ADDR)?,
             // mlx5 reads a byte count of 0 as 2 GiB.
             length: if byte_count == 0 {
                 0x8000_0000
             } else {
                 byte_count
             },
-            lkey: word(off + 4)?,
+            lkey: word(off + DATA_LKEY)?,
         });
     }
     Ok(crate::qpex::Pending::raw(

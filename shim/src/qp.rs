@@ -119,7 +119,16 @@ pub(crate) fn create_qp_dv(
         srq: a.srq,
     };
     let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
-    wrap_qp(shim, v, h, &objs, a.qp_type, a.qp_context, has_ex)
+    let qp = wrap_qp(shim, v, h, &objs, a.qp_type, a.qp_context, has_ex)?;
+    if dv.is_some_and(|d| {
+        d.comp_mask.contains(Mlx5QpInitAttrMask::SEND_OPS_FLAGS)
+            && d.send_ops_flags.contains(Mlx5SendOpsFlags::RAW_WQE)
+    }) {
+        // SAFETY: wrap_qp just made this QP: a live QpAlloc of ours, not
+        // yet handed to C.
+        crate::mlx5::enable_raw_wqe(unsafe { &mut *qp.cast::<QpAlloc>() });
+    }
+    Ok(qp)
 }
 
 /// The C objects a QP names.

@@ -360,6 +360,24 @@ fn probes() -> Vec<Probe> {
             comp_mask,
             wr_set_dc_addr
         }),
+        // The WQE segments `mlx5dv_wr_raw_wqe` decodes (src/mlx5.rs); the
+        // control segment is sys.rs's hand-declared one (bindgen made it
+        // 20 bytes).
+        probe!(mlx5_wqe_ctrl_seg {
+            opmod_idx_opcode,
+            qpn_ds,
+            signature,
+            dci_stream_channel_id,
+            fm_ce_se,
+            imm
+        }),
+        probe!(mlx5_wqe_raddr_seg { raddr, rkey }),
+        probe!(mlx5_wqe_atomic_seg { swap_add, compare }),
+        probe!(mlx5_wqe_data_seg {
+            byte_count,
+            lkey,
+            addr
+        }),
         // librdmacm: the event and the two members of its `param` union
         // (`param.ud` carries MULTICAST_JOIN), and the join attributes.
         probe!(rdma_cm_event {
@@ -471,5 +489,42 @@ fn checker_catches_a_wrong_offset() {
         offset_of!(ibv_qp, qp_num),
         52,
         "the research note's measured offset"
+    );
+}
+
+#[test]
+fn wqe_control_segment_is_mlx5dv_h_s_16_bytes() {
+    // Goal: `sys::mlx5_wqe_ctrl_seg` has mlx5dv.h's layout (packed, 16
+    // bytes) on every machine, headers installed or not: bindgen's
+    // rendering of `packed, aligned(4)` put `dci_stream_channel_id` at 10,
+    // `fm_ce_se` at 12 and `imm` at 16, in 20 bytes.
+    // Method: the numbers of the header's declaration, field by field.
+    assert_eq!(size_of::<mlx5_wqe_ctrl_seg>(), 16);
+    assert_eq!(
+        [
+            offset_of!(mlx5_wqe_ctrl_seg, opmod_idx_opcode),
+            offset_of!(mlx5_wqe_ctrl_seg, qpn_ds),
+            offset_of!(mlx5_wqe_ctrl_seg, signature),
+            offset_of!(mlx5_wqe_ctrl_seg, dci_stream_channel_id),
+            offset_of!(mlx5_wqe_ctrl_seg, fm_ce_se),
+            offset_of!(mlx5_wqe_ctrl_seg, imm),
+        ],
+        [0, 4, 8, 9, 11, 12]
+    );
+    // A control segment written through the struct lies where a C
+    // program's does.
+    let seg = mlx5_wqe_ctrl_seg {
+        opmod_idx_opcode: 0x0a_u32.to_be(),
+        qpn_ds: 0x0012_3403_u32.to_be(),
+        signature: 0,
+        dci_stream_channel_id: 0,
+        fm_ce_se: 0x08,
+        imm: 0x1122_3344_u32.to_be(),
+    };
+    // SAFETY: a packed plain-data struct of 16 bytes, no padding.
+    let bytes: [u8; 16] = unsafe { core::mem::transmute(seg) };
+    assert_eq!(
+        bytes,
+        [0, 0, 0, 0x0a, 0, 0x12, 0x34, 0x03, 0, 0, 0, 0x08, 0x11, 0x22, 0x33, 0x44]
     );
 }

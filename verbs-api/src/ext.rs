@@ -573,7 +573,10 @@ pub struct WrEx<'a, V: Verbs + ?Sized> {
     /// into `op`, `wr_flags` and `data` by whoever read its segments: the
     /// QP's `send_ops_flags` do not limit it (the provider copies the WQE
     /// as it is), and its successful completion reports
-    /// [`WcOpcode::Driver2`] (`IBV_WC_DRIVER2`).
+    /// [`WcOpcode::Driver2`] (`IBV_WC_DRIVER2`). Only its own
+    /// `IBV_SEND_SIGNALED` (the WQE's `MLX5_WQE_CTRL_CQ_UPDATE`) asks for
+    /// a completion: the QP's `sq_sig_all` is libmlx5's default for the
+    /// WQEs it builds and does not apply to a raw one.
     pub raw_wqe: bool,
 }
 

@@ -260,10 +260,14 @@ impl World {
             .filter(|(_, w)| w.raw_wqe)
             .map(|(i, _)| tail + i as u64)
             .collect();
-        if !raw.is_empty() {
-            self.prune_raw_wqes();
-        }
+        // Raw WQEs are rare: everything they need is behind this test.
+        let lifted = !raw.is_empty() && self.raw_wqes_signal_alone(qp, batch, &mut wrs);
         let r = self.post_send(qp, &wrs);
+        if lifted {
+            if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
+                q.sq_sig_all = true;
+            }
+        }
         match r {
             Ok(()) => {
                 for seq in raw {
@@ -285,6 +289,43 @@ impl World {
                 Err(Error::from_errno(v, e.errno(), e.message().to_owned()))
             }
         }
+    }
+
+    /// Readies a batch with raw WQEs in it for posting: forgets stale
+    /// raw-WQE marks, and makes each raw WQE's own `SIGNALED` (its control
+    /// segment's `MLX5_WQE_CTRL_CQ_UPDATE`) alone decide whether it
+    /// completes, as on mlx5: `sq_sig_all` is libmlx5's default, ORed into
+    /// the control segments it builds (rdma-core `providers/mlx5/verbs.c`
+    /// sets `sq_signal_bits` from it, `providers/mlx5/qp.c` ORs them into
+    /// `fm_ce_se`), while `mlx5_wr_raw_wqe` copies the program's control
+    /// segment as given. So on a QP created with `sq_sig_all` the ordinary
+    /// requests of the batch get the `SIGNALED` the default stands for and
+    /// the QP's flag is lifted for the post: returns whether it was, for
+    /// the caller to set it again once the post is done. (The flag is read
+    /// when a request is queued, `World::post_send`, so the post's own
+    /// paths stay as they are.)
+    #[cold]
+    #[inline(never)]
+    fn raw_wqes_signal_alone(
+        &mut self,
+        qp: QpHandle,
+        batch: &[WrEx<'_, SimVerbs>],
+        wrs: &mut [SendWr<'_, SimVerbs>],
+    ) -> bool {
+        self.prune_raw_wqes();
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return false;
+        };
+        if !q.sq_sig_all {
+            return false;
+        }
+        q.sq_sig_all = false;
+        for (s, w) in wrs.iter_mut().zip(batch) {
+            if !w.raw_wqe {
+                s.send_flags |= SendFlags::SIGNALED;
+            }
+        }
+        true
     }
 
     /// `ibv_post_send` with `IBV_WR_BIND_MW` requests (type 2 windows):
