@@ -361,8 +361,10 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut c::mlx5dv_qp_ex, wqe: *const c_void) {
     crate::qpex::push_raw(qp, decoded);
 }
 
-/// A QP `mlx5dv_create_qp` made with `MLX5DV_QP_EX_WITH_RAW_WQE` in its
-/// mlx5dv `send_ops_flags`: `mlx5dv_wr_raw_wqe` decodes raw WQEs on RC
+/// A QP `mlx5dv_create_qp` made with mlx5dv `send_ops_flags` (any of
+/// them, as libmlx5's `mlx5_qp_fill_wr_pfns` installs the builder; the
+/// manual asks for `MLX5DV_QP_EX_WITH_RAW_WQE`): `mlx5dv_wr_raw_wqe`
+/// decodes raw WQEs on RC
 /// and UC QPs ([`wr_raw_wqe`]) and refuses them on the other types
 /// ([`wr_raw_wqe_unsupported`]).
 pub(crate) fn enable_raw_wqe(q: &mut QpAlloc) {
@@ -374,17 +376,17 @@ pub(crate) fn enable_raw_wqe(q: &mut QpAlloc) {
     });
 }
 
-/// `mlx5dv_wr_raw_wqe` on a QP created without `MLX5DV_QP_EX_WITH_RAW_WQE`
-/// in its mlx5dv `send_ops_flags` (or not by `mlx5dv_create_qp`): the
-/// batch fails at `ibv_wr_complete` with `EOPNOTSUPP`, nothing of it
-/// posted.
+/// `mlx5dv_wr_raw_wqe` on a QP created without mlx5dv `send_ops_flags`
+/// (or not by `mlx5dv_create_qp`): the batch fails at `ibv_wr_complete`
+/// with `EOPNOTSUPP`, nothing of it posted.
 ///
-/// mlx5dv_wr_post(3) requires the flag for `mlx5dv_wr_raw_wqe`. rdma-core
+/// mlx5dv_wr_post(3) asks for `MLX5DV_QP_EX_WITH_RAW_WQE`. rdma-core
 /// `providers/mlx5/qp.c`, `mlx5_qp_fill_wr_pfns`, sets
-/// `dv_qp->wr_raw_wqe = mlx5_wr_raw_wqe` only when the QP was created with
+/// `dv_qp->wr_raw_wqe = mlx5_wr_raw_wqe` when the QP was created with
 /// mlx5dv `send_ops_flags` (any of them: the code is laxer than the
-/// manual), and leaves the slot NULL otherwise, so there the inline
-/// `mlx5dv_wr_raw_wqe` jumps to NULL; no errno exists for it upstream. The
+/// manual, and the library follows the code), and leaves the slot NULL
+/// otherwise, so there the inline `mlx5dv_wr_raw_wqe` jumps to NULL; no
+/// errno exists for it upstream. The
 /// library must not crash the program, so it fails the batch as it does
 /// for the other builders it does not serve ([`dv_unsupported`]), with
 /// `EOPNOTSUPP`, what `mlx5_qp_fill_wr_pfns` answers for send ops it does
@@ -393,7 +395,7 @@ unsafe extern "C" fn wr_raw_wqe_not_enabled(mqp: *mut c::mlx5dv_qp_ex, _wqe: *co
     crate::guard::log_err(
         "mlx5dv_wr_raw_wqe",
         libc::EOPNOTSUPP,
-        &"the QP was not created with MLX5DV_QP_EX_WITH_RAW_WQE in mlx5dv_qp_init_attr.send_ops_flags",
+        &"the QP was not created with mlx5dv send_ops_flags (MLX5DV_QP_EX_WITH_RAW_WQE)",
     );
     crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }

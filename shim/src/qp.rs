@@ -120,9 +120,12 @@ pub(crate) fn create_qp_dv(
     };
     let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
     let qp = wrap_qp(shim, v, h, &objs, a.qp_type, a.qp_context, has_ex)?;
+    // libmlx5 installs the raw-WQE builder on a QP created with any
+    // mlx5dv send-ops flag (`mlx5_qp_fill_wr_pfns`), not only
+    // `MLX5DV_QP_EX_WITH_RAW_WQE` as mlx5dv_wr_post(3) asks: programs that
+    // work there work here.
     if dv.is_some_and(|d| {
-        d.comp_mask.contains(Mlx5QpInitAttrMask::SEND_OPS_FLAGS)
-            && d.send_ops_flags.contains(Mlx5SendOpsFlags::RAW_WQE)
+        d.comp_mask.contains(Mlx5QpInitAttrMask::SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty()
     }) {
         // SAFETY: wrap_qp just made this QP: a live QpAlloc of ours, not
         // yet handed to C.

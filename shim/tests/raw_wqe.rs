@@ -693,11 +693,12 @@ fn malformed_raw_wqes_fail_the_batch_and_post_nothing() {
     assert_eq!(server.bytes(0, 16), vec![b'g'; 16]);
 }
 
-// Goal: mlx5dv_wr_raw_wqe needs MLX5DV_QP_EX_WITH_RAW_WQE in the QP's
-// mlx5dv send_ops_flags (mlx5dv_wr_post(3)); without it the batch fails
-// at ibv_wr_complete with EOPNOTSUPP and nothing of it is posted, where
-// libmlx5 would call a NULL slot (no mlx5dv send_ops_flags) or copy the
-// WQE regardless (other mlx5dv send_ops_flags). With the flag, a QP type
+// Goal: mlx5dv_wr_raw_wqe needs a QP created with mlx5dv send_ops_flags:
+// libmlx5's mlx5_qp_fill_wr_pfns installs the builder with any of them
+// (mlx5dv_wr_post(3) asks for MLX5DV_QP_EX_WITH_RAW_WQE; the library
+// follows the code, so programs that work on hardware work here); without
+// any, where libmlx5 would call a NULL slot, the batch fails at
+// ibv_wr_complete with EOPNOTSUPP and nothing of it is posted. A QP type
 // whose WQEs carry more than RC's segments (UD) is refused likewise.
 // Method: the same good raw WRITE beside an ordinary SEND on an RC QP
 // created without mlx5dv send_ops_flags, one created with MR_LIST only,
@@ -710,7 +711,7 @@ fn raw_wqes_need_a_qp_created_with_raw_wqe() {
         (
             "MLX5DV_QP_EX_WITH_MR_LIST only",
             MLX5DV_QP_EX_WITH_MR_LIST as u64,
-            libc::EOPNOTSUPP,
+            0,
         ),
         (
             "MLX5DV_QP_EX_WITH_RAW_WQE",
