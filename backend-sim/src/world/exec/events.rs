@@ -136,6 +136,12 @@ impl World {
     /// Processes events in time order until `stop` holds, nothing is left
     /// to do, the next event is past `horizon`, or `budget` events ran.
     /// Returns false when the budget ran out first.
+    ///
+    /// `stop` may read completion queues, CM event channels and anything
+    /// else a completion or an event changes, but not responder state or
+    /// memory a plain RDMA WRITE's placement changes: `absorb_writes` asks
+    /// it once per batch of WRITEs (its callers: a CQ's entries, a CM
+    /// channel's events, never).
     pub(crate) fn run_events(
         &mut self,
         horizon: Option<u64>,
