@@ -74,7 +74,9 @@ impl Fabric {
                 }
                 None => installed.rule.on_packet(packet, &mut self.rule_rng),
             };
-            if verdict != Verdict::Pass {
+            // A pattern test, not the derived `!=` (which compares the
+            // payloads of every variant): this runs per rule per packet.
+            if !matches!(verdict, Verdict::Pass) {
                 if let Verdict::Reorder(window) = verdict {
                     if window > 0 {
                         decision.overtakers = 1 + self.rule_rng.below(u64::from(window)) as u32;
@@ -90,7 +92,7 @@ impl Fabric {
             self.rules.retain(|r| !r.rule.is_spent());
             self.refresh_faultless();
         }
-        if decision.verdict == Verdict::Pass && !self.network.is_perfect() {
+        if matches!(decision.verdict, Verdict::Pass) && !self.network_perfect {
             decision.verdict = self.network.decide(&mut self.network_rngs);
             if let Verdict::Reorder(window) = decision.verdict {
                 decision.overtakers = 1 + self.network_rngs.reorder.below(u64::from(window)) as u32;

@@ -155,6 +155,8 @@ pub struct Fabric {
     network_rngs: NetworkRngs,
     /// No rules installed and a perfect network: skip deciding.
     faultless: bool,
+    /// `network.is_perfect()`, kept with `network` (asked per packet).
+    network_perfect: bool,
     /// [`Self::clear_route`] may give routes (see
     /// [`Self::set_clear_routes`]).
     clear_routes: bool,
@@ -210,6 +212,7 @@ impl Fabric {
                 latency: SimRng::new(seed, Stream::FabricLatency),
             },
             faultless: config.network.is_perfect(),
+            network_perfect: config.network.is_perfect(),
             clear_routes: true,
             seed,
             held: Vec::new(),
@@ -431,7 +434,8 @@ impl Fabric {
     }
 
     fn refresh_faultless(&mut self) {
-        self.faultless = self.rules.is_empty() && self.network.is_perfect();
+        self.network_perfect = self.network.is_perfect();
+        self.faultless = self.rules.is_empty() && self.network_perfect;
     }
 
     /// The background network knobs.
