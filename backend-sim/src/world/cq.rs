@@ -172,6 +172,7 @@ impl World {
     /// Writes a completion into `cq`: traces it, handles overrun
     /// (data-path.md §6.3) and fires an armed notification (§6.4).
     pub(crate) fn push_completion(&mut self, cq: CqHandle, mut entry: CqEntry, solicited: bool) {
+        self.stop_epoch = self.stop_epoch.wrapping_add(1);
         entry.ts_ns = self.now_ns;
         let device;
         let mut fire = None;

@@ -298,6 +298,11 @@ pub struct World {
     /// order as the first or a middle packet of an RC message: where a
     /// run of packets may continue (`exec/run.rs`); cleared per event.
     pub(crate) run_from: Option<(QpHandle, crate::fabric::Psn)>,
+    /// Bumped whenever what an event loop's stop condition may read
+    /// changes: a completion written (or a CQ overrunning), a CM event
+    /// queued. A batch asks its stop condition again only after a bump
+    /// (`run_events` documents the contract).
+    pub(crate) stop_epoch: u64,
     /// No event later than this runs, whatever verb asks ([`World::set_time_limit`]).
     pub(crate) time_limit: Option<u64>,
     /// Source of unique timer generations.
@@ -376,6 +381,7 @@ impl World {
             live_timers: 0,
             rnr_parked: Vec::new(),
             run_from: None,
+            stop_epoch: 0,
             time_limit: None,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),

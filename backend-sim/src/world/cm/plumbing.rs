@@ -84,6 +84,7 @@ impl World {
         if let Some(c) = self.cm.channels.get_mut(ch.index, ch.generation) {
             c.events.push_back(ev);
         }
+        self.stop_epoch = self.stop_epoch.wrapping_add(1);
     }
 
     pub(super) fn cm_simple_event(&mut self, id: CmIdHandle, event: CmEventType, status: i32) {

@@ -48,7 +48,17 @@ impl World {
     ) -> u64 {
         let limit = SimInstant::from_nanos(horizon.unwrap_or(u64::MAX));
         let mut n = 0u64;
-        while n < budget && !stop(self) {
+        // The stop condition is asked again only after something it may
+        // read changed (`stop_epoch`, see `run_events`): a READ answer
+        // that completes a signalled request, not every packet.
+        let mut asked = self.stop_epoch.wrapping_sub(1);
+        while n < budget {
+            if asked != self.stop_epoch {
+                asked = self.stop_epoch;
+                if stop(self) {
+                    break;
+                }
+            }
             let Some(peeked) = self.fabric.peek_arrival(limit) else {
                 break;
             };

@@ -137,11 +137,12 @@ impl World {
     /// to do, the next event is past `horizon`, or `budget` events ran.
     /// Returns false when the budget ran out first.
     ///
-    /// `stop` may read completion queues, CM event channels and anything
-    /// else a completion or an event changes, but not responder state or
-    /// memory a plain RDMA WRITE's placement changes: `absorb_writes` asks
-    /// it once per batch of WRITEs (its callers: a CQ's entries, a CM
-    /// channel's events, never).
+    /// `stop` may read only what bumps `stop_epoch` when it changes: the
+    /// completion queues (`push_completion`) and the CM event channels
+    /// (`cm_event`); its callers read a CQ's entries, a CM channel's
+    /// events, or nothing. `absorb_writes` asks it once per batch of WRITEs
+    /// (which write no completion), `absorb_answers` again only after a
+    /// bump.
     pub(crate) fn run_events(
         &mut self,
         horizon: Option<u64>,
