@@ -25,6 +25,36 @@ impl World {
         }
     }
 
+    /// [`Self::kick`] then [`Self::rearm`], the QP looked up once when
+    /// nothing is left to transmit (the common answer in a window of READs
+    /// or atomics).
+    #[inline(always)]
+    pub(super) fn kick_and_rearm(&mut self, qp: QpHandle) {
+        let now = self.now_ns;
+        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+            return;
+        };
+        if q.tx.send_seq < q.sq.tail {
+            self.kick_some(qp);
+            self.rearm(qp);
+            return;
+        }
+        // `rearm`, with the QP at hand.
+        if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
+            if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
+                let timeout = q.phase.requester().map_or(0, |r| r.timeout);
+                if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
+                    q.tx.ack_deadline = Some(now.saturating_add(ns));
+                }
+                return;
+            }
+            self.arm_ack_timer(qp, now);
+        } else if q.tx.ack_deadline.is_some() {
+            q.tx.ack_deadline = None;
+            self.live_timers -= 1;
+        }
+    }
+
     /// After progress or a retransmission: the ACK timer runs while
     /// anything transmitted is unanswered.
     #[inline(always)]

@@ -283,8 +283,7 @@ impl World {
         } else {
             self.complete_sq(qp);
         }
-        self.kick(qp);
-        self.rearm(qp);
+        self.kick_and_rearm(qp);
     }
 
     /// What [`Self::complete_sq`] does in the common case of an answer in
@@ -494,8 +493,7 @@ impl World {
         } else {
             self.complete_sq(qp);
         }
-        self.kick(qp);
-        self.rearm(qp);
+        self.kick_and_rearm(qp);
     }
 
     /// `len` bytes at `addr` of the MR `rkey` names on `device`.

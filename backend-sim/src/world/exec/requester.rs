@@ -22,7 +22,7 @@ impl World {
 
     /// [`Self::kick`] with something left to transmit.
     #[inline(never)]
-    fn kick_some(&mut self, qp: QpHandle) {
+    pub(super) fn kick_some(&mut self, qp: QpHandle) {
         // A run of plain single-packet requests in one step (exec/burst.rs).
         match self
             .config
