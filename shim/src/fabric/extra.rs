@@ -79,6 +79,21 @@ impl ExtraCall {
     }
 }
 
+/// The client's `len` bytes at `addr` as an MR's memory, read and written
+/// in its process; `EINVAL` for `verb` when they do not fit this host's
+/// addresses.
+fn process_memory(
+    session: &Session,
+    verb: Verb,
+    addr: u64,
+    len: u64,
+) -> Result<Box<ProcessMemory>, Error> {
+    let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
+        return Err(Error::invalid(verb, "address or length out of range"));
+    };
+    Ok(Box::new(ProcessMemory::new(session.pid(), addr, len)))
+}
+
 /// Serves one [`ExtraCall`].
 pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCall) -> Vec<u8> {
     use super::encode;
@@ -90,13 +105,10 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
             len,
             access,
         } => {
-            let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
-                return encode(&Err::<MrHandle, _>(Error::invalid(
-                    Verb::RegMr,
-                    "address or length out of range",
-                )));
+            let mem = match process_memory(session, Verb::RegMr, addr, len) {
+                Ok(mem) => mem,
+                Err(e) => return encode(&Err::<MrHandle, _>(e)),
             };
-            let mem = Box::new(ProcessMemory::new(session.pid(), addr, len));
             let r = sim.world_mut().reg_mr_external(pd, iova, mem, access);
             if let Ok(h) = &r {
                 session.own(Owned::Mr(*h));
@@ -112,13 +124,10 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
             len,
             access,
         } => {
-            let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
-                return encode(&Err::<(), _>(Error::invalid(
-                    Verb::ReregMr,
-                    "address or length out of range",
-                )));
+            let mem = match process_memory(session, Verb::ReregMr, addr, len) {
+                Ok(mem) => mem,
+                Err(e) => return encode(&Err::<(), _>(e)),
             };
-            let mem = Box::new(ProcessMemory::new(session.pid(), addr, len));
             encode(
                 &sim.world_mut()
                     .rereg_mr_external(mr, flags, pd, iova, mem, access),

@@ -31,27 +31,17 @@ impl World {
     #[inline(always)]
     pub(super) fn kick_and_rearm(&mut self, qp: QpHandle) {
         let now = self.now_ns;
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+        let Self {
+            qps, live_timers, ..
+        } = self;
+        let Some(q) = qps.get_mut(qp.index, qp.generation) else {
             return;
         };
         if q.tx.send_seq < q.sq.tail {
             self.kick_some(qp);
             self.rearm(qp);
-            return;
-        }
-        // `rearm`, with the QP at hand.
-        if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
-            if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
-                let timeout = q.phase.requester().map_or(0, |r| r.timeout);
-                if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
-                    q.tx.ack_deadline = Some(now.saturating_add(ns));
-                }
-                return;
-            }
+        } else if rearm_qp(q, now, live_timers) {
             self.arm_ack_timer(qp, now);
-        } else if q.tx.ack_deadline.is_some() {
-            q.tx.ack_deadline = None;
-            self.live_timers -= 1;
         }
     }
 
@@ -60,23 +50,14 @@ impl World {
     #[inline(always)]
     pub(super) fn rearm(&mut self, qp: QpHandle) {
         let now = self.now_ns;
-        let Some(q) = self.qps.get_mut(qp.index, qp.generation) else {
+        let Self {
+            qps, live_timers, ..
+        } = self;
+        let Some(q) = qps.get_mut(qp.index, qp.generation) else {
             return;
         };
-        if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
-            if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
-                // `arm_ack_timer` with the timer live and its event queued:
-                // only the deadline moves.
-                let timeout = q.phase.requester().map_or(0, |r| r.timeout);
-                if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
-                    q.tx.ack_deadline = Some(now.saturating_add(ns));
-                }
-                return;
-            }
+        if rearm_qp(q, now, live_timers) {
             self.arm_ack_timer(qp, now);
-        } else if q.tx.ack_deadline.is_some() {
-            q.tx.ack_deadline = None;
-            self.live_timers -= 1;
         }
     }
 
@@ -432,4 +413,28 @@ impl World {
         self.kick(qp);
         self.rearm(qp);
     }
+}
+
+/// [`World::rearm`] of `q` at `now`, as far as it needs nothing but the
+/// QP: moves a live, queued timer's deadline, or stops the timer when
+/// nothing transmitted is unanswered (`live_timers` counts it). Returns
+/// true when the timer must be armed (`World::arm_ack_timer`).
+#[inline(always)]
+fn rearm_qp(q: &mut crate::world::qp::Qp, now: u64, live_timers: &mut u32) -> bool {
+    if q.tx.send_seq > q.sq.done && !q.tx.rnr_wait {
+        if q.tx.ack_queued && q.tx.ack_deadline.is_some() {
+            // `arm_ack_timer` with the timer live and its event queued:
+            // only the deadline moves.
+            let timeout = q.phase.requester().map_or(0, |r| r.timeout);
+            if let Some(ns) = crate::datapath::ack_timeout_ns(timeout) {
+                q.tx.ack_deadline = Some(now.saturating_add(ns));
+            }
+            return false;
+        }
+        return true;
+    } else if q.tx.ack_deadline.is_some() {
+        q.tx.ack_deadline = None;
+        *live_timers -= 1;
+    }
+    false
 }

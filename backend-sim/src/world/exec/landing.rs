@@ -278,6 +278,14 @@ impl World {
         if oldest {
             q.tx.retry.on_progress();
         }
+        self.after_answer(qp);
+    }
+
+    /// What follows a READ's or an atomic's answer: completions in order
+    /// (the common quiet head in one step), then the send queue kicked and
+    /// the ACK timer rearmed.
+    #[inline(always)]
+    fn after_answer(&mut self, qp: QpHandle) {
         if self.complete_quiet_head(qp) {
             self.check_drained(qp);
         } else {
@@ -487,13 +495,7 @@ impl World {
         if seq == q.sq.done {
             q.tx.retry.on_progress();
         }
-        // As after a READ's answer (`read_answered`).
-        if self.complete_quiet_head(qp) {
-            self.check_drained(qp);
-        } else {
-            self.complete_sq(qp);
-        }
-        self.kick_and_rearm(qp);
+        self.after_answer(qp);
     }
 
     /// `len` bytes at `addr` of the MR `rkey` names on `device`.
