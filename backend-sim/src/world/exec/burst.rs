@@ -3,22 +3,25 @@
 //! item 1: batch transmission per post list).
 //!
 //! `kick` transmits request after request, looking up the QP, its device
-//! and the fabric route for each and asking the fabric to decide every
-//! packet's fate. When nothing can decide differently for the requests of
-//! one call (a plain RC QP in RTS, not blocked, not in an RNR wait, and a
-//! [`crate::fabric::Fabric::clear_route`] between its ports: no rule, no
-//! background fault, nothing held, both links up), [`World::transmit_burst`]
-//! takes the run of new requests that need one packet each (a READ whose
-//! response fits one packet, an atomic) and carry no FENCE, local
-//! operation or deferred error, while `max_rd_atomic` lets READs and
-//! atomics go: it looks the QP
-//! up once, arms the ACK timer after the first packet as `transmit` does
-//! (later calls in the same instant change nothing) and hands each packet
-//! to [`crate::fabric::Fabric::send_routed`]. Each request gets the same
-//! checks, departure time (the adapter model's draws in the same order),
-//! packet, trace records and queue sequence as through `transmit`; the
-//! first request it declines ends the burst and `kick`'s general loop takes
-//! it from there.
+//! and its state for each. When nothing can decide differently for the
+//! requests of one call (a plain RC QP in RTS, not blocked, not in an RNR
+//! wait), [`World::transmit_burst`] takes the run of requests that need
+//! one packet each (a SEND or WRITE within the MTU, a READ whose response
+//! fits one packet, an atomic), new or sent again after `go_back`, and
+//! carry no FENCE, local operation or deferred error, while
+//! `max_rd_atomic` lets READs and atomics go: it looks the QP up once,
+//! arms the ACK timer after the first packet as `transmit` does (later
+//! calls in the same instant change nothing) and hands each packet to the
+//! fabric. With a [`crate::fabric::Fabric::clear_route`] between the ports
+//! (no rule, no background fault, nothing held, both links up) that is
+//! [`crate::fabric::Fabric::send_routed`]; otherwise `send_at`, which
+//! draws the packet's verdict, as `wire_at` does. Each request gets the
+//! same checks, departure time (the adapter model's draws in the same
+//! order), packet (RETRY and AckReq on a retransmission), trace records
+//! and queue sequence as through `transmit`; the first request it
+//! declines ends the burst and `kick`'s general loop takes it from there.
+//! `SimConfig::fast_paths` off turns the burst off, and the tests in
+//! `benches/tests/fast_paths.rs` require equal traces both ways.
 
 use core::cell::Cell;
 
@@ -67,11 +70,7 @@ impl World {
         if q.tx.send_seq >= q.sq.tail {
             return None;
         }
-        let w = q.sq.get(q.tx.send_seq).0;
-        if w.transmitted {
-            return None;
-        }
-        match w.opcode {
+        match q.sq.get(q.tx.send_seq).0.opcode {
             WrOpcode::RdmaWrite
             | WrOpcode::RdmaWriteWithImm
             | WrOpcode::Send
@@ -101,9 +100,10 @@ impl World {
         {
             return;
         }
-        let Some(route) = self.fabric.clear_route(q.tx.src, q.tx.dest) else {
-            return;
-        };
+        // With no clear route (a rule installed, a faulty network, a packet
+        // held, a link down), each packet goes through `send_at` and its
+        // verdict, exactly as `wire_at` sends it.
+        let route = self.fabric.clear_route(q.tx.src, q.tx.dest);
         let (device, pd, mtu, src, dest) = (
             q.device,
             q.pd.map_or(u32::MAX, |p| p.index),
@@ -136,8 +136,10 @@ impl World {
             } else {
                 matches!(info.class, OpClass::Send | OpClass::Write)
             };
+            // A request sent before goes again after a NAK or a timeout
+            // (`go_back`): the same packet with RETRY and AckReq set.
+            let retry = w.transmitted;
             if w.deferred_error.is_some()
-                || w.transmitted
                 || !kind
                 || send_flags.contains(SendFlags::FENCE)
                 // `packet_count(len, mtu) != 1` without the division.
@@ -214,6 +216,7 @@ impl World {
             q.tx.send_seq = seq + 1;
             // Every READ and atomic asks for its answer.
             let ack_request = signaled
+                || retry
                 || rd_atomic
                 || seq + 1 >= q.sq.tail
                 || psn.value() / ACK_EVERY != psn.next().value() / ACK_EVERY;
@@ -242,10 +245,10 @@ impl World {
                     ready
                 }
             };
-            let mut flags = if ack_request {
-                PacketFlags::ACK_REQUEST
-            } else {
-                PacketFlags::NONE
+            let mut flags = match (ack_request, retry) {
+                (_, true) => PacketFlags::ACK_REQUEST | PacketFlags::RETRY,
+                (true, false) => PacketFlags::ACK_REQUEST,
+                (false, false) => PacketFlags::NONE,
             };
             // `transmit` sends a READ or atomic request with AckReq alone.
             if info.with_imm && !rd_atomic {
@@ -282,7 +285,16 @@ impl World {
                 ..
             } = self;
             // A full event queue loses the packet, as `wire_at` does.
-            let _ = fabric.send_routed(at, depart, route, packet, &mut Sink { trace, drops });
+            match route {
+                Some(route) => {
+                    let _ =
+                        fabric.send_routed(at, depart, route, packet, &mut Sink { trace, drops });
+                }
+                None => {
+                    let _ = fabric.send_at(at, depart, packet, &mut Sink { trace, drops });
+                    self.settle_drops();
+                }
+            }
             if first {
                 first = false;
                 self.arm_ack_timer(qp, now);
