@@ -162,7 +162,7 @@ impl World {
     pub(crate) fn ooo_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         let write = matches!(p.opcode, Opcode::RdmaWrite(_));
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = *s.sq.wqe(p.cookie);
         let first = Psn::new(w.psn);
         let n = w.npkts.max(1);
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
@@ -250,7 +250,7 @@ impl World {
         if seq < q.sq.done || seq >= q.tx.send_seq {
             return Some(false);
         }
-        let w = *q.sq.get(seq).0;
+        let w = *q.sq.wqe(seq);
         if w.exec != super::queues::Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
             return Some(false);
         }
@@ -265,7 +265,7 @@ impl World {
         // `received` counts every arrived packet (the READ is done when it
         // reaches npkts); the window state remembers which.
         let q = self.qps.get_mut(qp.index, qp.generation)?;
-        let got = q.sq.get(seq).0.received + 1;
+        let got = q.sq.wqe(seq).received + 1;
         q.sq.get_mut(seq).received = got;
         if got >= w.npkts.max(1) {
             self.dc.ooo.remove(&key);

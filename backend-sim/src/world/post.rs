@@ -606,14 +606,14 @@ impl World {
             let seq = ring_done;
             let (wr_id, opcode, cq) = match queue {
                 QueueKind::Send => {
-                    let w = *q.sq.get(seq).0;
+                    let w = *q.sq.wqe(seq);
                     // The WR's requester opcode (data-path §2.2, one table).
                     let op = opcode_info(w.opcode).map_or(WcOpcode::Send, |i| i.requester_opcode);
                     q.sq.done += 1;
                     (w.wr_id, op, q.send_cq)
                 }
                 QueueKind::Recv => {
-                    let w = *q.rq.get(seq).0;
+                    let w = *q.rq.wqe(seq);
                     q.rq.done += 1;
                     (w.wr_id, WcOpcode::Recv, q.recv_cq)
                 }

@@ -301,6 +301,15 @@ impl<W: Copy + Default> Ring<W> {
         self.buf().entry(seq)
     }
 
+    /// The request `seq` alone, without its SGEs (most callers need only
+    /// the WQE; the SGE slice would cost its bounds check).
+    #[inline(always)]
+    pub(crate) fn wqe(&self, seq: u64) -> &W {
+        debug_assert!(seq >= self.head && seq < self.tail);
+        let b = self.buf();
+        &b.wqes[b.slot(seq)]
+    }
+
     /// The request `seq`, writable.
     #[inline]
     pub(crate) fn get_mut(&mut self, seq: u64) -> &mut W {

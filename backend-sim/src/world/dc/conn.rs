@@ -91,7 +91,7 @@ impl World {
         {
             return Gate::Go;
         }
-        let w = *q.sq.get(seq).0;
+        let w = *q.sq.wqe(seq);
         if w.exec == Exec::Failed(WcStatus::WrFlushErr) {
             // Flushed before a go-back-N rewind: not sent again.
             let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
@@ -258,7 +258,7 @@ impl World {
     /// the DCT's state for that DCI swapped in.
     pub(crate) fn dct_receive(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let key = s.sq.get(p.cookie).0.dc_key;
+        let key = s.sq.wqe(p.cookie).dc_key;
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         if key != r.dv.dct_key {
             self.dc.key_violations += 1;

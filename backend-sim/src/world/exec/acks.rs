@@ -87,7 +87,7 @@ impl World {
         if q.tx.send_seq == q.sq.done || q.tx.rnr_wait {
             return;
         }
-        let (device, qpn, psn) = (q.device, q.qp_num, q.sq.get(q.sq.done).0.psn);
+        let (device, qpn, psn) = (q.device, q.qp_num, q.sq.wqe(q.sq.done).psn);
         match q.tx.retry.on_timeout() {
             RetryVerdict::Retry { .. } => {
                 self.record(TraceEvent::Retransmit {
@@ -208,7 +208,7 @@ impl World {
                 w.received = 0;
             }
         }
-        q.tx.next_psn = Psn::new(q.sq.get(first).0.psn);
+        q.tx.next_psn = Psn::new(q.sq.wqe(first).psn);
         q.tx.send_seq = first;
         q.tx.rd_atomic = 0;
         self.ooo_forget_reads(qp);
@@ -263,7 +263,7 @@ impl World {
             if s >= q.tx.send_seq {
                 return;
             }
-            let w = q.sq.get(s).0;
+            let w = q.sq.wqe(s);
             if w.exec == Exec::Sent
                 && matches!(
                     w.opcode,
@@ -280,7 +280,7 @@ impl World {
     pub(super) fn wqe_with_psn(&self, qp: QpHandle, psn: Psn) -> Option<u64> {
         let q = self.qps.get(qp.index, qp.generation)?;
         (q.sq.done..q.tx.send_seq).find(|&s| {
-            let w = q.sq.get(s).0;
+            let w = q.sq.wqe(s);
             let first = Psn::new(w.psn);
             psn.distance_from(first) < w.npkts.max(1)
         })
@@ -376,7 +376,7 @@ impl World {
                 if q.sq.done >= q.tx.send_seq {
                     return;
                 }
-                let oldest = Psn::new(q.sq.get(q.sq.done).0.psn);
+                let oldest = Psn::new(q.sq.wqe(q.sq.done).psn);
                 if p.psn.is_behind(oldest) || !p.psn.is_behind(q.tx.next_psn) {
                     return; // stale NAK from before a rewind
                 }
@@ -402,7 +402,7 @@ impl World {
                 self.acknowledge(qp, p.psn, false);
                 if let Some(seq) = self.wqe_with_psn(qp, p.psn) {
                     let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-                    if q.sq.get(seq).0.exec == Exec::Sent {
+                    if q.sq.wqe(seq).exec == Exec::Sent {
                         q.sq.get_mut(seq).exec = Exec::Failed(status_of(nak));
                         q.tx.blocked = true;
                     }

@@ -70,7 +70,7 @@ impl World {
         if q.tx.send_seq >= q.sq.tail {
             return None;
         }
-        match q.sq.get(q.tx.send_seq).0.opcode {
+        match q.sq.wqe(q.tx.send_seq).opcode {
             WrOpcode::RdmaWrite
             | WrOpcode::RdmaWriteWithImm
             | WrOpcode::Send

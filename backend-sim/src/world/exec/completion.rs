@@ -17,7 +17,7 @@ impl World {
             if seq >= q.tx.send_seq || seq >= q.sq.tail {
                 break;
             }
-            let w = q.sq.get(seq).0;
+            let w = q.sq.wqe(seq);
             if w.exec == Exec::Done && !w.signaled {
                 // The common unsignalled success: no CQE, nothing to build.
                 if q.phase.state() == QpState::Error {

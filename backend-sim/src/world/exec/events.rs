@@ -471,7 +471,7 @@ impl World {
     pub(crate) fn sq_in_flight(&self, qp: QpHandle) -> bool {
         self.qps
             .get(qp.index, qp.generation)
-            .is_some_and(|q| q.sq.done < q.sq.tail && q.sq.get(q.sq.done).0.transmitted)
+            .is_some_and(|q| q.sq.done < q.sq.tail && q.sq.wqe(q.sq.done).transmitted)
     }
 
     /// SQD: once nothing transmitted is outstanding, the drain is over
@@ -497,7 +497,7 @@ impl World {
         if let QpPhase::SendQueueDrain(b, p, r, true) = q.phase {
             // Transmission is in order: nothing in flight when the oldest
             // uncompleted request was never transmitted (or there is none).
-            if q.sq.done >= q.sq.tail || !q.sq.get(q.sq.done).0.transmitted {
+            if q.sq.done >= q.sq.tail || !q.sq.wqe(q.sq.done).transmitted {
                 q.phase = QpPhase::SendQueueDrain(b, p, r, false);
                 let ctx = q.ctx;
                 if r.en_sqd_async_notify {

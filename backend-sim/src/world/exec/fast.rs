@@ -47,7 +47,7 @@ impl World {
             return None;
         }
         let device = r.device;
-        let w = s.sq.get(p.cookie).0;
+        let w = s.sq.wqe(p.cookie);
         // A memory window's rkey takes the general path (`check_rkey`).
         if w.opcode != WrOpcode::RdmaWrite || self.is_mw_key(w.rdma.rkey) {
             return None;

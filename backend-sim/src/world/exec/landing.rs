@@ -59,7 +59,7 @@ impl World {
             return;
         }
         // The few fields needed here, not a copy of the whole WQE.
-        let w = ReadWqe::of(q.sq.get(seq).0);
+        let w = ReadWqe::of(q.sq.wqe(seq));
         if w.exec != Exec::Sent || !matches!(w.opcode, WrOpcode::RdmaRead) {
             return;
         }
@@ -250,7 +250,7 @@ impl World {
         // hand).
         let d = q.sq.done;
         let waiting = d >= q.tx.send_seq || {
-            let w = q.sq.get(d).0;
+            let w = q.sq.wqe(d);
             w.exec == Exec::Sent
                 && matches!(
                     w.opcode,
@@ -311,11 +311,11 @@ impl World {
         if s >= end || q.phase.state() == QpState::Error {
             return false;
         }
-        let w = q.sq.get(s).0;
+        let w = q.sq.wqe(s);
         if w.exec != Exec::Done || w.signaled {
             return false;
         }
-        if s + 1 < end && matches!(q.sq.get(s + 1).0.exec, Exec::Done | Exec::Failed(_)) {
+        if s + 1 < end && matches!(q.sq.wqe(s + 1).exec, Exec::Done | Exec::Failed(_)) {
             return false;
         }
         q.sq.done = s + 1;
@@ -369,7 +369,7 @@ impl World {
         // An answer implies everything before the request was received.
         self.acknowledge(qp, psn, false);
         let q = self.qps.get_mut(qp.index, qp.generation).expect("live");
-        if q.sq.get(seq).0.exec == Exec::Sent {
+        if q.sq.wqe(seq).exec == Exec::Sent {
             q.sq.get_mut(seq).exec = Exec::Failed(WcStatus::LocProtErr);
             q.tx.rd_atomic = q.tx.rd_atomic.saturating_sub(1);
             q.tx.blocked = true;
@@ -392,7 +392,7 @@ impl World {
             return;
         };
         let q = self.qps.get(qp.index, qp.generation).expect("live");
-        let w = ReadWqe::of(q.sq.get(seq).0);
+        let w = ReadWqe::of(q.sq.wqe(seq));
         if w.exec != Exec::Sent
             || !matches!(
                 w.opcode,

@@ -52,7 +52,7 @@ impl World {
             self.discard(p, "stale duplicate");
             return;
         }
-        let w = *s.sq.get(seq).0;
+        let w = *s.sq.wqe(seq);
         let Some(group) = self.ud_mcast_group(w.ah, w.remote_qpn) else {
             self.discard(p, "not a multicast group");
             return;

@@ -71,7 +71,7 @@ impl World {
         {
             return 0;
         }
-        let w = s.sq.get(cookie).0;
+        let w = s.sq.wqe(cookie);
         let (first, npkts) = (Psn::new(w.psn), w.npkts.max(1));
         let (byte_len, device) = (r.rx.msg.byte_len, r.device);
         if r.rx.epsn != first {

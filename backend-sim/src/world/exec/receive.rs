@@ -108,7 +108,7 @@ impl World {
         write: bool,
     ) -> bool {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = *s.sq.wqe(p.cookie);
         let info = opcode_info(w.opcode);
         let needs_recv = info.is_some_and(|i| i.responder.is_some());
         let total = u32::try_from(w.length).unwrap_or(u32::MAX);
@@ -273,7 +273,7 @@ impl World {
             return;
         }
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = *s.sq.wqe(p.cookie);
         let Some(rc) = opcode_info(w.opcode).and_then(|i| i.responder) else {
             return;
         };

@@ -7,7 +7,7 @@ use super::*;
 impl World {
     pub(super) fn rc_read(&mut self, rq: QpHandle, req: QpHandle, p: &Packet, duplicate: bool) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = s.sq.get(p.cookie).0;
+        let w = s.sq.wqe(p.cookie);
         let (rkey, remote_addr, length) = (w.rdma.rkey, w.rdma.remote_addr, w.length);
         let mtu = s.tx.mtu;
         let r = self.qps.get(rq.index, rq.generation).expect("live");
@@ -155,7 +155,7 @@ impl World {
         s: &crate::world::qp::Qp,
         p: &Packet,
     ) -> Option<(u32, u32)> {
-        let w = s.sq.get(p.cookie).0;
+        let w = s.sq.wqe(p.cookie);
         let (rkey, remote_addr, length) = (w.rdma.rkey, w.rdma.remote_addr, w.length);
         if r.class == QpClass::Dct || self.is_mw_key(rkey) {
             return None;
@@ -206,7 +206,7 @@ impl World {
 
     pub(super) fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = s.sq.get(p.cookie).0;
+        let w = s.sq.wqe(p.cookie);
         let (wr_opcode, atomic) = (w.opcode, w.atomic);
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let device = r.device;
@@ -321,7 +321,7 @@ impl World {
         mgid: Option<verbs_api::Gid>,
     ) {
         let s = self.qps.get(req.index, req.generation).expect("live");
-        let w = *s.sq.get(p.cookie).0;
+        let w = *s.sq.wqe(p.cookie);
         let sender_qkey = s.phase.bound().map_or(0, |b| b.qkey);
         let r = self.qps.get(rq.index, rq.generation).expect("live");
         let (device, qpn) = (r.device, r.qp_num);

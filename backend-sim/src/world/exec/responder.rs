@@ -164,13 +164,13 @@ impl World {
                 if s.ring.done >= s.ring.tail {
                     return None;
                 }
-                (s.ring.done, s.ring.get(s.ring.done).0.wr_id, Some(srq))
+                (s.ring.done, s.ring.wqe(s.ring.done).wr_id, Some(srq))
             }
             None => {
                 if r.rq.done >= r.rq.tail {
                     return None;
                 }
-                (r.rq.done, r.rq.get(r.rq.done).0.wr_id, None)
+                (r.rq.done, r.rq.wqe(r.rq.done).wr_id, None)
             }
         };
         Some(RecvRef { srq, seq, wr_id })
@@ -187,7 +187,7 @@ impl World {
                     return None;
                 }
                 let seq = s.ring.done;
-                let w = *s.ring.get(seq).0;
+                let w = *s.ring.wqe(seq);
                 let n = w.num_sge as usize;
                 let (limit, left) = (s.limit, s.ring.tail - seq - 1);
                 let ctx = self.pds.get(s.pd.index, s.pd.generation).map(|p| p.ctx);
@@ -229,7 +229,7 @@ impl World {
                 Some(RecvRef {
                     srq: None,
                     seq,
-                    wr_id: r.rq.get(seq).0.wr_id,
+                    wr_id: r.rq.wqe(seq).wr_id,
                 })
             }
         }

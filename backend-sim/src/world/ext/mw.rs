@@ -483,7 +483,7 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
-        let w = *q.sq.get(seq).0;
+        let w = *q.sq.wqe(seq);
         // A retransmission pass does not run it twice.
         let status = if w.transmitted {
             WcStatus::Success

@@ -297,7 +297,7 @@ impl World {
         let Some(s) = self.qps.get(req.index, req.generation) else {
             return false;
         };
-        let srqn = s.sq.get(seq).0.remote_srqn;
+        let srqn = s.sq.wqe(seq).remote_srqn;
         let Some(t) = self.xrc.tgts.get(&rq.index) else {
             return false;
         };
