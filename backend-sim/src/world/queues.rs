@@ -102,7 +102,8 @@ pub(crate) struct Ring<W> {
 /// first push nothing is allocated per work request.
 #[derive(Debug)]
 struct RingBuf<W> {
-    /// Slots (`capacity` of them once allocated, none before).
+    /// The requests the ring holds at most (its slots, allocated at the
+    /// first push, are this rounded up to a power of two).
     capacity: u32,
     wqes: Box<[W]>,
     sges: Box<[Sge]>,
@@ -110,9 +111,11 @@ struct RingBuf<W> {
     /// Inline data, `inline_max` bytes per slot (send queues only).
     inline: Box<[u8]>,
     inline_max: u32,
-    /// `capacity - 1` when the capacity is a power of two, else
-    /// `u64::MAX` (decided once: `is_power_of_two` is a population count,
-    /// a dozen instructions without POPCNT, on every access otherwise).
+    /// The number of slots less one. Slots are the capacity rounded up to
+    /// a power of two (as mlx5 rounds its rings), so a slot is the
+    /// sequence number masked, with no division and no branch on every
+    /// access; at most `capacity` requests hold slots at once, so the
+    /// spare slots only widen the ring.
     mask: u64,
 }
 
@@ -150,7 +153,7 @@ impl<W: Copy + Default> RingBuf<W> {
     #[cold]
     #[inline(never)]
     fn allocate(&mut self) {
-        let n = self.capacity as usize;
+        let n = self.slots();
         self.wqes = vec![W::default(); n].into_boxed_slice();
         self.sges = vec![Sge::default(); n * self.max_sge as usize].into_boxed_slice();
         self.inline = vec![0; n * self.inline_max as usize].into_boxed_slice();
@@ -158,15 +161,15 @@ impl<W: Copy + Default> RingBuf<W> {
 }
 
 impl<W> RingBuf<W> {
+    /// How many slots the storage has (a power of two, at least the
+    /// capacity).
+    fn slots(&self) -> usize {
+        (self.mask + 1) as usize
+    }
+
     #[inline(always)]
     fn slot(&self, seq: u64) -> usize {
-        // Rings are usually a power of two (mlx5 rounds them up): a mask
-        // then, not a 64-bit division on every access.
-        if self.mask != u64::MAX {
-            (seq & self.mask) as usize
-        } else {
-            (seq % u64::from(self.capacity)) as usize
-        }
+        (seq & self.mask) as usize
     }
 
     /// The request at `seq`'s slot, its SGE slots and the slot index.
@@ -195,11 +198,8 @@ impl<W: Copy + Default> Ring<W> {
                 max_sge,
                 inline: Box::default(),
                 inline_max,
-                mask: if capacity.is_power_of_two() {
-                    u64::from(capacity) - 1
-                } else {
-                    u64::MAX
-                },
+                // In u64, so that no u32 capacity overflows.
+                mask: u64::from(capacity).next_power_of_two() - 1,
             })
         });
         Self {
