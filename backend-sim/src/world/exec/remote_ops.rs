@@ -120,16 +120,16 @@ impl World {
     /// [`Self::rc_read`] of a new READ (its PSN the expected one) at a
     /// plain RC responder from a plain RC requester, as `on_request` hands
     /// it over: the common case (`read_one_checked`) in one step, anything
-    /// else through `rc_read`.
+    /// else through `rc_read`. `one`: what [`Self::read_one_checked`]
+    /// decided of it (the caller holds both QPs already).
     #[inline(never)]
-    pub(super) fn rc_read_new(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {
-        let one = match (
-            self.qps.get(rq.index, rq.generation),
-            self.qps.get(req.index, req.generation),
-        ) {
-            (Some(r), Some(s)) => self.read_one_checked(r, s, p),
-            _ => None,
-        };
+    pub(super) fn rc_read_new(
+        &mut self,
+        rq: QpHandle,
+        req: QpHandle,
+        p: &Packet,
+        one: Option<(u32, u32)>,
+    ) {
         let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
         r.rx.nak_sent = false;
         match one {
@@ -149,7 +149,7 @@ impl World {
     /// response's length then; `None` in any other case (a refused READ
     /// included), for `rc_read` to decide. Changes nothing.
     #[inline(always)]
-    fn read_one_checked(
+    pub(super) fn read_one_checked(
         &self,
         r: &crate::world::qp::Qp,
         s: &crate::world::qp::Qp,

@@ -49,6 +49,12 @@ impl World {
             && p.opcode != Opcode::UdSend
         {
             if p.psn == r.rx.epsn {
+                if p.opcode == Opcode::ReadRequest {
+                    // Decided with both QPs at hand, then carried out.
+                    let one = self.read_one_checked(r, s, p);
+                    self.rc_read_new(rq, req, p, one);
+                    return None;
+                }
                 match p.opcode {
                     Opcode::RdmaWrite(crate::fabric::SegmentPosition::Only)
                         if self.rc_write_only(rq, req, p) =>
@@ -59,10 +65,6 @@ impl World {
                         // The event loop may take the WRITEs that follow
                         // in one step (`absorb_writes`).
                         self.run_from = Some((rq, p.psn));
-                        return None;
-                    }
-                    Opcode::ReadRequest => {
-                        self.rc_read_new(rq, req, p);
                         return None;
                     }
                     Opcode::CompareSwap | Opcode::FetchAdd => {
