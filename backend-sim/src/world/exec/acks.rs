@@ -288,6 +288,12 @@ impl World {
 
     /// A requester QP able to take responses: alive, reliable, sending.
     pub(super) fn requester_for(&self, p: &Packet) -> Option<QpHandle> {
+        self.requester_at(p).map(|(qp, _)| qp)
+    }
+
+    /// [`Self::requester_for`] with the QP it found.
+    #[inline(always)]
+    pub(super) fn requester_at(&self, p: &Packet) -> Option<(QpHandle, &crate::world::qp::Qp)> {
         // `qp_at(p.destination)`, keeping the QP it finds.
         let ep = p.destination;
         let index = self
@@ -306,7 +312,7 @@ impl World {
         ) && transport_of(q.class).is_reliable()
             && q.tx.dest.qpn == p.source.qpn
             && q.tx.dest.device == p.source.device;
-        ok.then_some(qp)
+        ok.then_some((qp, q))
     }
 
     pub(super) fn on_ack(&mut self, p: &Packet, syndrome: AckSyndrome) {

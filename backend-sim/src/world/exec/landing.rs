@@ -44,12 +44,18 @@ fn lands_in(view: &MrView, sge: &Sge, pd: u32) -> bool {
 
 impl World {
     pub(super) fn on_read_response(&mut self, p: &Packet) {
-        let Some(qp) = self.requester_for(p) else {
+        let Some((qp, q)) = self.requester_at(p) else {
             return;
         };
-        // The common in-order response in one step.
-        if self.config.fast_paths && self.read_response_one(qp, p) {
-            return;
+        // The common in-order response in one step, checked with the QP
+        // at hand.
+        if self.config.fast_paths {
+            if let Some(landing) = self.read_response_one(q, p) {
+                let (seq, psn, rdma, lkey, doff, device) = landing;
+                if self.place_read_one(qp, p, (seq, psn, true), rdma, (lkey, doff, device)) {
+                    return;
+                }
+            }
         }
         let seq = p.cookie;
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
@@ -155,15 +161,19 @@ impl World {
     /// OOO_DP, with bytes, landing in one SGE whose MR (looked up once)
     /// holds them, from an MR (not a window) that holds them at the
     /// responder. Returns false, having changed nothing, in any other case
-    /// (the general path then decides, as before).
-    #[inline(never)]
-    fn read_response_one(&mut self, qp: QpHandle, p: &Packet) -> bool {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return false;
-        };
+    /// (the general path then decides, as before). This half decides,
+    /// changing nothing: the request, its PSN and remote range, and where
+    /// the bytes land (the lkey, the offset in its MR and the device), for
+    /// [`Self::place_read_one`].
+    #[inline(always)]
+    fn read_response_one(
+        &self,
+        q: &crate::world::qp::Qp,
+        p: &Packet,
+    ) -> Option<(u64, u32, verbs_api::RdmaInfo, u32, u64, u32)> {
         let seq = p.cookie;
         if seq < q.sq.done || seq >= q.tx.send_seq || q.dv.ooo || p.payload_len == 0 {
-            return false;
+            return None;
         }
         let (w, sges, _) = q.sq.get(seq);
         if w.exec != Exec::Sent
@@ -171,32 +181,28 @@ impl World {
             || w.num_sge != 1
             || p.psn != Psn::new(w.psn).add(w.received)
         {
-            return false;
+            return None;
         }
         let (psn, rdma, sge) = (w.psn, w.rdma, sges[0]);
         let device = q.device;
         // `landing_one`: the SGE's MR by its lkey, `check_local_sges` of
         // one SGE with LOCAL_WRITE needed.
-        let Some((_, m)) = self.mrs.get_by_index(sge.lkey >> 8) else {
-            return false;
-        };
+        let (_, m) = self.mrs.get_by_index(sge.lkey >> 8)?;
         if m.lkey != sge.lkey || m.device != device {
-            return false;
+            return None;
         }
         let view = mr_view(m);
         let pd = q.pd.map_or(u32::MAX, |p| p.index);
         if !lands_in(&view, &sge, pd) {
-            return false;
+            return None;
         }
         // `extents` of one SGE: the range lies in it, and in its MR.
         let (off, len) = (u64::from(p.offset), u64::from(p.payload_len));
         if off + len > u64::from(sge.length) {
-            return false;
+            return None;
         }
-        let Some(doff) = view.offset_of(sge.addr + off, len) else {
-            return false;
-        };
-        self.place_read_one(qp, p, (seq, psn, true), rdma, (sge.lkey, doff, device))
+        let doff = view.offset_of(sge.addr + off, len)?;
+        Some((seq, psn, rdma, sge.lkey, doff, device))
     }
 
     /// The effects of a READ response `p` landing in one SGE, once the
