@@ -387,12 +387,18 @@ impl World {
     }
 
     pub(super) fn on_atomic_ack(&mut self, p: &Packet) {
-        let Some(qp) = self.requester_for(p) else {
+        let Some((qp, q)) = self.requester_at(p) else {
             return;
         };
-        // The common answer in one step.
-        if self.config.fast_paths && self.atomic_ack_one(qp, p) {
-            return;
+        // The common answer in one step, checked with the QP at hand.
+        if self.config.fast_paths {
+            if let Some((seq, psn, slot, off)) = self.atomic_ack_one(q, p) {
+                if let Some((_, m)) = self.mrs.get_by_index_mut(slot) {
+                    m.bytes.write(off, &p.cookie.to_le_bytes());
+                    self.atomic_answered(qp, seq, psn);
+                    return;
+                }
+            }
         }
         let Some(seq) = self.wqe_with_psn(qp, p.psn) else {
             return;
@@ -447,18 +453,20 @@ impl World {
     /// answer: `p` answers the oldest request still waiting (the one
     /// `wqe_with_psn` finds first), an atomic in flight with one landing
     /// SGE of at least 8 bytes whose MR, looked up once, passes
-    /// `landing_one`'s check and holds the 8 bytes. The original value is
-    /// written there and the atomic answered. Returns false, having changed
-    /// nothing, in any other case (the general path then decides, as
-    /// before).
-    #[inline(never)]
-    fn atomic_ack_one(&mut self, qp: QpHandle, p: &Packet) -> bool {
-        let Some(q) = self.qps.get(qp.index, qp.generation) else {
-            return false;
-        };
+    /// `landing_one`'s check and holds the 8 bytes. Returns the request,
+    /// its PSN, the MR's slot and the offset there, for the caller to
+    /// write the original value and answer the atomic; `None`, having
+    /// changed nothing, in any other case (the general path then decides,
+    /// as before).
+    #[inline(always)]
+    fn atomic_ack_one(
+        &self,
+        q: &crate::world::qp::Qp,
+        p: &Packet,
+    ) -> Option<(u64, u32, u32, usize)> {
         let seq = q.sq.done;
         if seq >= q.tx.send_seq {
-            return false;
+            return None;
         }
         let (w, sges, _) = q.sq.get(seq);
         if p.psn.distance_from(Psn::new(w.psn)) >= w.npkts.max(1)
@@ -469,25 +477,19 @@ impl World {
             )
             || w.num_sge != 1
         {
-            return false;
+            return None;
         }
         let (psn, sge, device) = (w.psn, sges[0], q.device);
         let pd = q.pd.map_or(u32::MAX, |p| p.index);
-        let Some((_, m)) = self.mrs.get_by_index_mut(sge.lkey >> 8) else {
-            return false;
-        };
+        let (_, m) = self.mrs.get_by_index(sge.lkey >> 8)?;
         if m.lkey != sge.lkey || m.device != device {
-            return false;
+            return None;
         }
         // `landing_one`'s check of the SGE, then the 8 bytes in it.
         let view = mr_view(m);
         let landing = sge.length >= 8 && lands_in(&view, &sge, pd);
-        let Some(off) = view.offset_of(sge.addr, 8).filter(|_| landing) else {
-            return false;
-        };
-        m.bytes.write(off as usize, &p.cookie.to_le_bytes());
-        self.atomic_answered(qp, seq, psn);
-        true
+        let off = view.offset_of(sge.addr, 8).filter(|_| landing)?;
+        Some((seq, psn, sge.lkey >> 8, off as usize))
     }
 
     /// After the answer of atomic `seq` (PSN `psn`) landed: it is done.
