@@ -130,16 +130,22 @@ impl World {
         psn: Psn,
         cookie: u64,
     ) {
-        self.wire(Packet {
-            source: p.destination,
-            destination: p.source,
-            psn,
-            opcode: Opcode::Acknowledge(syndrome),
-            flags: PacketFlags::NONE,
-            payload_len: 0,
-            offset: 0,
-            cookie,
-        });
+        // Sent now; through the clear route when the fabric gives one
+        // (`wire_routed`: what `send_at` would decide, decided once).
+        let now = self.now_ns;
+        self.wire_routed(
+            Packet {
+                source: p.destination,
+                destination: p.source,
+                psn,
+                opcode: Opcode::Acknowledge(syndrome),
+                flags: PacketFlags::NONE,
+                payload_len: 0,
+                offset: 0,
+                cookie,
+            },
+            now,
+        );
     }
 
     pub(super) fn responder_view(&self, rq: QpHandle) -> ResponderView {
