@@ -21,7 +21,10 @@
 use super::*;
 use crate::fabric::SegmentPosition;
 
-/// The packets [`World::absorb_answers`] takes.
+/// The packets [`World::absorb_answers`] takes. Its loop lists the same
+/// opcodes in its own match, which picks the handler too (sharing one
+/// function that returns the handler measured 20 instructions more per
+/// READ): change both together.
 #[inline]
 pub(super) fn is_answer_traffic(opcode: Opcode) -> bool {
     matches!(
