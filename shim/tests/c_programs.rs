@@ -187,3 +187,13 @@ fn the_same_seed_gives_the_same_trace_through_the_c_abi() {
         "two runs with the same (default) seed wrote different traces"
     );
 }
+
+#[test]
+fn failing_verbs_leave_their_errno_in_errno() {
+    // Goal: a failing int verb (ibv_modify_qp, ibv_dealloc_pd,
+    // ibv_destroy_cq, ibv_query_qp, ibv_resize_cq, ibv_destroy_qp) returns
+    // the errno and sets errno to it, as libibverbs' system calls do.
+    if let Some(out) = run_c("errno_verbs") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
