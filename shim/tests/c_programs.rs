@@ -194,3 +194,10 @@ fn rpoll_and_rselect_see_pipes_and_the_cm_channel_fd_together() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn rsockets_stream_eof_nonblocking_rpoll_iomap_and_misuse() {
+    if let Some(out) = run_c("rsocket_stream") {
+        assert_eq!(out.trim(), "ok");
+    }
+}

@@ -517,8 +517,11 @@ fn setsockopt(
     with_table(|t| {
         let s = t.socks.get_mut(&fd).ok_or_else(|| bad_fd(v, fd))?;
         let o = &mut s.opts;
-        // SAFETY (each int_opt below): the caller's value of `len` bytes.
-        let int = || unsafe { int_opt(v, val, len) };
+        let int = || {
+            // SAFETY: the caller's value of `len` bytes (int_opt checks
+            // NULL and the length).
+            unsafe { int_opt(v, val, len) }
+        };
         match (level, opt) {
             (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuseaddr = int()?,
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => o.keepalive = int()?,

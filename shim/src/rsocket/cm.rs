@@ -29,9 +29,33 @@ pub(crate) fn conn_param(h: &Hello) -> ConnParam {
     }
 }
 
+/// In-process world: moves virtual time on by the wall-clock time since
+/// the last call (as the shared fabric paces its world), so that a thread
+/// waiting for another thread's answer does not race virtual time to
+/// the CM's timeouts before that thread has run.
+pub(crate) fn tick(shim: &mut Shim) {
+    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim else {
+        return;
+    };
+    let now = Instant::now();
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let dt = last.map_or(Duration::from_micros(1), |l| {
+        now.saturating_duration_since(l)
+    });
+    *last = Some(now);
+    let ns = dt.as_nanos().clamp(1_000, 50_000_000) as u64;
+    sim.world_mut().advance_ns(ns);
+}
+
 /// Takes every event off channel `ch` and gives each to its socket.
 pub(crate) fn pump(t: &mut Table, shim: &mut Shim, ch: CmChannelHandle) {
     for _ in 0..256 {
+        // Only events already there: rdma_get_cm_event on an empty
+        // channel would run virtual time forward to the next one.
+        if shim.sim.cm_channel_pending(ch).unwrap_or(0) == 0 {
+            return;
+        }
         let ev = match shim.sim.rdma_get_cm_event(&ch) {
             Ok(Some(ev)) => ev,
             _ => return,
@@ -103,7 +127,7 @@ fn step(s: &mut Rsock, shim: &mut Shim, kind: CmEventType, status: i32, data: &[
                     )
                 })?;
                 let c = Conn::new(shim, v, ctx, s.id)?;
-                let p = conn_param(&c.hello(shim));
+                let p = conn_param(&c.hello());
                 s.conn = Some(c);
                 shim.sim.rdma_connect(&s.id, &p).at(v)
             })();
@@ -155,11 +179,7 @@ fn step(s: &mut Rsock, shim: &mut Shim, kind: CmEventType, status: i32, data: &[
                 libc::EHOSTUNREACH
             },
         ),
-        (_, CmEventType::Disconnected | CmEventType::DeviceRemoval | CmEventType::TimewaitExit) => {
-            if kind != CmEventType::TimewaitExit {
-                s.peer_gone = true;
-            }
-        }
+        (_, CmEventType::Disconnected | CmEventType::DeviceRemoval) => s.peer_gone = true,
         _ => {}
     }
 }
@@ -167,6 +187,7 @@ fn step(s: &mut Rsock, shim: &mut Shim, kind: CmEventType, status: i32, data: &[
 /// Makes the connection's progress (completions) and the CM's; true if
 /// the socket is connected afterwards.
 pub(crate) fn progress(t: &mut Table, shim: &mut Shim, fd: c_int, v: &str, cm_too: bool) -> bool {
+    tick(shim);
     let st = t.socks.get(&fd).map(|s| s.st);
     if cm_too
         || matches!(
@@ -327,7 +348,7 @@ pub(crate) fn accept_one(
             .ok_or_else(|| Fail::new(v, libc::ENODEV, "the request's id has no device"))?;
         let mut c = Conn::new(shim, v, ctx, id)?;
         c.peer = peer;
-        let p = conn_param(&c.hello(shim));
+        let p = conn_param(&c.hello());
         if let Err(e) = shim.sim.rdma_accept(&id, &p) {
             c.destroy(shim, id);
             return Err(Fail::sim(v, &e));

@@ -163,6 +163,9 @@ pub(crate) struct Conn {
     /// What this side writes into the peer's area (source of the writes).
     csrc: RawBuf,
     csmr: MrHandle,
+    /// The lkeys of rbuf, sbuf and csrc, and the rkey of ctrl (asked
+    /// once: on the shared fabric each question is a round trip).
+    keys: [u32; 4],
     pub(crate) peer: Hello,
     /// Received messages not yet read: (slot, offset, end).
     rx: VecDeque<(u32, usize, usize)>,
@@ -255,6 +258,25 @@ impl Conn {
                 return Err(Fail::sim(v, &e));
             }
         };
+        let mut keys = [0u32; 4];
+        for (k, (m, remote)) in [
+            (made[0], false),
+            (made[1], false),
+            (made[3], false),
+            (made[2], true),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            match shim.sim.mr_info(&m) {
+                Ok(i) => keys[k] = if remote { i.rkey } else { i.lkey },
+                Err(e) => {
+                    let _ = shim.sim.rdma_destroy_qp(&id);
+                    undo(shim, &made);
+                    return Err(Fail::sim(v, &e));
+                }
+            }
+        }
         let mut c = Self {
             pd,
             cq,
@@ -267,6 +289,7 @@ impl Conn {
             cmr: made[2],
             csrc,
             csmr: made[3],
+            keys,
             peer: Hello::default(),
             rx: VecDeque::new(),
             tx_msgs: 0,
@@ -288,19 +311,18 @@ impl Conn {
     }
 
     /// This side's hello (for the private data).
-    pub(crate) fn hello(&self, shim: &mut Shim) -> Hello {
-        let rkey = shim.sim.mr_info(&self.cmr).map_or(0, |i| i.rkey);
+    pub(crate) fn hello(&self) -> Hello {
         Hello {
             slots: SLOTS,
             slot: SLOT as u32,
             ctrl_addr: self.ctrl.addr(),
-            ctrl_rkey: rkey,
+            ctrl_rkey: self.keys[3],
         }
     }
 
     fn post_recvs(&mut self, shim: &mut Shim, v: &str, slots: &[u32]) -> Res<()> {
         let Some(qp) = self.qp else { return Ok(()) };
-        let lkey = shim.sim.mr_info(&self.rmr).at(v)?.lkey;
+        let lkey = self.keys[0];
         let sges: Vec<Sge> = slots
             .iter()
             .map(|&s| Sge {
@@ -431,7 +453,7 @@ impl Conn {
         if self.sq_out >= SQ_DEPTH {
             return Err(Fail::new(v, libc::EAGAIN, "send queue full"));
         }
-        let lkey = shim.sim.mr_info(&self.csmr).at(v)?.lkey;
+        let lkey = self.keys[2];
         let sge = Sge {
             addr: self.csrc.addr() + 8 * first as u64,
             length: 8 * n as u32,
@@ -507,7 +529,7 @@ impl Conn {
     /// checked [`Conn::can_send`]); the bytes sent.
     pub(crate) fn send(&mut self, shim: &mut Shim, v: &str, data: &[u8]) -> Res<usize> {
         let n = data.len().min(SLOT);
-        let sge = self.stage(shim, v, &data[..n])?;
+        let sge = self.stage(v, &data[..n])?;
         let slot = (sge.0 - self.sbuf.addr()) / SLOT as u64;
         let wr = SendWr::<SimVerbs> {
             wr_id: TAG_SEND | slot,
@@ -533,7 +555,7 @@ impl Conn {
         rkey: u32,
     ) -> Res<usize> {
         let n = data.len().min(SLOT);
-        let sge = self.stage(shim, v, &data[..n])?;
+        let sge = self.stage(v, &data[..n])?;
         let slot = (sge.0 - self.sbuf.addr()) / SLOT as u64;
         let wr = SendWr::<SimVerbs> {
             wr_id: TAG_SEND | slot,
@@ -551,8 +573,8 @@ impl Conn {
     }
 
     /// Copies `data` into a free send slot: (slot address, its SGE).
-    fn stage(&mut self, shim: &mut Shim, v: &str, data: &[u8]) -> Res<(u64, Sge)> {
-        let lkey = shim.sim.mr_info(&self.smr).at(v)?.lkey;
+    fn stage(&mut self, v: &str, data: &[u8]) -> Res<(u64, Sge)> {
+        let lkey = self.keys[1];
         let slot = *self
             .free_slots
             .last()

@@ -23,8 +23,8 @@ fn shim_owned(shim: &Shim, fd: c_int) -> bool {
 }
 
 /// How long one slice of a wait lasts when the shim must look again.
-fn slice() -> Duration {
-    if crate::fabric::is_remote() {
+fn slice(rsockets: bool) -> Duration {
+    if rsockets || crate::fabric::is_remote() {
         Duration::from_millis(1)
     } else {
         Duration::from_millis(10)
@@ -77,10 +77,9 @@ fn readable_now(fd: c_int) -> bool {
 /// `rpoll` on a slice of pollfds; the count of ready entries, or -1 with errno.
 pub(crate) fn rpoll_slice(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
     let any_rsocket = fds.iter().any(|p| super::table::is_rsocket(p.fd));
-    let any_owned = !any_rsocket
-        && crate::state::lock()
-            .as_ref()
-            .is_some_and(|s| fds.iter().any(|p| shim_owned(s, p.fd)));
+    let any_owned = crate::state::lock()
+        .as_ref()
+        .is_some_and(|s| fds.iter().any(|p| shim_owned(s, p.fd)));
     if !any_rsocket && !any_owned {
         // Ordinary descriptors only: poll(2) itself, with its own timeout.
         // SAFETY: `fds` is a live slice of pollfds of its length.
@@ -89,10 +88,13 @@ pub(crate) fn rpoll_slice(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int 
     let deadline =
         (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
     let mut real: Vec<libc::pollfd> = Vec::with_capacity(fds.len());
+    let mut spins = 0u32;
     loop {
         // The shim's fds from the simulator's state; the in-process world
         // runs forward to its next events, as a blocking wait would.
-        with(|shim| advance(shim, fds));
+        if any_owned {
+            with(|shim| advance(shim, fds));
+        }
         real.clear();
         let mut ready = 0;
         for p in fds.iter_mut() {
@@ -119,9 +121,17 @@ pub(crate) fn rpoll_slice(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int 
         }
         let wait = if ready > 0 {
             0
+        } else if any_rsocket && spins < 64 {
+            // rsockets are answered by looking, not by an fd: look again
+            // soon before sleeping in slices.
+            spins += 1;
+            std::thread::yield_now();
+            0
         } else {
-            let left = deadline.map_or(slice(), |d| d.saturating_duration_since(Instant::now()));
-            left.min(slice()).as_millis() as c_int
+            let left = deadline.map_or(slice(any_rsocket), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            left.min(slice(any_rsocket)).as_millis() as c_int
         };
         // SAFETY: `real` is a live Vec of pollfds of its length.
         let n = unsafe { libc::poll(real.as_mut_ptr(), real.len() as libc::nfds_t, wait) };
