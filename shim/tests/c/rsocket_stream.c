@@ -136,6 +136,19 @@ int main(void)
 	errno = 0;
 	CHECK(rconnect(u, (struct sockaddr *)&nobody, sizeof nobody) == -1 && errno == ECONNREFUSED);
 	CHECK(rclose(u) == 0);
+	/* The same, non-blocking: EINPROGRESS, then rpoll says POLLOUT|POLLERR
+	 * and SO_ERROR says why (once). */
+	u = rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(u >= 0);
+	CHECK(rconnect(u, (struct sockaddr *)&nobody, sizeof nobody) == -1 && errno == EINPROGRESS);
+	CHECK(rconnect(u, (struct sockaddr *)&nobody, sizeof nobody) == -1 && errno == EALREADY);
+	struct pollfd up = { .fd = u, .events = POLLOUT };
+	CHECK(rpoll(&up, 1, 10000) == 1 && (up.revents & POLLOUT) && (up.revents & POLLERR));
+	int err = 0;
+	socklen_t el = sizeof err;
+	CHECK(rgetsockopt(u, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == ECONNREFUSED && el == sizeof err);
+	CHECK(rgetsockopt(u, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	CHECK(rclose(u) == 0);
 
 	/* A listener, and the big transfer. */
 	struct sockaddr_in a = addr(PORT);
@@ -206,10 +219,26 @@ int main(void)
 	 * connection it is too late to change it. */
 	int maps = 2;
 	CHECK(rsetsockopt(lfd, SOL_RDMA, RDMA_IOMAPSIZE, &maps, sizeof maps) == 0);
-	CHECK(pthread_create(&th, NULL, io_server, NULL) == 0);
 	s = rsocket(AF_INET, SOCK_STREAM, 0);
 	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_IOMAPSIZE, &maps, sizeof maps) == 0);
-	CHECK(rconnect(s, (struct sockaddr *)&a, sizeof a) == 0);
+	/* A non-blocking connect that succeeds: rselect sees it writable, and
+	 * SO_ERROR is 0. */
+	CHECK(rfcntl(s, F_SETFL, O_NONBLOCK) == 0);
+	CHECK(rconnect(s, (struct sockaddr *)&a, sizeof a) == -1 && errno == EINPROGRESS);
+	/* rpoll drives the connect (as rsockets do) and sees the request wait
+	 * on the listener: POLLIN there, the connecting socket not yet
+	 * writable (nobody accepted). */
+	struct pollfd two[2] = { { .fd = lfd, .events = POLLIN }, { .fd = s, .events = POLLOUT } };
+	CHECK(rpoll(two, 2, 10000) == 1 && two[0].revents == POLLIN && two[1].revents == 0);
+	CHECK(pthread_create(&th, NULL, io_server, NULL) == 0);
+	fd_set wr;
+	FD_ZERO(&wr);
+	FD_SET(s, &wr);
+	struct timeval tv = { 10, 0 };
+	CHECK(rselect(s + 1, NULL, &wr, NULL, &tv) == 1 && FD_ISSET(s, &wr));
+	err = -1;
+	CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0);
+	CHECK(rfcntl(s, F_SETFL, 0) == 0);
 	CHECK(rsetsockopt(s, SOL_RDMA, RDMA_IOMAPSIZE, &maps, sizeof maps) == -1 && errno == EINVAL);
 	CHECK(rrecv(s, &c, 1, 0) == 1 && c == 'm');
 	unsigned char src[4096];
