@@ -29,23 +29,20 @@ pub(crate) fn conn_param(h: &Hello) -> ConnParam {
     }
 }
 
-/// In-process world: moves virtual time on by the wall-clock time since
-/// the last call (as the shared fabric paces its world), so that a thread
-/// waiting for another thread's answer does not race virtual time to
-/// the CM's timeouts before that thread has run.
+/// Virtual time one waiting step of an rsocket call moves an in-process
+/// world on by.
+const TICK_NS: u64 = 2_000;
+
+/// In-process world: moves virtual time on by [`TICK_NS`], so that CM
+/// messages in flight arrive while a call waits, without racing virtual
+/// time to the CM's timeouts (as the simulator's own `rdma_get_cm_event`
+/// does on an empty channel) before another thread of the program has
+/// answered. A fixed step, not the wall clock: a single-threaded program
+/// gets the same trace from the same seed.
 pub(crate) fn tick(shim: &mut Shim) {
-    static LAST: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
-    let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim else {
-        return;
-    };
-    let now = Instant::now();
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    let dt = last.map_or(Duration::from_micros(1), |l| {
-        now.saturating_duration_since(l)
-    });
-    *last = Some(now);
-    let ns = dt.as_nanos().clamp(1_000, 50_000_000) as u64;
-    sim.world_mut().advance_ns(ns);
+    if let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim {
+        sim.world_mut().advance_ns(TICK_NS);
+    }
 }
 
 /// Takes every event off channel `ch` and gives each to its socket.
