@@ -427,6 +427,8 @@ pub(crate) fn teardown(t: &mut Table, shim: &mut Shim, mut s: Rsock) {
     });
     if left == Some(0) {
         t.ch_refs.remove(&s.ch);
-        let _ = shim.sim.rdma_destroy_event_channel(&s.ch);
+        if let Err(e) = shim.sim.rdma_destroy_event_channel(&s.ch) {
+            crate::guard::log_err(v, e.errno(), &e);
+        }
     }
 }

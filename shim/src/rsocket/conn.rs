@@ -667,19 +667,26 @@ impl Conn {
         self.sq_out == 0
     }
 
-    /// Destroys the QP (through the id), MRs, CQ and PD.
+    /// Destroys the QP (through the id), MRs, CQ and PD (a failure is
+    /// logged: it would leave an object behind).
     pub(crate) fn destroy(&mut self, shim: &mut Shim, id: CmIdHandle) {
+        let v = "rclose";
+        let log = |r: Result<()>| {
+            if let Err(e) = r {
+                crate::guard::log_err(v, e.errno(), &e);
+            }
+        };
         if self.qp.take().is_some() {
-            let _ = shim.sim.rdma_destroy_qp(&id);
+            log(shim.sim.rdma_destroy_qp(&id));
         }
         for m in self.iomaps.drain(..) {
-            let _ = shim.sim.dereg_mr(&m.mr);
+            log(shim.sim.dereg_mr(&m.mr));
         }
         for m in [self.rmr, self.smr, self.cmr, self.csmr] {
-            let _ = shim.sim.dereg_mr(&m);
+            log(shim.sim.dereg_mr(&m));
         }
-        let _ = shim.sim.destroy_cq(&self.cq);
-        let _ = shim.sim.dealloc_pd(&self.pd);
+        log(shim.sim.destroy_cq(&self.cq));
+        log(shim.sim.dealloc_pd(&self.pd));
     }
 }
 
