@@ -1,9 +1,10 @@
 #!/bin/bash
 # rsockets across processes on one simulated fabric: Debian's rdmacm-utils
-# rstream, riostream and rcopy, unmodified, as server and client through
+# rstream, riostream, rcopy and udpong, unmodified, as server and client through
 # the drop-in librdmacm (`verbsim exec --fabric NAME`), with their option
 # sets (blocking, non-blocking, async through rpoll, data verification,
-# direct placement with riowrite), a file copied with rcopy and compared,
+# direct placement with riowrite), datagrams with udpong, a file copied
+# with rcopy and compared,
 # and a connect with nobody listening (ECONNREFUSED). The server listens on
 # device 0's address, 10.0.0.1. Fails on any wrong result.
 #   usage: shim/ci/rsockets.sh TARGET_DIR [REPORT.md]
@@ -65,6 +66,37 @@ pair "rstream -T s (plain sockets)" "rstream -T s -S 65536 -C 50" "rstream -s 12
 pair "riostream -T v (riowrite)" "riostream -T v -S 65536 -C 50" "riostream $to -T v -S 65536 -C 50" "$row"
 pair "riostream -T a -T v" "riostream -T a -T v -S 8192 -C 100" "riostream $to -T a -T v -S 8192 -C 100" "$row"
 pair "riostream -T n" "riostream -T n -S 100000 -C 20" "riostream $to -T n -S 100000 -C 20" "$row"
+
+# pair_forever NAME 'SERVER ARGS' 'CLIENT ARGS' PATTERN: for servers that
+# serve until killed (udpong): the client's verdict; the server is stopped.
+pair_forever() {
+    local name=$1 srv=$2 cli=$3 want=$4
+    n=$((n + 1))
+    local fab="rs-ci-$$-$n"
+    timeout 90 "$bin" exec --fabric "$fab" -- $srv > "$tmp/$n.srv" 2>&1 &
+    local spid=$!
+    pids+=("$spid")
+    sleep 1
+    timeout 60 "$bin" exec --fabric "$fab" -- $cli > "$tmp/$n.cli" 2>&1
+    local c=$?
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+    local says
+    says=$(grep -E "$want" "$tmp/$n.cli" | tail -n 1 | tr -s ' \t' ' ')
+    printf '| `%s` | killed after | %s | %s |\n' "$name" "$c" "$says" >> "$report"
+    if [ "$c" -eq 0 ] && [ -n "$says" ]; then
+        echo "PASS $name: $says"
+    else
+        echo "FAIL $name: client exit $c"
+        tail -n 5 "$tmp/$n.srv" "$tmp/$n.cli"
+        failed=$((failed + 1))
+    fi
+}
+
+# udpong: datagram rsockets (SOCK_DGRAM over UD); the server answers each
+# client at the address its datagrams come from.
+pair_forever "udpong (SOCK_DGRAM)" "udpong -b 10.0.0.1" "udpong $to -C 200 -S 1000" "$row"
+pair_forever "udpong -T e (echo)" "udpong -b 10.0.0.1" "udpong $to -C 20 -S 2000 -T e" "$row"
 
 # rcopy: a file of random bytes copied to the server's side, then compared.
 n=$((n + 1))

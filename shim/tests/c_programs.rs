@@ -224,3 +224,10 @@ fn rsockets_in_one_thread_give_the_same_trace_from_the_same_seed() {
     );
     assert_eq!(ta, tb, "two runs with the same seed wrote different traces");
 }
+
+#[test]
+fn datagram_rsockets_resolve_send_answer_and_cut() {
+    if let Some(out) = run_c("rsocket_dgram") {
+        assert_eq!(out.trim(), "ok");
+    }
+}

@@ -159,15 +159,9 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
         ));
     }
     let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-    match base {
-        libc::SOCK_STREAM => {}
-        libc::SOCK_DGRAM => {
-            return Err(Fail::new(
-                v,
-                libc::EOPNOTSUPP,
-                "SOCK_DGRAM rsockets (UD) are not modelled; SOCK_STREAM only (docs/divergence.md)",
-            ))
-        }
+    let dgram = match base {
+        libc::SOCK_STREAM => false,
+        libc::SOCK_DGRAM => true,
         _ => {
             return Err(Fail::new(
                 v,
@@ -175,7 +169,7 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
                 format!("socket type {base}"),
             ))
         }
-    }
+    };
     let fd = crate::channel::new_fd();
     if fd < 0 {
         return Err(Fail::new(
@@ -186,7 +180,7 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
     }
     with_table(|t| {
         with(|shim| {
-            let (id, ch) = match cm::new_id(shim, v) {
+            let (id, ch) = match cm::new_id(shim, v, dgram) {
                 Ok(x) => x,
                 Err(f) => {
                     crate::channel::close_fd(fd);
@@ -206,6 +200,8 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
                     backlog: Default::default(),
                     events: Default::default(),
                     conn: None,
+                    is_dgram: dgram,
+                    dgram: None,
                     so_error: 0,
                     opts: Opts::default(),
                     shut_rd: false,
@@ -233,6 +229,10 @@ fn bind(fd: c_int, a: SocketAddr) -> Res<c_int> {
             if s.st != St::Init || s.local.is_some() {
                 return Err(Fail::new(v, libc::EINVAL, "the rsocket is already bound"));
             }
+            if s.is_dgram {
+                bind_dgram(s, shim, a)?;
+                return Ok(0);
+            }
             let mut r = shim.sim.rdma_bind_addr(&s.id, a);
             if r.is_err() && a.ip().is_unspecified() && a.is_ipv6() {
                 // The wildcard of either family listens on every device.
@@ -253,6 +253,37 @@ fn bind(fd: c_int, a: SocketAddr) -> Res<c_int> {
     })
 }
 
+/// Binds a datagram socket and makes its QP. A wildcard address stands
+/// (or the loopback one) stands for device 0's: a datagram socket has
+/// one QP, on one device.
+fn bind_dgram(s: &mut Rsock, shim: &mut crate::state::Shim, a: SocketAddr) -> Res<()> {
+    let v = "rbind";
+    let a = if a.ip().is_unspecified() || a.ip().is_loopback() {
+        super::dgram::device0(a)
+    } else {
+        a
+    };
+    shim.sim.rdma_bind_addr(&s.id, a).at(v)?;
+    let local = shim
+        .sim
+        .rdma_id_info(&s.id)
+        .ok()
+        .and_then(|i| i.addrs.local)
+        .unwrap_or(a);
+    s.dgram = Some(Box::new(super::dgram::Dgram::new(shim, v, s.id, local)?));
+    s.local = Some(local);
+    Ok(())
+}
+
+/// A datagram socket bound (to device 0 and an ephemeral port if the
+/// program did not bind it), as sendto and connect bind it.
+pub(crate) fn ensure_bound(s: &mut Rsock, shim: &mut crate::state::Shim) -> Res<()> {
+    if s.dgram.is_some() {
+        return Ok(());
+    }
+    bind_dgram(s, shim, any(s.domain))
+}
+
 export! { "RDMACM_1.0" fn rbind(socket: c_int, addr: *const libc::sockaddr, addrlen: libc::socklen_t) -> c_int {
     // SAFETY: the caller's address of addrlen bytes.
     ret(unsafe { read_addr("rbind", addr, addrlen) }.and_then(|a| bind(socket, a)))
@@ -262,6 +293,9 @@ export! { "RDMACM_1.0" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
     let v = "rlisten";
     ret(with_table(|t| with(|shim| {
         let s = t.socks.get_mut(&socket).ok_or_else(|| bad_fd(v, socket))?;
+        if s.is_dgram {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, "a datagram rsocket does not listen"));
+        }
         match s.st {
             St::Listening => return Ok(0),
             St::Init => {}
@@ -276,6 +310,11 @@ export! { "RDMACM_1.0" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
 fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> Res<c_int> {
     let v = "raccept";
     let nonblock = with_table(|t| match t.socks.get(&fd) {
+        Some(s) if s.is_dgram => Err(Fail::new(
+            v,
+            libc::EOPNOTSUPP,
+            "a datagram rsocket does not accept",
+        )),
         Some(s) if s.st == St::Listening => Ok(s.nonblock),
         Some(_) => Err(Fail::new(v, libc::EINVAL, "the rsocket is not listening")),
         None => Err(bad_fd(v, fd)),
@@ -337,6 +376,24 @@ fn connect(fd: c_int, a: SocketAddr) -> Res<c_int> {
     let nonblock = with_table(|t| {
         with(|shim| {
             let s = t.socks.get_mut(&fd).ok_or_else(|| bad_fd(v, fd))?;
+            if s.is_dgram {
+                // A datagram socket's connect names the default destination.
+                ensure_bound(s, shim)?;
+                let id = s.id;
+                let ch = s.ch;
+                let d = s
+                    .dgram
+                    .as_mut()
+                    .ok_or_else(|| Fail::new(v, libc::EINVAL, "not bound"))?;
+                d.default_dest = Some(a);
+                s.peer = Some(a);
+                if !d.dests.contains_key(&a) {
+                    let rid = d.start_resolve(shim, v, ch, a)?;
+                    t.by_id.insert(rid, fd);
+                }
+                let _ = id;
+                return Ok(None);
+            }
             match s.st {
                 St::Init => {}
                 St::Connected => return Err(Fail::new(v, libc::EISCONN, "already connected")),
@@ -352,7 +409,7 @@ fn connect(fd: c_int, a: SocketAddr) -> Res<c_int> {
                 _ if s.nonblock => {
                     return Err(Fail::new(v, libc::EALREADY, "a connect is in progress"))
                 }
-                _ => return Ok(false),
+                _ => return Ok(Some(false)),
             }
             let src = s.local;
             shim.sim
@@ -369,9 +426,12 @@ fn connect(fd: c_int, a: SocketAddr) -> Res<c_int> {
                 })?;
             s.peer = Some(a);
             s.st = St::Resolving;
-            Ok(s.nonblock)
+            Ok(Some(s.nonblock))
         })
     })?;
+    let Some(nonblock) = nonblock else {
+        return Ok(0);
+    };
     if nonblock {
         return Err(Fail::new(v, libc::EINPROGRESS, "connecting (O_NONBLOCK)"));
     }
@@ -402,6 +462,14 @@ export! { "RDMACM_1.0" fn rshutdown(socket: c_int, how: c_int) -> c_int {
     }
     ret(cm::wait(socket, v, false, Some(Duration::from_secs(10)), |t, shim| {
         let s = t.socks.get_mut(&socket).ok_or_else(|| bad_fd(v, socket))?;
+        if s.is_dgram {
+            if s.peer.is_none() {
+                return Err(Fail::new(v, libc::ENOTCONN, "the rsocket is not connected"));
+            }
+            s.shut_rd |= how != libc::SHUT_WR;
+            s.shut_wr |= how != libc::SHUT_RD;
+            return Ok(Some(0));
+        }
         if s.st != St::Connected {
             return Err(Fail::new(v, libc::ENOTCONN, "the rsocket is not connected"));
         }
@@ -458,6 +526,11 @@ fn name(
     let a = with_table(|t| {
         with(|shim| {
             let s = t.socks.get_mut(&fd).ok_or_else(|| bad_fd(v, fd))?;
+            if peer && s.is_dgram {
+                return s.peer.ok_or_else(|| {
+                    Fail::new(v, libc::ENOTCONN, "no default destination (rconnect)")
+                });
+            }
             if peer {
                 if s.st != St::Connected {
                     return Err(Fail::new(v, libc::ENOTCONN, "the rsocket is not connected"));

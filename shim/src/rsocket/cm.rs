@@ -57,12 +57,13 @@ pub(crate) fn pump(t: &mut Table, shim: &mut Shim, ch: CmChannelHandle) {
             Ok(Some(ev)) => ev,
             _ => return,
         };
-        let (kind, id, listen, status, data) = (
+        let (kind, id, listen, status, data, ud) = (
             ev.event,
             ev.id,
             ev.listen_id,
             ev.status,
             ev.private_data.clone(),
+            ev.ud,
         );
         let _ = shim.sim.rdma_ack_cm_event(ev);
         if kind == CmEventType::ConnectRequest {
@@ -71,6 +72,12 @@ pub(crate) fn pump(t: &mut Table, shim: &mut Shim, ch: CmChannelHandle) {
                 .and_then(|fd| t.socks.get_mut(fd))
             {
                 Some(l) if l.st == St::Listening => l.backlog.push_back((id, data)),
+                Some(l) if l.dgram.is_some() => {
+                    // A peer resolves this datagram socket's address.
+                    if let Some(d) = l.dgram.as_ref() {
+                        d.answer(shim, l.id, id);
+                    }
+                }
                 _ => {
                     let _ = shim.sim.rdma_reject(&id, &[]);
                     let _ = shim.sim.rdma_destroy_id(&id);
@@ -79,7 +86,7 @@ pub(crate) fn pump(t: &mut Table, shim: &mut Shim, ch: CmChannelHandle) {
             continue;
         }
         if let Some(s) = t.by_id.get(&id).and_then(|fd| t.socks.get_mut(fd)) {
-            s.events.push_back((kind, status, data));
+            s.events.push_back((id, kind, status, data, ud));
         }
     }
 }
@@ -93,8 +100,19 @@ pub(crate) fn drive(t: &mut Table, shim: &mut Shim, fd: c_int) {
     let Some(s) = t.socks.get_mut(&fd) else {
         return;
     };
-    while let Some((kind, status, data)) = s.events.pop_front() {
+    let mut done = Vec::new();
+    while let Some((id, kind, status, data, ud)) = s.events.pop_front() {
+        if let Some(d) = s.dgram.as_mut() {
+            d.dest_event(shim, id, kind, ud);
+            if !d.resolving.contains_key(&id) {
+                done.push(id);
+            }
+            continue;
+        }
         step(s, shim, kind, status, &data);
+    }
+    for id in done {
+        t.by_id.remove(&id);
     }
 }
 
@@ -185,6 +203,27 @@ fn step(s: &mut Rsock, shim: &mut Shim, kind: CmEventType, status: i32, data: &[
 /// the socket is connected afterwards.
 pub(crate) fn progress(t: &mut Table, shim: &mut Shim, fd: c_int, v: &str, cm_too: bool) -> bool {
     tick(shim);
+    if t.socks.get(&fd).is_some_and(|s| s.is_dgram) {
+        // Every bound datagram socket of the process answers the peers
+        // that resolve it (rdma-core runs a service thread for this).
+        let others: Vec<CmChannelHandle> = t
+            .socks
+            .iter()
+            .filter(|(&f, s)| f != fd && s.dgram.is_some())
+            .map(|(_, s)| s.ch)
+            .collect();
+        for ch in others {
+            pump(t, shim, ch);
+        }
+        drive(t, shim, fd);
+        if let Some(s) = t.socks.get_mut(&fd) {
+            let id = s.id;
+            if let Some(d) = s.dgram.as_mut() {
+                d.progress(shim, v, id);
+            }
+        }
+        return false;
+    }
     let st = t.socks.get(&fd).map(|s| s.st);
     if cm_too
         || matches!(
@@ -215,6 +254,20 @@ pub(crate) fn revents(t: &mut Table, shim: &mut Shim, fd: c_int, events: i16) ->
         return libc::POLLNVAL;
     };
     let mut r: i16 = 0;
+    if s.is_dgram {
+        match s.dgram.as_deref() {
+            Some(d) => {
+                if d.readable() {
+                    r |= libc::POLLIN;
+                }
+                if d.writable() {
+                    r |= libc::POLLOUT;
+                }
+            }
+            None => r |= libc::POLLOUT,
+        }
+        return r & (events | libc::POLLERR | libc::POLLHUP);
+    }
     match s.st {
         St::Listening => {
             if !s.backlog.is_empty() {
@@ -301,9 +354,14 @@ pub(crate) fn wait<R>(
 }
 
 /// Creates a socket's id on a fresh event channel.
-pub(crate) fn new_id(shim: &mut Shim, v: &str) -> Res<(CmIdHandle, CmChannelHandle)> {
+pub(crate) fn new_id(shim: &mut Shim, v: &str, dgram: bool) -> Res<(CmIdHandle, CmChannelHandle)> {
     let ch = shim.sim.rdma_create_event_channel().at(v)?;
-    match shim.sim.rdma_create_id(&ch, 0, PortSpace::Tcp) {
+    let ps = if dgram {
+        PortSpace::Udp
+    } else {
+        PortSpace::Tcp
+    };
+    match shim.sim.rdma_create_id(&ch, 0, ps) {
         Ok(id) => Ok((id, ch)),
         Err(e) => {
             let _ = shim.sim.rdma_destroy_event_channel(&ch);
@@ -374,6 +432,8 @@ pub(crate) fn accept_one(
             backlog: Default::default(),
             events: Default::default(),
             conn: Some(c),
+            is_dgram: false,
+            dgram: None,
             so_error: 0,
             opts: super::table::Opts {
                 iomapsize: opts.iomapsize,
@@ -393,6 +453,12 @@ pub(crate) fn accept_one(
 /// `s`): the connection, the id, the channel when no socket uses it.
 pub(crate) fn teardown(t: &mut Table, shim: &mut Shim, mut s: Rsock) {
     let v = "rclose";
+    if let Some(d) = s.dgram.as_mut() {
+        for rid in d.resolving.keys() {
+            t.by_id.remove(rid);
+        }
+        d.destroy(shim, s.id);
+    }
     if let Some(c) = s.conn.as_mut() {
         if s.st == St::Connected && !c.broken {
             let _ = c.send_fin(shim, v);

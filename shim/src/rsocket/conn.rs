@@ -105,12 +105,12 @@ pub(crate) struct RawBuf {
 }
 
 impl RawBuf {
-    fn new(len: usize) -> Option<Self> {
+    pub(crate) fn new(len: usize) -> Option<Self> {
         // SAFETY: calloc of `len` bytes (len > 0); freed once in Drop.
         let ptr = unsafe { libc::calloc(1, len) }.cast::<u8>();
         (!ptr.is_null()).then_some(Self { ptr, len })
     }
-    fn addr(&self) -> u64 {
+    pub(crate) fn addr(&self) -> u64 {
         self.ptr as u64
     }
     /// Reads word `i` of a control area (the peer's RDMA writes land here).

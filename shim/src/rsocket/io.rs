@@ -3,6 +3,7 @@
 //! placement ones, `riomap`, `riounmap`, `riowrite`.
 
 use core::ffi::{c_int, c_void};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::api::{bad_fd, ret, write_addr};
@@ -116,8 +117,140 @@ enum How {
     IoWrite(u64),
 }
 
+/// Whether `fd` is a datagram rsocket.
+fn is_dgram(fd: c_int) -> bool {
+    with_table(|t| t.socks.get(&fd).is_some_and(|s| s.is_dgram))
+}
+
+/// Sends one datagram (the buffers gathered) to `to` or the default
+/// destination, resolving it first if needed.
+fn send_dgram(
+    fd: c_int,
+    v: &str,
+    bufs: &[&mut [u8]],
+    flags: c_int,
+    to: Option<SocketAddr>,
+) -> Res<usize> {
+    let data: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+    if data.len() > super::dgram::DG_MAX {
+        return Err(Fail::new(
+            v,
+            libc::EMSGSIZE,
+            format!(
+                "{} bytes: a datagram holds at most {}",
+                data.len(),
+                super::dgram::DG_MAX
+            ),
+        ));
+    }
+    let nonblock = with_table(|t| t.socks.get(&fd).map(|s| s.nonblock))
+        .ok_or_else(|| bad_fd(v, fd))?
+        || flags & libc::MSG_DONTWAIT != 0;
+    let r = cm::wait(fd, v, false, Some(Duration::from_secs(10)), |t, shim| {
+        let s = t.socks.get_mut(&fd).ok_or_else(|| bad_fd(v, fd))?;
+        if s.shut_wr {
+            return Err(Fail::new(
+                v,
+                libc::EPIPE,
+                "the rsocket was shut down for writing",
+            ));
+        }
+        super::api::ensure_bound(s, shim)?;
+        let (id, ch) = (s.id, s.ch);
+        let d = s
+            .dgram
+            .as_mut()
+            .ok_or_else(|| Fail::new(v, libc::EINVAL, "not bound"))?;
+        let dest = to.or(d.default_dest).ok_or_else(|| {
+            Fail::new(
+                v,
+                libc::EDESTADDRREQ,
+                "no destination (rsendto's address or rconnect)",
+            )
+        })?;
+        match d.dests.get(&dest) {
+            None => {
+                let rid = d.start_resolve(shim, v, ch, dest)?;
+                t.by_id.insert(rid, fd);
+                Ok(None)
+            }
+            Some(super::dgram::Dest::Resolving) => Ok(None),
+            Some(super::dgram::Dest::Failed(e)) => {
+                let e = *e;
+                d.dests.remove(&dest);
+                Err(Fail::new(
+                    v,
+                    e,
+                    format!("{dest} does not resolve to a datagram rsocket"),
+                ))
+            }
+            Some(super::dgram::Dest::Ready { .. }) => {
+                if !d.writable() {
+                    d.progress(shim, v, id);
+                }
+                if !d.writable() {
+                    return if nonblock {
+                        Err(Fail::new(v, libc::EAGAIN, "no free send buffer"))
+                    } else {
+                        Ok(None)
+                    };
+                }
+                d.send(shim, v, id, dest, &data).map(Some)
+            }
+        }
+    });
+    r
+}
+
+/// Receives one datagram into the buffers: its length (what fit) and sender.
+fn recv_dgram(
+    fd: c_int,
+    v: &str,
+    bufs: &mut [&mut [u8]],
+    flags: c_int,
+) -> Res<(usize, Option<SocketAddr>)> {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let nonblock = with_table(|t| t.socks.get(&fd).map(|s| s.nonblock))
+        .ok_or_else(|| bad_fd(v, fd))?
+        || flags & libc::MSG_DONTWAIT != 0;
+    let peek = flags & libc::MSG_PEEK != 0;
+    let mut tmp = vec![0u8; total];
+    let r = cm::wait(fd, v, nonblock, None, |t, shim| {
+        let s = t.socks.get_mut(&fd).ok_or_else(|| bad_fd(v, fd))?;
+        if s.shut_rd {
+            return Ok(Some((0, None)));
+        }
+        let id = s.id;
+        let Some(d) = s.dgram.as_mut() else {
+            return Ok(None);
+        };
+        Ok(d.recv(shim, v, id, &mut tmp, peek)
+            .map(|(n, a)| (n, Some(a))))
+    })?;
+    let mut off = 0;
+    for b in bufs.iter_mut() {
+        if off >= r.0 {
+            break;
+        }
+        let k = b.len().min(r.0 - off);
+        b[..k].copy_from_slice(&tmp[off..off + k]);
+        off += k;
+    }
+    Ok(r)
+}
+
 /// Sends the buffers as a stream; the bytes taken.
 fn send(fd: c_int, v: &str, bufs: &[&mut [u8]], flags: c_int, how: How) -> Res<usize> {
+    if is_dgram(fd) {
+        return match how {
+            How::Message => send_dgram(fd, v, bufs, flags, None),
+            How::IoWrite(_) => Err(Fail::new(
+                v,
+                libc::EOPNOTSUPP,
+                "riowrite on a datagram rsocket",
+            )),
+        };
+    }
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     let nonblock = with_table(|t| t.socks.get(&fd).map(|s| s.nonblock))
         .ok_or_else(|| bad_fd(v, fd))?
@@ -223,6 +356,9 @@ fn send(fd: c_int, v: &str, bufs: &[&mut [u8]], flags: c_int, how: How) -> Res<u
 
 /// Reads into the buffers; the bytes read (0 at the end of the stream).
 fn recv(fd: c_int, v: &str, bufs: &mut [&mut [u8]], flags: c_int) -> Res<usize> {
+    if is_dgram(fd) {
+        return recv_dgram(fd, v, bufs, flags).map(|r| r.0);
+    }
     let total: usize = bufs.iter().map(|b| b.len()).sum();
     let nonblock = with_table(|t| t.socks.get(&fd).map(|s| s.nonblock))
         .ok_or_else(|| bad_fd(v, fd))?
@@ -348,10 +484,18 @@ export! { "RDMACM_1.0" fn rsend(socket: c_int, buf: *const c_void, len: usize, f
 }}
 
 export! { "RDMACM_1.0" fn rsendto(socket: c_int, buf: *const c_void, len: usize, flags: c_int, dest_addr: *const libc::sockaddr, addrlen: libc::socklen_t) -> isize {
+    let v = "rsendto";
+    if is_dgram(socket) {
+        // SAFETY: the caller's address of addrlen bytes, or NULL (then the
+        // default destination).
+        let to = if dest_addr.is_null() { Ok(None) } else { unsafe { super::api::read_addr(v, dest_addr, addrlen) }.map(Some) };
+        // SAFETY: the caller's buffer of len bytes.
+        return ret(to.and_then(|to| unsafe { one(buf, len) }.and_then(|b| send_dgram(socket, v, &b, flags, to))).map(|n| n as isize));
+    }
     // A connected stream ignores the address, as TCP does.
     let _ = (dest_addr, addrlen);
     // SAFETY: the caller's buffer of len bytes.
-    ret(unsafe { one(buf, len) }.and_then(|b| send(socket, "rsendto", &b, flags, How::Message)).map(|n| n as isize))
+    ret(unsafe { one(buf, len) }.and_then(|b| send(socket, v, &b, flags, How::Message)).map(|n| n as isize))
 }}
 
 export! { "RDMACM_1.0" fn rsendmsg(socket: c_int, msg: *const libc::msghdr, flags: c_int) -> isize {
@@ -381,6 +525,15 @@ export! { "RDMACM_1.0" fn rrecv(socket: c_int, buf: *mut c_void, len: usize, fla
 
 export! { "RDMACM_1.0" fn rrecvfrom(socket: c_int, buf: *mut c_void, len: usize, flags: c_int, src_addr: *mut libc::sockaddr, addrlen: *mut libc::socklen_t) -> isize {
     let v = "rrecvfrom";
+    if is_dgram(socket) {
+        // SAFETY: the caller's buffer of len bytes.
+        let r = unsafe { one(buf, len) }.and_then(|mut b| recv_dgram(socket, v, &mut b, flags));
+        if let Ok((_, Some(src))) = r {
+            // SAFETY: the caller's (addr, addrlen), as recvfrom(2) takes them.
+            unsafe { write_addr(src, src_addr, addrlen) };
+        }
+        return ret(r.map(|(n, _)| n as isize));
+    }
     // SAFETY: the caller's buffer of len bytes.
     let r = unsafe { one(buf, len) }.and_then(|mut b| recv(socket, v, &mut b, flags));
     if r.is_ok() {

@@ -17,11 +17,12 @@
 //! as with rdma-core, it is not for `poll(2)` or `read(2)` themselves.
 //! Everything runs over the shim's own simulator calls (no C entry point
 //! is called back), on ids and channels of its own that the program
-//! never sees. `SOCK_DGRAM` is refused with `EOPNOTSUPP`.
+//! never sees. [`dgram`]: `SOCK_DGRAM` over UD.
 
 pub(crate) mod api;
 pub(crate) mod cm;
 pub(crate) mod conn;
+pub(crate) mod dgram;
 pub(crate) mod io;
 pub(crate) mod poll;
 pub(crate) mod table;

@@ -73,6 +73,10 @@ impl Default for Opts {
     }
 }
 
+/// An rdma_cm event kept for a socket: the id, the event, its status,
+/// private data and UD parameters.
+pub(crate) type CmEv = (CmIdHandle, CmEventType, i32, Vec<u8>, Option<UdParam>);
+
 /// One rsocket.
 #[derive(Debug)]
 pub(crate) struct Rsock {
@@ -85,9 +89,13 @@ pub(crate) struct Rsock {
     /// Connection requests waiting for `raccept`: the new id and the
     /// requester's private data.
     pub(crate) backlog: VecDeque<(CmIdHandle, Vec<u8>)>,
-    /// rdma_cm events for this socket's id, taken off the channel.
-    pub(crate) events: VecDeque<(CmEventType, i32, Vec<u8>)>,
+    /// rdma_cm events for this socket's ids, taken off the channel: the
+    /// id, the event, its status, private data and UD parameters.
+    pub(crate) events: VecDeque<CmEv>,
     pub(crate) conn: Option<Conn>,
+    /// A `SOCK_DGRAM` socket (its resources once bound).
+    pub(crate) is_dgram: bool,
+    pub(crate) dgram: Option<Box<super::dgram::Dgram>>,
     pub(crate) so_error: c_int,
     pub(crate) opts: Opts,
     pub(crate) shut_rd: bool,

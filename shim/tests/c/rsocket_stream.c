@@ -3,7 +3,7 @@
  * stream reads as 0 after rshutdown, non-blocking calls say EAGAIN,
  * rpoll reports readiness for rsockets and a pipe together, riowrite
  * lands in the peer's riomap'd buffer, and misuse gets the socket errnos
- * (EBADF, ENOTCONN, ECONNREFUSED, EOPNOTSUPP for SOCK_DGRAM, EINVAL).
+ * (EBADF, ENOTCONN, ECONNREFUSED, EPROTONOSUPPORT, EINVAL).
  * Run by shim/tests/c_programs.rs. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,6 +33,8 @@ static struct sockaddr_in addr(int port)
 static unsigned char pattern(size_t i) { return (unsigned char)(i * 131 + (i >> 13)); }
 
 static int lfd;
+/* The io server drains only once main has seen its sends fill up. */
+static int go[2];
 static unsigned char iobuf[4096];
 
 static void *server(void *arg)
@@ -100,6 +102,8 @@ static void *io_server(void *arg)
 	/* The client fills what it can without our reading, then closes:
 	 * what it sent is read, then the end. */
 	static char sink[100000];
+	char g;
+	CHECK(read(go[0], &g, 1) == 1);
 	ssize_t n;
 	size_t drained = 0;
 	while ((n = rrecv(s, sink, sizeof sink, 0)) > 0)
@@ -113,7 +117,7 @@ int main(void)
 {
 	/* Misuse first. */
 	errno = 0;
-	CHECK(rsocket(AF_INET, SOCK_DGRAM, 0) == -1 && errno == EOPNOTSUPP);
+	CHECK(rsocket(AF_INET, SOCK_RAW, 0) == -1 && errno == EPROTONOSUPPORT);
 	CHECK(rsocket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT);
 	char c;
 	CHECK(rrecv(12345, &c, 1, 0) == -1 && errno == EBADF);
@@ -230,6 +234,7 @@ int main(void)
 	 * writable (nobody accepted). */
 	struct pollfd two[2] = { { .fd = lfd, .events = POLLIN }, { .fd = s, .events = POLLOUT } };
 	CHECK(rpoll(two, 2, 10000) == 1 && two[0].revents == POLLIN && two[1].revents == 0);
+	CHECK(pipe(go) == 0);
 	CHECK(pthread_create(&th, NULL, io_server, NULL) == 0);
 	fd_set wr;
 	FD_ZERO(&wr);
@@ -257,6 +262,7 @@ int main(void)
 	ssize_t first = rsend(s, big, BIG, 0);
 	CHECK(first > 0 && first < BIG);
 	CHECK(rsend(s, big, BIG, 0) == -1 && errno == EAGAIN);
+	CHECK(write(go[1], "g", 1) == 1);
 	CHECK(rclose(s) == 0);
 	CHECK(pthread_join(th, NULL) == 0);
 	free(big);
