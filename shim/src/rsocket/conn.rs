@@ -8,7 +8,7 @@
 //!   posted and not yet had filled, and sends only with a credit: no
 //!   receive ever finds the queue empty (no RNR).
 //! * Credits come back without messages: each side owns a small control
-//!   area ([`Ctrl`], registered for remote write) and the peer RDMA-writes
+//!   area (`CTRL_WORDS` words, registered for remote write) and the peer RDMA-writes
 //!   its running count of reposted buffers into it. The count only grows,
 //!   so the sender's credits are `SLOTS - (sent - reposted)` read from its
 //!   own memory; returning credits never needs a credit.
