@@ -698,3 +698,33 @@ pub(crate) fn closed_errno(c: &Conn) -> c_int {
         libc::EPIPE
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Hello;
+
+    #[test]
+    fn hello_survives_the_cms_padding_and_refuses_foreign_data() {
+        let h = Hello {
+            slots: 16,
+            slot: 65536,
+            ctrl_addr: 0x7f00_1234_5000,
+            ctrl_rkey: 0xabcd,
+        };
+        // The simulated CM pads private data to the message's size.
+        let mut b = h.encode();
+        b.resize(196, 0);
+        let d = Hello::decode(&b).expect("our own hello");
+        assert_eq!(
+            (d.slots, d.slot, d.ctrl_addr, d.ctrl_rkey),
+            (16, 65536, 0x7f00_1234_5000, 0xabcd)
+        );
+        // rdma-core's rsockets (or any other peer) send other bytes: refused.
+        let mut foreign = b.clone();
+        foreign[0] ^= 1;
+        assert!(Hello::decode(&foreign).is_none());
+        assert!(Hello::decode(&b[..20]).is_none(), "truncated");
+        let zero = Hello { slots: 0, ..h }.encode();
+        assert!(Hello::decode(&zero).is_none(), "no receive buffers");
+    }
+}

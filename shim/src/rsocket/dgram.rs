@@ -490,3 +490,20 @@ impl Dgram {
         let _ = shim.sim.dealloc_pd(&self.pd);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_datagram_header_carries_the_senders_address_of_either_family() {
+        for a in ["10.0.1.1:32768", "[fd00::1:1]:7174"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let mut h = [0u8; HDR];
+            encode_addr(h.as_mut_ptr(), a, 1234);
+            assert_eq!(decode_addr(&h), Some((a, 1234)));
+            h[0] ^= 0xff;
+            assert_eq!(decode_addr(&h), None, "not a datagram of ours");
+        }
+    }
+}
