@@ -48,6 +48,7 @@ mod parent;
 mod qp;
 mod qpex;
 mod rdmacm;
+mod rsocket;
 mod state;
 mod stubs;
 

@@ -224,3 +224,47 @@ fn rdma_cm_migrate_ports_srq_notify_and_ece_reject() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn rpoll_and_rselect_see_pipes_and_the_cm_channel_fd_together() {
+    if let Some(out) = run_c("rpoll_fds") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn rsockets_stream_eof_nonblocking_rpoll_iomap_and_misuse() {
+    if let Some(out) = run_c("rsocket_stream") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn rsockets_in_one_thread_give_the_same_trace_from_the_same_seed() {
+    let dir = std::env::temp_dir().join(format!("verbsim-shim-rs-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.trace"), dir.join("b.trace"));
+    let Some(out) = run_c_env("rsocket_one_thread", &[("VERBSIM_TRACE", &a)]) else {
+        return;
+    };
+    assert_eq!(out.trim(), "ok");
+    run_c_env("rsocket_one_thread", &[("VERBSIM_TRACE", &b)]).unwrap();
+    let (ta, tb) = (
+        std::fs::read_to_string(&a).unwrap(),
+        std::fs::read_to_string(&b).unwrap(),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The run connected and moved data through the simulator.
+    assert!(
+        ta.contains("ESTABLISHED") && ta.contains("recv completion"),
+        "{ta}"
+    );
+    assert_eq!(ta, tb, "two runs with the same seed wrote different traces");
+}
+
+#[test]
+fn datagram_rsockets_resolve_send_answer_and_cut() {
+    if let Some(out) = run_c("rsocket_dgram") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
