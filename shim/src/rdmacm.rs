@@ -626,13 +626,21 @@ export! { "RDMACM_1.0" fn rdma_listen(id: *mut c::rdma_cm_id, backlog: c_int) ->
     ret(with(|shim| verb_then_wait(shim, "rdma_listen", id, None, |s, h| s.rdma_listen(h, backlog))))
 }}
 
-/// `struct rdma_conn_param` → [`ConnParam`].
+/// `struct rdma_conn_param` → [`ConnParam`]. NULL is what librdmacm makes
+/// of it: the largest depths (the device's on connect, the request's on
+/// accept: 255 says so), 7 retries and 7 RNR retries.
 ///
 /// # Safety
 /// `p` is NULL or a readable conn_param whose private data is readable.
 unsafe fn read_conn_param(p: *const c::rdma_conn_param) -> ConnParam {
     if p.is_null() {
-        return ConnParam::default();
+        return ConnParam {
+            responder_resources: u8::MAX,
+            initiator_depth: u8::MAX,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ..ConnParam::default()
+        };
     }
     // SAFETY: the caller's contract.
     let c = unsafe { &*p };

@@ -101,6 +101,16 @@ fn rdma_cm_client_and_server_exchange_a_send() {
 }
 
 #[test]
+fn accept_and_connect_with_a_null_conn_param_allow_rdma_reads() {
+    // Goal: rping's server accepts with a NULL conn_param and then READs;
+    // librdmacm gives the QP the depths the request offered. Method: a C
+    // client and server in one process, READs both ways.
+    if let Some(out) = run_c("rdma_cm_accept_null") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn rdma_establish_confirms_a_connection_made_without_a_qp() {
     if let Some(out) = run_c("rdma_cm_establish") {
         assert_eq!(out.trim(), "ok");
