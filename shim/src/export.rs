@@ -38,3 +38,33 @@ macro_rules! export {
     };
 }
 pub(crate) use export;
+
+/// A non-default (compat) version of a public name, for programs linked
+/// against an older ABI of the same function:
+///
+/// ```text
+/// export_compat! { "IBVERBS_1.0" fn ibv_alloc_pd as compat_ibv_alloc_pd_ibverbs_1_0() -> … { … } }
+/// ```
+///
+/// defines `vsim_compat_ibv_alloc_pd_ibverbs_1_0` and binds
+/// `ibv_alloc_pd@IBVERBS_1.0` (one `@`: the loader gives it only to a
+/// program that asks for that node by name, as rdma-core's compat symbols).
+macro_rules! export_compat {
+    ($node:literal fn $name:ident as $alias:ident($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
+        #[doc = concat!("`", stringify!($name), "@", $node, "` (compat version).")]
+        ///
+        /// # Safety
+        /// Called from C with the arguments of the older ABI.
+        #[export_name = concat!("vsim_", stringify!($alias))]
+        pub(crate) unsafe extern "C" fn $alias($($arg: $ty),*) -> $ret {
+            $crate::guard::catch(stringify!($name), move || -> $ret { $body })
+        }
+        core::arch::global_asm!(concat!(
+            ".symver vsim_", stringify!($alias), ", ", stringify!($name), "@", $node
+        ));
+    };
+    ($node:literal fn $name:ident as $alias:ident($($arg:ident : $ty:ty),* $(,)?) $body:block) => {
+        export_compat! { $node fn $name as $alias($($arg: $ty),*) -> () $body }
+    };
+}
+pub(crate) use export_compat;

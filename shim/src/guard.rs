@@ -29,6 +29,17 @@ impl Failure for u64 {
         0
     }
 }
+impl Failure for u16 {
+    fn failure() -> Self {
+        0
+    }
+}
+impl Failure for i64 {
+    fn failure() -> Self {
+        set_errno(libc::EIO);
+        -1
+    }
+}
 impl Failure for u32 {
     fn failure() -> Self {
         0

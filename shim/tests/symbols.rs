@@ -1,9 +1,15 @@
-//! Every function that Debian's ibverbs-utils, perftest and python3-pyverbs
-//! import from the four libraries (`data/symbols.tsv`, read off their ELF
-//! files with `objdump -T`) resolves in the drop-in library under the
-//! symbol version node the importer asks for, as the dynamic linker looks
-//! it up (issue #14: "every mlx5dv and rdmacm symbol the three Debian
-//! packages import resolves").
+//! The drop-in library exports every public symbol of rdma-core's four
+//! libraries at the version node a program binds it at:
+//!
+//! * every function Debian's ibverbs-utils, perftest and python3-pyverbs
+//!   import (the first block of `data/symbols.tsv`, read off their ELF
+//!   files with `objdump -T`) resolves under the node the importer asks
+//!   for, as the dynamic linker looks it up;
+//! * every symbol the installed libibverbs, libmlx5, librdmacm and libefa
+//!   define at a public node (`nm -D --with-symbol-versions`), default and
+//!   compat versions alike, is exported with the same name, node and kind
+//!   of binding, so a program linked with BIND_NOW against any of them
+//!   starts, and a newer rdma-core shows what it added.
 
 use std::ffi::CString;
 
@@ -63,5 +69,178 @@ fn every_import_of_the_debian_consumers_resolves_with_its_version_node() {
     assert!(
         p.is_null(),
         "dlvsym resolved a version node that does not exist"
+    );
+}
+
+/// One exported symbol as `nm -D --with-symbol-versions` prints it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Sym {
+    name: String,
+    node: String,
+    /// `name@@node` (what a program linked today binds) rather than
+    /// `name@node` (a compat version only older programs ask for).
+    default: bool,
+}
+
+impl std::fmt::Display for Sym {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = if self.default { "@@" } else { "@" };
+        write!(f, "{}{at}{}", self.name, self.node)
+    }
+}
+
+/// The versioned symbols `lib` defines (functions and data; not the
+/// version nodes themselves), read with binutils' `nm`.
+fn defined_symbols(lib: &std::path::Path) -> Vec<Sym> {
+    let out = std::process::Command::new("nm")
+        .args(["-D", "--defined-only", "--with-symbol-versions"])
+        .arg(lib)
+        .output()
+        .expect("run nm (binutils) to read the dynamic symbol tables");
+    assert!(out.status.success(), "nm {}: {:?}", lib.display(), out);
+    let text = String::from_utf8(out.stdout).expect("nm prints text");
+    let mut syms = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // `address type name`; type A is a version node's own definition.
+        let [_, kind, sym] = f[..] else { continue };
+        if kind == "A" {
+            continue;
+        }
+        let (name, node, default) = if let Some((n, v)) = sym.split_once("@@") {
+            (n, v, true)
+        } else if let Some((n, v)) = sym.split_once('@') {
+            (n, v, false)
+        } else {
+            continue; // unversioned: the shim's own vsim_* names
+        };
+        syms.push(Sym {
+            name: name.to_owned(),
+            node: node.to_owned(),
+            default,
+        });
+    }
+    syms.sort();
+    syms
+}
+
+/// Where the distribution keeps rdma-core's libraries: the directory of
+/// `libibverbs.so.1`, or `VERBSIM_RDMA_CORE_LIBDIR`.
+fn installed_rdma_core() -> Option<std::path::PathBuf> {
+    let dirs = match std::env::var_os("VERBSIM_RDMA_CORE_LIBDIR") {
+        Some(d) => vec![std::path::PathBuf::from(d)],
+        None => ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect(),
+    };
+    dirs.into_iter()
+        .find(|d| d.join("libibverbs.so.1").exists() && !is_the_shim(&d.join("libibverbs.so.1")))
+}
+
+/// Whether `path` is a drop-in library rather than rdma-core's (a
+/// directory laid out by `verbsim exec`).
+fn is_the_shim(path: &std::path::Path) -> bool {
+    std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().contains("verbsim_shim"))
+        .unwrap_or(false)
+}
+
+/// rdma-core's interface to its provider plugins (`IBVERBS_PRIVATE_34`):
+/// only the plugins, which the drop-in library never loads, bind it.
+fn is_private(node: &str) -> bool {
+    node.contains("PRIVATE")
+}
+
+#[test]
+fn every_public_symbol_of_the_installed_rdma_core_is_exported_at_its_node() {
+    // Goal: no program stops in the dynamic loader for want of a symbol
+    // rdma-core exports, and a newer rdma-core shows at once what it added.
+    // Method: read the installed libibverbs, libmlx5, librdmacm and libefa
+    // with nm; every symbol at a public node, default (`@@`) or compat
+    // (`@`), must be exported by the drop-in library with the same name,
+    // node and kind of binding, must resolve through dlvsym as the loader
+    // resolves it, and must be a row of data/symbols.tsv.
+    let Some(dir) = installed_rdma_core() else {
+        eprintln!(
+            "SKIPPED: rdma-core's libraries (libibverbs.so.1, libmlx5.so.1, librdmacm.so.1, \
+             libefa.so.1) are not installed, so there is nothing to compare the drop-in \
+             library's exports with (apt-get install libibverbs1 librdmacm1 ibverbs-providers, \
+             or set VERBSIM_RDMA_CORE_LIBDIR); CI installs them"
+        );
+        return;
+    };
+    let shim = common::shim();
+    let exported = defined_symbols(&shim);
+    let table: Vec<(String, String, String, bool)> = include_str!("../data/symbols.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0].into(), f[1].into(), f[2].into(), f[4] != "compat")
+        })
+        .collect();
+    let path = CString::new(shim.into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: dlopen of the library this build made (see above).
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!handle.is_null(), "dlopen of the drop-in library failed");
+
+    let mut missing = Vec::new();
+    let mut unbound = Vec::new();
+    let mut unlisted = Vec::new();
+    let mut summary = Vec::new();
+    for lib in ["ibverbs", "mlx5", "rdmacm", "efa"] {
+        let file = dir.join(format!("lib{lib}.so.1"));
+        assert!(
+            file.exists(),
+            "{} is missing beside {}: install rdma-core completely (ibverbs-providers)",
+            file.display(),
+            dir.join("libibverbs.so.1").display()
+        );
+        let public: Vec<Sym> = defined_symbols(&file)
+            .into_iter()
+            .filter(|s| !is_private(&s.node))
+            .collect();
+        assert!(
+            !public.is_empty(),
+            "{} defines no public symbols",
+            file.display()
+        );
+        for s in &public {
+            if exported.binary_search(s).is_err() {
+                missing.push(format!("lib{lib}: {s}"));
+            }
+            let name = CString::new(s.name.as_str()).unwrap();
+            let node = CString::new(s.node.as_str()).unwrap();
+            // SAFETY: a live dlopen handle and two NUL-terminated strings.
+            if unsafe { libc::dlvsym(handle, name.as_ptr(), node.as_ptr()) }.is_null() {
+                unbound.push(format!("lib{lib}: {s}"));
+            }
+            let row = (lib.to_owned(), s.node.clone(), s.name.clone(), s.default);
+            if !table.contains(&row) {
+                unlisted.push(format!("lib{lib}: {s}"));
+            }
+        }
+        let compat = public.iter().filter(|s| !s.default).count();
+        summary.push(format!(
+            "lib{lib}: {} public at their default node, {compat} compat",
+            public.len() - compat
+        ));
+    }
+    eprintln!("compared with {}: {}", dir.display(), summary.join("; "));
+    assert!(
+        missing.is_empty(),
+        "{} public symbols of the installed rdma-core are not exported by the drop-in \
+         library (add them to shim/data/symbols.tsv with their return kind and run \
+         shim/gen-stubs.py, or implement them): {missing:#?}",
+        missing.len()
+    );
+    assert!(
+        unbound.is_empty(),
+        "exported but dlvsym does not bind them: {unbound:#?}"
+    );
+    assert!(
+        unlisted.is_empty(),
+        "exported but not documented in shim/data/symbols.tsv: {unlisted:#?}"
     );
 }
