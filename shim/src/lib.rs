@@ -45,6 +45,7 @@ mod parent;
 mod qp;
 mod qpex;
 mod rdmacm;
+mod rsocket;
 mod state;
 mod stubs;
 

@@ -197,3 +197,10 @@ fn the_same_seed_gives_the_same_trace_through_the_c_abi() {
         "two runs with the same (default) seed wrote different traces"
     );
 }
+
+#[test]
+fn rpoll_and_rselect_see_pipes_and_the_cm_channel_fd_together() {
+    if let Some(out) = run_c("rpoll_fds") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
