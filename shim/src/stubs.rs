@@ -204,13 +204,11 @@ export! { "RDMACM_1.0" fn riomap() -> i64 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn riounmap() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn riowrite() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rlisten() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rpoll() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rread() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rreadv() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rrecv() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rrecvfrom() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rrecvmsg() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rselect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rsend() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rsendmsg() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rsendto() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
