@@ -93,6 +93,35 @@ fn run_c_env(name: &str, env: &[(&str, &Path)]) -> Option<String> {
     Some(stdout)
 }
 
+/// [`run_c_env`] on a shared fabric of its own: `verbsim-fabric` (this
+/// package's binary) serves the world, as `verbsim exec --fabric` runs
+/// programs; it exits once the program has left.
+fn run_c_fabric(name: &str) -> Option<String> {
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let sock = std::env::temp_dir().join(format!(
+        "verbsim-shim-c-fabric-{name}-{}-{run}.sock",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&sock);
+    let mut fabric = Command::new(env!("CARGO_BIN_EXE_verbsim-fabric"))
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--exit-when-idle", "--linger", "0.5"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start verbsim-fabric");
+    for _ in 0..400 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = run_c_env(name, &[("VERBSIM_FABRIC", &sock)]);
+    let _ = fabric.wait();
+    out
+}
+
 #[test]
 fn rdma_cm_client_and_server_exchange_a_send() {
     if let Some(out) = run_c("rdma_cm_loop") {
@@ -106,6 +135,19 @@ fn accept_and_connect_with_a_null_conn_param_allow_rdma_reads() {
     // librdmacm gives the QP the depths the request offered. Method: a C
     // client and server in one process, READs both ways.
     if let Some(out) = run_c("rdma_cm_accept_null") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn synchronous_endpoints_block_until_their_events_come() {
+    // Goal: rdma_server/rdma_client's synchronous API: rdma_get_request
+    // blocks until a client connects, rdma_create_ep takes the QP type the
+    // address says; a SEND each way. Method: a C server thread and client thread in one process on a
+    // shared fabric (whose wall-clock pace gives the server thread the
+    // time a wire would: in one process virtual time would run the CM's
+    // timers out while the other thread is scheduled).
+    if let Some(out) = run_c_fabric("rdma_cm_sync_ep") {
         assert_eq!(out.trim(), "ok");
     }
 }
