@@ -153,6 +153,17 @@ fn synchronous_endpoints_block_until_their_events_come() {
 }
 
 #[test]
+fn inline_sends_copy_unregistered_memory_at_post() {
+    // Goal: IBV_SEND_INLINE through ibv_post_send from memory no MR
+    // covers (UCX, rdma_client) is copied at post, lkey ignored, within
+    // max_inline_data. Method: RC and UD SENDs from a stack buffer that is
+    // overwritten right after the post; a longer one is refused.
+    if let Some(out) = run_c("inline_unregistered") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn rdma_establish_confirms_a_connection_made_without_a_qp() {
     if let Some(out) = run_c("rdma_cm_establish") {
         assert_eq!(out.trim(), "ok");
