@@ -683,6 +683,10 @@ impl Verbs for SimVerbs {
         self.world.rdma_reject(*id, private_data)
     }
 
+    fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        self.world.rdma_reject_ece(*id, private_data)
+    }
+
     fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
         self.world.rdma_disconnect(*id)
     }
@@ -706,6 +710,14 @@ impl Verbs for SimVerbs {
 
     fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
         self.world.rdma_establish(*id)
+    }
+
+    fn rdma_migrate_id(&mut self, id: &CmIdHandle, channel: &CmChannelHandle) -> Result<()> {
+        self.world.rdma_migrate_id(*id, *channel)
+    }
+
+    fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
+        self.world.rdma_notify(*id, event)
     }
 
     fn rdma_join_multicast(

@@ -627,7 +627,7 @@ export! { "IBVERBS_1.1" fn ibv_query_pkey(context: *mut c::ibv_context, port_num
 
 /// The GID type of an index: `IBV_GID_TYPE_IB` on InfiniBand; on Ethernet
 /// index 0 (the link-local GID) is RoCE v1 and the others RoCE v2.
-fn gid_type(shim: &mut Shim, h: &ContextHandle, port: u8, index: u32) -> Res<u32> {
+pub(crate) fn gid_type(shim: &mut Shim, h: &ContextHandle, port: u8, index: u32) -> Res<u32> {
     let p = shim.sim.query_port(h, port).at("ibv_query_gid_type")?;
     Ok(match (p.link_layer, index) {
         (LinkLayer::Ethernet, 0) => c::IBV_GID_TYPE_ROCE_V1,

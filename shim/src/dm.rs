@@ -15,6 +15,7 @@ use core::ffi::{c_int, c_uint, c_void};
 use backend_sim::*;
 use verbs_api::*;
 
+use crate::export::export;
 use crate::objects::handle_of;
 use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
@@ -180,3 +181,43 @@ pub(crate) unsafe extern "C" fn op_reg_dm_mr(
         }))
     })
 }
+
+export! { "MLX5_1.10" fn mlx5dv_alloc_dm(context: *mut c::ibv_context, dm_attr: *mut c::ibv_alloc_dm_attr, mlx5_dm_attr: *mut c::mlx5dv_alloc_dm_attr) -> *mut c::ibv_dm {
+    // mlx5's checks first, then the same allocation as `ibv_alloc_dm`
+    // (which mlx5 implements as a MEMIC mlx5dv_alloc_dm).
+    let checked: Res<()> = with(|shim| {
+        let v = "mlx5dv_alloc_dm";
+        crate::device::ctx_of(shim, v, context)?;
+        // SAFETY: a live context of ours.
+        let device = unsafe { (*context).device };
+        if crate::mlx5::device_is_mlx5(shim, device) != Some(true) {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device profile"));
+        }
+        if dm_attr.is_null() || mlx5_dm_attr.is_null() {
+            return Err(Fail::new(v, libc::EINVAL, "dm_attr or mlx5_dm_attr is NULL"));
+        }
+        // SAFETY: non-NULL; the caller's structs.
+        let (a, m) = unsafe { (*dm_attr, *mlx5_dm_attr) };
+        match m.type_ {
+            c::MLX5_IB_UAPI_DM_TYPE_MEMIC => {}
+            c::MLX5_IB_UAPI_DM_TYPE_STEERING_SW_ICM
+            | c::MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_SW_ICM
+            | c::MLX5_IB_UAPI_DM_TYPE_HEADER_MODIFY_PATTERN_SW_ICM => {
+                return Err(Fail::new(v, libc::EOPNOTSUPP, "steering and header-modify ICM memory are not modelled (MEMIC is)"));
+            }
+            t => return Err(Fail::new(v, libc::EOPNOTSUPP, format!("unknown device memory type {t}"))),
+        }
+        if a.comp_mask != 0 || m.comp_mask != 0 {
+            return Err(Fail::new(v, libc::EINVAL, "comp_mask bits mlx5 does not know"));
+        }
+        Ok(())
+    });
+    match checked {
+        // SAFETY: the caller's arguments, checked above.
+        Ok(()) => unsafe { op_alloc_dm(context, dm_attr) },
+        Err(f) => {
+            crate::guard::set_errno(f.errno);
+            core::ptr::null_mut()
+        }
+    }
+}}

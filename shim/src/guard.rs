@@ -14,8 +14,9 @@ impl Failure for () {
     fn failure() -> Self {}
 }
 impl Failure for i32 {
-    /// libibverbs' verbs return a positive errno.
+    /// libibverbs' verbs return a positive errno (and leave it in `errno`).
     fn failure() -> Self {
+        set_errno(libc::EIO);
         libc::EIO
     }
 }

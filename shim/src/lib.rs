@@ -27,6 +27,7 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
+mod addressing;
 mod channel;
 mod config;
 mod cqex;
@@ -38,7 +39,9 @@ mod export;
 mod ext;
 pub mod fabric;
 mod guard;
+mod helpers;
 mod import;
+mod kern_abi;
 mod mlx5;
 mod objects;
 mod parent;

@@ -33,7 +33,8 @@ struct ContextUpstream {
 const MASK_MAX_DC_RD_ATOM: u64 = 1 << 14;
 const MASK_OOO_RECV_WRS: u64 = 1 << 16;
 
-fn device_is_mlx5(shim: &Shim, dev: *mut c::ibv_device) -> Option<bool> {
+/// Whether `dev` is one of ours with an mlx5 profile (`None`: not ours).
+pub(crate) fn device_is_mlx5(shim: &Shim, dev: *mut c::ibv_device) -> Option<bool> {
     let i = shim.devices.iter().position(|&d| d == dev as usize)?;
     Some(shim.sim.is_mlx5(i))
 }

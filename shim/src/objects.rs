@@ -221,6 +221,10 @@ export! { "IBVERBS_1.1" fn ibv_reg_mr(pd: *mut c::ibv_pd, addr: *mut c_void, len
     ret_ptr(with(|shim| reg_mr(shim, "ibv_reg_mr", pd, addr, length, addr as u64, access)))
 }}
 
+export! { "IBVERBS_1.7" fn ibv_reg_mr_iova(pd: *mut c::ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut c::ibv_mr {
+    ret_ptr(with(|shim| reg_mr(shim, "ibv_reg_mr_iova", pd, addr, length, iova, access)))
+}}
+
 export! { "IBVERBS_1.8" fn ibv_reg_mr_iova2(pd: *mut c::ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut c::ibv_mr {
     ret_ptr(with(|shim| reg_mr(shim, "ibv_reg_mr_iova2", pd, addr, length, iova, access as c_int)))
 }}
@@ -404,7 +408,8 @@ fn to_srq_attr(a: &c::ibv_srq_attr) -> SrqAttr {
     }
 }
 
-fn create_srq(
+/// Creates an SRQ from `ibv_srq_init_attr_ex` (also for `rdma_create_srq`).
+pub(crate) fn create_srq(
     shim: &mut Shim,
     v: &str,
     context: *mut c::ibv_context,
@@ -538,17 +543,19 @@ export! { "IBVERBS_1.1" fn ibv_query_srq(srq: *mut c::ibv_srq, srq_attr: *mut c:
     }))
 }}
 
+/// Destroys an SRQ of ours (`ibv_destroy_srq`, `rdma_destroy_srq`).
+pub(crate) fn destroy_srq(shim: &mut Shim, v: &str, srq: *mut c::ibv_srq) -> Res<()> {
+    let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
+    shim.sim.destroy_srq(&h).at(v)?;
+    shim.objects.remove(&(srq as usize));
+    shim.srq_ptrs.remove(&h);
+    // SAFETY: a live SRQ of ours, unregistered above, freed once.
+    unsafe { state::free(srq) };
+    Ok(())
+}
+
 export! { "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut c::ibv_srq) -> c_int {
-    ret_int(with(|shim| {
-        let v = "ibv_destroy_srq";
-        let h = handle_of!(shim, v, srq, Srq, "SRQ")?;
-        shim.sim.destroy_srq(&h).at(v)?;
-        shim.objects.remove(&(srq as usize));
-        shim.srq_ptrs.remove(&h);
-        // SAFETY: a live SRQ of ours, unregistered above, freed once.
-        unsafe { state::free(srq) };
-        Ok(())
-    }))
+    ret_int(with(|shim| destroy_srq(shim, "ibv_destroy_srq", srq)))
 }}
 
 // ----------------------------------------------------------------- XRCD
@@ -648,25 +655,35 @@ pub(crate) fn c_ah_attr(a: &AhAttr) -> c::ibv_ah_attr {
     o
 }
 
+/// Creates an address handle on `pd` (`ibv_create_ah`, `ibv_create_ah_from_wc`).
+pub(crate) fn create_ah(
+    shim: &mut Shim,
+    v: &str,
+    pd: *mut c::ibv_pd,
+    attr: &c::ibv_ah_attr,
+) -> Res<*mut c::ibv_ah> {
+    let p = handle_of!(shim, v, pd, Pd, "PD")?;
+    let h = shim.sim.create_ah(&p, &ah_attr(attr)).at(v)?;
+    let ah = state::alloc_zeroed::<c::ibv_ah>();
+    // SAFETY: just allocated; `pd` is a live PD of ours.
+    unsafe {
+        (*ah).context = (*pd).context;
+        (*ah).pd = pd;
+        (*ah).handle = h.index();
+    }
+    shim.add(ah.cast(), Obj::Ah(h));
+    Ok(ah)
+}
+
 export! { "IBVERBS_1.1" fn ibv_create_ah(pd: *mut c::ibv_pd, attr: *mut c::ibv_ah_attr) -> *mut c::ibv_ah {
     ret_ptr(with(|shim| {
         let v = "ibv_create_ah";
-        let p = handle_of!(shim, v, pd, Pd, "PD")?;
+        handle_of!(shim, v, pd, Pd, "PD")?;
         if attr.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "ah_attr is NULL"));
         }
         // SAFETY: non-NULL; the caller's struct.
-        let a = ah_attr(unsafe { &*attr });
-        let h = shim.sim.create_ah(&p, &a).at(v)?;
-        let ah = state::alloc_zeroed::<c::ibv_ah>();
-        // SAFETY: just allocated; `pd` is a live PD of ours.
-        unsafe {
-            (*ah).context = (*pd).context;
-            (*ah).pd = pd;
-            (*ah).handle = h.index();
-        }
-        shim.add(ah.cast(), Obj::Ah(h));
-        Ok(ah)
+        create_ah(shim, v, pd, unsafe { &*attr })
     }))
 }}
 
@@ -679,47 +696,5 @@ export! { "IBVERBS_1.1" fn ibv_destroy_ah(ah: *mut c::ibv_ah) -> c_int {
         // SAFETY: a live AH of ours, unregistered above, freed once.
         unsafe { state::free(ah) };
         Ok(())
-    }))
-}}
-
-export! { "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut c::ibv_pd, wc: *mut c::ibv_wc, grh: *mut c::ibv_grh, port_num: u8) -> *mut c::ibv_ah {
-    ret_ptr(with(|shim| {
-        let v = "ibv_create_ah_from_wc";
-        let p = handle_of!(shim, v, pd, Pd, "PD")?;
-        if wc.is_null() {
-            return Err(Fail::new(v, libc::EINVAL, "wc is NULL"));
-        }
-        // SAFETY: non-NULL; the caller's completion.
-        let w = unsafe { &*wc };
-        let mut a = AhAttr { dlid: w.slid, sl: w.sl, src_path_bits: w.dlid_path_bits, port_num, ..AhAttr::default() };
-        if w.wc_flags & c::IBV_WC_GRH != 0 {
-            if grh.is_null() {
-                return Err(Fail::new(v, libc::EINVAL, "the completion has a GRH but grh is NULL"));
-            }
-            // SAFETY: non-NULL; the 40-byte GRH the receive buffer starts with.
-            let g = unsafe { &*grh };
-            a.is_global = true;
-            // SAFETY: every bit pattern of the union is a valid [u8; 16].
-            a.grh.dgid = Gid(unsafe { g.sgid.raw });
-            a.grh.hop_limit = 0xff;
-            // SAFETY: `pd` is a live PD of ours.
-            let ctx_ptr = unsafe { (*pd).context };
-            let ctx = crate::device::ctx_of(shim, v, ctx_ptr)?;
-            // SAFETY: every bit pattern of the union is a valid [u8; 16].
-            let want = unsafe { g.dgid.raw };
-            let len = shim.sim.query_port(&ctx, port_num).at(v)?.gid_tbl_len.max(0) as u32;
-            let idx = (0..len).find(|&i| shim.sim.query_gid(&ctx, port_num, i).is_ok_and(|x| x.0 == want));
-            a.grh.sgid_index = idx.ok_or_else(|| Fail::new(v, libc::EINVAL, "the GRH's destination GID is not in the port's table"))? as u8;
-        }
-        let h = shim.sim.create_ah(&p, &a).at(v)?;
-        let ah = state::alloc_zeroed::<c::ibv_ah>();
-        // SAFETY: just allocated; `pd` is a live PD of ours.
-        unsafe {
-            (*ah).context = (*pd).context;
-            (*ah).pd = pd;
-            (*ah).handle = h.index();
-        }
-        shim.add(ah.cast(), Obj::Ah(h));
-        Ok(ah)
     }))
 }}

@@ -22,6 +22,8 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
+
+mod extra;
 use crate::guard::set_errno;
 use crate::objects::handle_of;
 use crate::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
@@ -1033,6 +1035,12 @@ unsafe fn rdma_create_qp_impl(
         }
         // SAFETY: non-NULL; the caller's struct.
         let a = unsafe { &mut *qp_init_attr };
+        // An SRQ made with rdma_create_srq serves the id's QP (librdmacm
+        // writes it into the caller's attributes).
+        if a.srq.is_null() {
+            // SAFETY: a live id of ours (id_entry above).
+            a.srq = unsafe { (*id).srq };
+        }
         let pd_h = if pd.is_null() {
             None
         } else {
@@ -1112,6 +1120,11 @@ export! { "RDMACM_1.0" fn rdma_create_qp_ex(id: *mut c::rdma_cm_id, qp_init_attr
         }
         // SAFETY: non-NULL; the caller's struct.
         let a = unsafe { &mut *qp_init_attr };
+        // As rdma_create_qp: the id's SRQ serves its QP.
+        if a.srq.is_null() {
+            // SAFETY: a live id of ours (id_entry above).
+            a.srq = unsafe { (*id).srq };
+        }
         let pd_h = if a.comp_mask & c::IBV_QP_INIT_ATTR_PD != 0 && !a.pd.is_null() {
             Some(handle_of!(shim, v, a.pd, Pd, "PD")?)
         } else {

@@ -278,11 +278,17 @@ impl Fail {
 /// A verb's result at the boundary.
 pub(crate) type Res<T> = core::result::Result<T, Fail>;
 
-/// The libibverbs convention for `int` verbs: 0 or a positive errno.
+/// The libibverbs convention for `int` verbs: 0 or a positive errno,
+/// which is also left in `errno`: libibverbs' verbs fail through a system
+/// call (the provider's command to the kernel) that sets it, and programs
+/// `perror` after a failed verb.
 pub(crate) fn ret_int(r: Res<()>) -> i32 {
     match r {
         Ok(()) => 0,
-        Err(f) => f.errno,
+        Err(f) => {
+            crate::guard::set_errno(f.errno);
+            f.errno
+        }
     }
 }
 

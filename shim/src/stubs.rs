@@ -95,24 +95,6 @@ export! { "EFA_1.1" fn efadv_query_ah() -> i32 { set_errno(libc::EOPNOTSUPP); li
 export! { "EFA_1.1" fn efadv_query_device() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "EFA_1.2" fn efadv_cq_from_ibv_cq_ex() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "EFA_1.2" fn efadv_create_cq() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.0" fn ibv_copy_path_rec_from_kern() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.0" fn ibv_copy_path_rec_to_kern() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.0" fn ibv_copy_qp_attr_from_kern() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.0" fn ibv_get_sysfs_path() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.0" fn ibv_rate_to_mult() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.0" fn mult_to_ibv_rate() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn ibv_copy_ah_attr_from_kern() { set_errno(libc::EOPNOTSUPP); } }
-export! { "IBVERBS_1.1" fn ibv_dofork_range() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn ibv_dontfork_range() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn ibv_event_type_str() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.1" fn ibv_init_ah_from_wc() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn ibv_node_type_str() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.1" fn ibv_port_state_str() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
-export! { "IBVERBS_1.1" fn ibv_rate_to_mbps() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn ibv_resolve_eth_l2_from_gid() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.1" fn mbps_to_ibv_rate() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.5" fn ibv_get_pkey_index() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "IBVERBS_1.7" fn ibv_reg_mr_iova() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export_compat! { "IBVERBS_1.0" fn ibv_ack_async_event as compat_ibv_ack_async_event_ibverbs_1_0() { set_errno(libc::EOPNOTSUPP); } }
 export_compat! { "IBVERBS_1.0" fn ibv_ack_cq_events as compat_ibv_ack_cq_events_ibverbs_1_0() { set_errno(libc::EOPNOTSUPP); } }
 export_compat! { "IBVERBS_1.0" fn ibv_alloc_pd as compat_ibv_alloc_pd_ibverbs_1_0() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
@@ -165,7 +147,6 @@ export! { "MLX5_1.9" fn mlx5dv_devx_create_cmd_comp() -> *mut core::ffi::c_void 
 export! { "MLX5_1.9" fn mlx5dv_devx_destroy_cmd_comp() { set_errno(libc::EOPNOTSUPP); } }
 export! { "MLX5_1.9" fn mlx5dv_devx_get_async_cmd_comp() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.9" fn mlx5dv_devx_obj_query_async() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
-export! { "MLX5_1.10" fn mlx5dv_alloc_dm() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.11" fn mlx5dv_devx_create_event_channel() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.11" fn mlx5dv_devx_destroy_event_channel() { set_errno(libc::EOPNOTSUPP); } }
 export! { "MLX5_1.11" fn mlx5dv_devx_get_event() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
@@ -189,13 +170,6 @@ export! { "RDMACM_1.0" fn raccept() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rbind() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rclose() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rconnect() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_srq() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_create_srq_ex() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_destroy_srq() { set_errno(libc::EOPNOTSUPP); } }
-export! { "RDMACM_1.0" fn rdma_get_dst_port() -> u16 { set_errno(libc::EOPNOTSUPP); 0 } }
-export! { "RDMACM_1.0" fn rdma_get_src_port() -> u16 { set_errno(libc::EOPNOTSUPP); 0 } }
-export! { "RDMACM_1.0" fn rdma_migrate_id() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.0" fn rdma_notify() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rfcntl() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rgetpeername() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rgetsockname() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
@@ -217,4 +191,3 @@ export! { "RDMACM_1.0" fn rshutdown() -> i32 { set_errno(libc::EOPNOTSUPP); -1 }
 export! { "RDMACM_1.0" fn rsocket() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rwrite() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
 export! { "RDMACM_1.0" fn rwritev() -> isize { set_errno(libc::EOPNOTSUPP); -1 } }
-export! { "RDMACM_1.3" fn rdma_reject_ece() -> i32 { set_errno(libc::EOPNOTSUPP); -1 } }

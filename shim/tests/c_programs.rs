@@ -257,3 +257,40 @@ fn rpoll_and_rselect_see_pipes_and_the_cm_channel_fd_together() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn failing_verbs_leave_their_errno_in_errno() {
+    // Goal: a failing int verb (ibv_modify_qp, ibv_dealloc_pd,
+    // ibv_destroy_cq, ibv_query_qp, ibv_resize_cq, ibv_destroy_qp) returns
+    // the errno and sets errno to it, as libibverbs' system calls do.
+    if let Some(out) = run_c("errno_verbs") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn device_helpers_follow_rdma_core() {
+    // Goal: ibv_get_pkey_index, ibv_init_ah_from_wc and
+    // ibv_create_ah_from_wc, ibv_resolve_eth_l2_from_gid, ibv_reg_mr_iova,
+    // the fork range calls, ibv_get_sysfs_path and mlx5dv_alloc_dm give
+    // rdma-core's values on an InfiniBand and a RoCE device.
+    let env = [
+        ("VERBSIM_DEVICES", Path::new("cx6,cx7")),
+        ("SYSFS_PATH", Path::new("/tmp/verbsim-sysfs//")),
+    ];
+    if let Some(out) = run_c_env("verbs_helpers", &env) {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
+fn rdma_cm_migrate_ports_srq_notify_and_ece_reject() {
+    // Goal: rdma_migrate_id moves queued and future events (and a
+    // listener's requests) to the new channel or makes the id synchronous,
+    // the port getters read the id's addresses, rdma_create_srq's SRQ
+    // serves rdma_create_qp, rdma_notify and rdma_reject_ece behave as
+    // librdmacm over the kernel's CM.
+    if let Some(out) = run_c("rdma_cm_more") {
+        assert_eq!(out.trim(), "ok");
+    }
+}

@@ -381,6 +381,12 @@ pub enum Verb {
     RdmaJoinMulticast,
     RdmaJoinMulticastEx,
     RdmaLeaveMulticast,
+    /// `rdma_migrate_id`.
+    RdmaMigrateId,
+    /// `rdma_notify`.
+    RdmaNotify,
+    /// `rdma_reject_ece`.
+    RdmaRejectEce,
     SimControl,
     ReregMr,
     ResizeCq,
@@ -496,6 +502,9 @@ impl Verb {
             Self::RdmaJoinMulticast => "rdma_join_multicast",
             Self::RdmaJoinMulticastEx => "rdma_join_multicast_ex",
             Self::RdmaLeaveMulticast => "rdma_leave_multicast",
+            Self::RdmaMigrateId => "rdma_migrate_id",
+            Self::RdmaNotify => "rdma_notify",
+            Self::RdmaRejectEce => "rdma_reject_ece",
             Self::SimControl => "sim_control (simulator only)",
             Self::ReregMr => "ibv_rereg_mr",
             Self::ResizeCq => "ibv_resize_cq",

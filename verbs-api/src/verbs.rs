@@ -1087,6 +1087,20 @@ pub trait Verbs {
         ))
     }
 
+    /// `rdma_reject_ece`: `rdma_reject` whose REJ gives the reason
+    /// `IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED` (35), for a request whose
+    /// ECE options the passive side refuses.
+    ///
+    /// # Errors
+    /// As [`Verbs::rdma_reject`].
+    fn rdma_reject_ece(&mut self, id: &Self::CmId, private_data: &[u8]) -> Result<()> {
+        let _ = (id, private_data);
+        Err(Error::not_implemented(
+            Verb::RdmaRejectEce,
+            self.backend().name(),
+        ))
+    }
+
     /// `rdma_disconnect`.
     fn rdma_disconnect(&mut self, id: &Self::CmId) -> Result<()> {
         let _ = id;
@@ -1185,6 +1199,38 @@ pub trait Verbs {
         let _ = id;
         Err(Error::not_implemented(
             Verb::RdmaEstablish,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_migrate_id(id, channel)`: the id's events from now on, and
+    /// those queued and not yet fetched, go to `channel`; so do the
+    /// connection requests of a listening id and the events of the ids
+    /// they created that were still on the old channel.
+    ///
+    /// # Errors
+    /// `EINVAL` for a destroyed id or channel.
+    fn rdma_migrate_id(&mut self, id: &Self::CmId, channel: &Self::CmChannel) -> Result<()> {
+        let _ = (id, channel);
+        Err(Error::not_implemented(
+            Verb::RdmaMigrateId,
+            self.backend().name(),
+        ))
+    }
+
+    /// `rdma_notify(id, event)`: tells the CM of an event the QP saw that
+    /// the CM acts on. `IBV_EVENT_COMM_EST` (data arrived before the RTU)
+    /// establishes a passive connection waiting for its RTU, as the
+    /// kernel's `ib_cm_notify` does.
+    ///
+    /// # Errors
+    /// `EINVAL` for an id without an IB CM connection or an event the CM
+    /// does not act on; `EISCONN` for `COMM_EST` on an established
+    /// connection.
+    fn rdma_notify(&mut self, id: &Self::CmId, event: AsyncEventType) -> Result<()> {
+        let _ = (id, event);
+        Err(Error::not_implemented(
+            Verb::RdmaNotify,
             self.backend().name(),
         ))
     }

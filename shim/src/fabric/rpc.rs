@@ -172,6 +172,8 @@ pub(crate) enum Call {
     RdmaAccept(CmIdHandle, ConnParam),
     /// `rdma_reject`.
     RdmaReject(CmIdHandle, Vec<u8>),
+    /// `rdma_reject_ece`.
+    RdmaRejectEce(CmIdHandle, Vec<u8>),
     /// `rdma_disconnect`.
     RdmaDisconnect(CmIdHandle),
     /// `rdma_get_cm_event`.
@@ -188,6 +190,10 @@ pub(crate) enum Call {
     RdmaInitQpAttr(CmIdHandle, QpState),
     /// `rdma_establish`.
     RdmaEstablish(CmIdHandle),
+    /// `rdma_migrate_id`.
+    RdmaMigrateId(CmIdHandle, CmChannelHandle),
+    /// `rdma_notify`.
+    RdmaNotify(CmIdHandle, AsyncEventType),
     /// `rdma_join_multicast`.
     RdmaJoinMulticast(CmIdHandle, SocketAddr, u64),
     /// `rdma_join_multicast_ex`.
@@ -280,6 +286,7 @@ impl Call {
             Self::RdmaConnect(..) => Verb::RdmaConnect,
             Self::RdmaAccept(..) => Verb::RdmaAccept,
             Self::RdmaReject(..) => Verb::RdmaReject,
+            Self::RdmaRejectEce(..) => Verb::RdmaRejectEce,
             Self::RdmaDisconnect(..) => Verb::RdmaDisconnect,
             Self::RdmaGetCmEvent(..) => Verb::RdmaGetCmEvent,
             Self::RdmaAckCmEvent(..) => Verb::RdmaAckCmEvent,
@@ -288,6 +295,8 @@ impl Call {
             Self::RdmaDestroyQp(..) => Verb::RdmaDestroyQp,
             Self::RdmaInitQpAttr(..) => Verb::RdmaInitQpAttr,
             Self::RdmaEstablish(..) => Verb::RdmaEstablish,
+            Self::RdmaMigrateId(..) => Verb::RdmaMigrateId,
+            Self::RdmaNotify(..) => Verb::RdmaNotify,
             Self::RdmaJoinMulticast(..) => Verb::RdmaJoinMulticast,
             Self::RdmaJoinMulticastEx(..) => Verb::RdmaJoinMulticastEx,
             Self::RdmaLeaveMulticast(..) => Verb::RdmaLeaveMulticast,
@@ -766,6 +775,10 @@ impl Remote {
     pub(crate) fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
         self.call(&Call::RdmaReject(*id, private_data.to_vec()))
     }
+    /// `rdma_reject_ece` on the shared fabric.
+    pub(crate) fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        self.call(&Call::RdmaRejectEce(*id, private_data.to_vec()))
+    }
     /// `rdma_disconnect` on the shared fabric.
     pub(crate) fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
         self.call(&Call::RdmaDisconnect(*id))
@@ -824,6 +837,18 @@ impl Remote {
     /// `rdma_establish` on the shared fabric.
     pub(crate) fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
         self.call(&Call::RdmaEstablish(*id))
+    }
+    /// `rdma_migrate_id` on the shared fabric.
+    pub(crate) fn rdma_migrate_id(
+        &mut self,
+        id: &CmIdHandle,
+        channel: &CmChannelHandle,
+    ) -> Result<()> {
+        self.call(&Call::RdmaMigrateId(*id, *channel))
+    }
+    /// `rdma_notify` on the shared fabric.
+    pub(crate) fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
+        self.call(&Call::RdmaNotify(*id, event))
     }
     /// `rdma_join_multicast` on the shared fabric.
     pub(crate) fn rdma_join_multicast(
@@ -1278,6 +1303,10 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
             let r = Verbs::rdma_reject(sim, &a0, &a1);
             super::encode(&r)
         }
+        Call::RdmaRejectEce(a0, a1) => {
+            let r = Verbs::rdma_reject_ece(sim, &a0, &a1);
+            super::encode(&r)
+        }
         Call::RdmaDisconnect(a0) => {
             let r = Verbs::rdma_disconnect(sim, &a0);
             super::encode(&r)
@@ -1320,6 +1349,14 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: Call) ->
         }
         Call::RdmaEstablish(a0) => {
             let r = Verbs::rdma_establish(sim, &a0);
+            super::encode(&r)
+        }
+        Call::RdmaMigrateId(a0, a1) => {
+            let r = Verbs::rdma_migrate_id(sim, &a0, &a1);
+            super::encode(&r)
+        }
+        Call::RdmaNotify(a0, a1) => {
+            let r = Verbs::rdma_notify(sim, &a0, a1);
             super::encode(&r)
         }
         Call::RdmaJoinMulticast(a0, a1, a2) => {
@@ -2031,6 +2068,13 @@ impl Engine {
             Self::Remote(r) => r.rdma_reject(id, private_data),
         }
     }
+    /// `rdma_reject_ece`.
+    pub(crate) fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_reject_ece(&mut **s, id, private_data),
+            Self::Remote(r) => r.rdma_reject_ece(id, private_data),
+        }
+    }
     /// `rdma_disconnect`.
     pub(crate) fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
         match self {
@@ -2101,6 +2145,24 @@ impl Engine {
         match self {
             Self::Local(s) => Verbs::rdma_establish(&mut **s, id),
             Self::Remote(r) => r.rdma_establish(id),
+        }
+    }
+    /// `rdma_migrate_id`.
+    pub(crate) fn rdma_migrate_id(
+        &mut self,
+        id: &CmIdHandle,
+        channel: &CmChannelHandle,
+    ) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_migrate_id(&mut **s, id, channel),
+            Self::Remote(r) => r.rdma_migrate_id(id, channel),
+        }
+    }
+    /// `rdma_notify`.
+    pub(crate) fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
+        match self {
+            Self::Local(s) => Verbs::rdma_notify(&mut **s, id, event),
+            Self::Remote(r) => r.rdma_notify(id, event),
         }
     }
     /// `rdma_join_multicast`.

@@ -453,7 +453,23 @@ impl World {
     /// answer; the peer gets `REJECTED` (`IB_CM_REJ_CONSUMER_DEFINED`) or,
     /// for UD, `UNREACHABLE` (`IB_SIDR_REJECT`), with the private data.
     pub fn rdma_reject(&mut self, id: CmIdHandle, data: &[u8]) -> Result<()> {
-        let v = Verb::RdmaReject;
+        self.cm_reject(Verb::RdmaReject, id, data, reject_reason::CONSUMER_DEFINED)
+    }
+
+    /// `rdma_reject_ece`: [`World::rdma_reject`] whose REJ carries
+    /// `IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED` (the ECE options of the
+    /// request are refused); a UD id's SIDR REP is the same as
+    /// `rdma_reject`'s (SIDR has no reason field).
+    pub fn rdma_reject_ece(&mut self, id: CmIdHandle, data: &[u8]) -> Result<()> {
+        self.cm_reject(
+            Verb::RdmaRejectEce,
+            id,
+            data,
+            reject_reason::VENDOR_OPTION_NOT_SUPPORTED,
+        )
+    }
+
+    fn cm_reject(&mut self, v: Verb, id: CmIdHandle, data: &[u8], reason: i32) -> Result<()> {
         let i = self.cm_id(id, v)?;
         if i.state != IdState::Connect(Conn::ReqRcvd) {
             return Err(invalid(
@@ -480,7 +496,7 @@ impl World {
         } else {
             Action::Rej {
                 to: remote,
-                reason: reject_reason::CONSUMER_DEFINED,
+                reason,
                 data: data.to_vec(),
             }
         };

@@ -45,6 +45,8 @@ pub mod reject_reason {
     pub const INVALID_SERVICE_ID: i32 = 8;
     /// `IB_CM_REJ_CONSUMER_DEFINED`: `rdma_reject`.
     pub const CONSUMER_DEFINED: i32 = 28;
+    /// `IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED`: `rdma_reject_ece`.
+    pub const VENDOR_OPTION_NOT_SUPPORTED: i32 = 35;
     /// `IB_SIDR_REJECT` (SIDR REP status): `rdma_reject` on a UD id.
     pub const SIDR_REJECT: i32 = 1;
     /// `IB_SIDR_UNSUPPORTED` (SIDR REP status): nobody listens (UD).
@@ -420,6 +422,7 @@ mod actions;
 mod connect;
 mod ids;
 mod mcast;
+mod migrate;
 pub use mcast::{mcast_mgid, MLID_FIRST, MLID_LAST};
 mod plumbing;
 mod qp;
