@@ -91,13 +91,16 @@ pub(crate) fn nonblocking(fd: c_int) -> bool {
     fl >= 0 && fl & libc::O_NONBLOCK != 0
 }
 
-/// Waits up to `ms` for `fd` to become readable (another thread's verb).
-pub(crate) fn wait(fd: c_int, ms: c_int) {
+/// Waits up to `ms` for `fd` to become readable (another thread's verb);
+/// false when a signal handler ran meanwhile (`EINTR`).
+pub(crate) fn wait(fd: c_int, ms: c_int) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: one live pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) };
+    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    // SAFETY: errno of this thread, read right after the call.
+    !(rc < 0 && unsafe { *libc::__errno_location() } == libc::EINTR)
 }

@@ -48,7 +48,16 @@ pub(crate) fn blocking<T>(
         }
         // On the shared fabric another process's verbs make events without
         // touching our fds: look again soon.
-        crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 });
+        // A signal handler that runs while we wait ends the wait with
+        // EINTR, as it ends libibverbs' read() of the channel fd: qperf
+        // stops its tests so, from SIGALRM.
+        if !crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 }) {
+            return Err(Fail::new(
+                verb,
+                libc::EINTR,
+                "interrupted by a signal while waiting for an event",
+            ));
+        }
         if !noticed && start.elapsed() > STUCK_NOTICE {
             noticed = true;
             let who = if crate::fabric::is_remote() {

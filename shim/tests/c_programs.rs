@@ -164,6 +164,17 @@ fn inline_sends_copy_unregistered_memory_at_post() {
 }
 
 #[test]
+fn a_signal_ends_a_blocked_event_wait_with_eintr() {
+    // Goal: a handler without SA_RESTART that runs while a completion,
+    // async or CM event wait is blocked makes it return EINTR, as the
+    // read() of rdma-core's fd does (qperf ends tests from SIGALRM).
+    // Method: a 200 ms interval timer against each of the three waits.
+    if let Some(out) = run_c("event_wait_eintr") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn rdma_establish_confirms_a_connection_made_without_a_qp() {
     if let Some(out) = run_c("rdma_cm_establish") {
         assert_eq!(out.trim(), "ok");
