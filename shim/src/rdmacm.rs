@@ -159,6 +159,30 @@ unsafe fn read_sockaddr(sa: *const c::sockaddr) -> Option<SocketAddr> {
     }
 }
 
+/// `AF_IB` (rdma-core's `<infiniband/ib.h>`: `struct sockaddr_ib`).
+const AF_IB: c_int = 27;
+
+/// The address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
+/// address (a `struct sockaddr_ib`, which libfabric's verbs provider and
+/// `mckey -M` use: the simulated CM has IPv4 and IPv6 addresses only),
+/// `EINVAL` for NULL or another family.
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<SocketAddr> {
+    // SAFETY: the caller's contract; the family is the first field of every sockaddr.
+    if !sa.is_null() && c_int::from(unsafe { (*sa).sa_family }) == AF_IB {
+        return Err(Fail::new(
+            v,
+            libc::EOPNOTSUPP,
+            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled, the simulated CM has IPv4 and IPv6 addresses only (docs/divergence.md)"),
+        ));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { read_sockaddr(sa) }
+        .ok_or_else(|| Fail::new(v, libc::EINVAL, format!("{what} is NULL or not AF_INET/AF_INET6")))
+}
+
 /// Writes `a` as a C sockaddr into `storage` (a `sockaddr_storage`).
 fn write_sockaddr(storage: &mut c::sockaddr_storage, a: Option<SocketAddr>) {
     *storage = c::sockaddr_storage::default();
@@ -609,13 +633,7 @@ fn verb_then_wait(
 unsafe fn rdma_bind_addr_impl(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
     ret((|| {
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) }.ok_or_else(|| {
-            Fail::new(
-                "rdma_bind_addr",
-                libc::EINVAL,
-                "addr is NULL or not AF_INET/AF_INET6",
-            )
-        })?;
+        let a = unsafe { need_sockaddr("rdma_bind_addr", addr, "addr") }?;
         verb_then_wait("rdma_bind_addr", id, |s, h| {
             s.sim.rdma_bind_addr(h, a).at("rdma_bind_addr").map(|()| None)
         })
@@ -641,10 +659,13 @@ unsafe fn rdma_resolve_addr_impl(
     ret((|| {
         let v = "rdma_resolve_addr";
         // SAFETY: the caller's sockaddrs or NULL.
-        let (src, dst) = unsafe { (read_sockaddr(src_addr), read_sockaddr(dst_addr)) };
-        let dst = dst.ok_or_else(|| {
-            Fail::new(v, libc::EINVAL, "dst_addr is NULL or not AF_INET/AF_INET6")
-        })?;
+        let dst = unsafe { need_sockaddr(v, dst_addr, "dst_addr") }?;
+        let src = if src_addr.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { need_sockaddr(v, src_addr, "src_addr") }?)
+        };
         let t = timeout_ms.max(0) as u32;
         verb_then_wait(v, id, |s, h| {
             s.sim.rdma_resolve_addr(h, src, dst, t).at(v)?;
@@ -774,9 +795,9 @@ fn join(
 }
 
 export! { "RDMACM_1.0" fn rdma_join_multicast(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr, context: *mut c_void) -> c_int {
+    let v = "rdma_join_multicast";
     // SAFETY: the caller's sockaddr or NULL.
-    let a = unsafe { read_sockaddr(addr) };
-    ret(join("rdma_join_multicast", id, a, None, context))
+    ret(unsafe { need_sockaddr(v, addr, "addr") }.and_then(|a| join(v, id, Some(a), None, context)))
 }}
 
 export! { "RDMACM_1.1" fn rdma_join_multicast_ex(id: *mut c::rdma_cm_id, mc_join_attr: *mut c::rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
@@ -798,8 +819,8 @@ export! { "RDMACM_1.1" fn rdma_join_multicast_ex(id: *mut c::rdma_cm_id, mc_join
         }
         let flags = McJoinFlag::from_raw(attr.join_flags);
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(attr.addr) };
-        join(v, id, a, Some(flags), context)
+        let a = unsafe { need_sockaddr(v, attr.addr, "mc_join_attr->addr") }?;
+        join(v, id, Some(a), Some(flags), context)
     })())
 }}
 
@@ -807,8 +828,7 @@ export! { "RDMACM_1.0" fn rdma_leave_multicast(id: *mut c::rdma_cm_id, addr: *mu
     ret((|| {
         let v = "rdma_leave_multicast";
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) }
-            .ok_or_else(|| Fail::new(v, libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
+        let a = unsafe { need_sockaddr(v, addr, "addr") }?;
         verb_then_wait(v, id, |s, h| s.sim.rdma_leave_multicast(h, a).at(v).map(|()| None))
     })())
 }}

@@ -175,6 +175,16 @@ fn a_signal_ends_a_blocked_event_wait_with_eintr() {
 }
 
 #[test]
+fn af_ib_addresses_are_eopnotsupp_and_change_nothing() {
+    // Goal: struct sockaddr_ib (libfabric's verbs provider binds one) is
+    // a feature the simulated CM lacks: EOPNOTSUPP, not EINVAL, and the
+    // id still binds an IPv4 address afterwards.
+    if let Some(out) = run_c("rdma_cm_af_ib") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn rdma_establish_confirms_a_connection_made_without_a_qp() {
     if let Some(out) = run_c("rdma_cm_establish") {
         assert_eq!(out.trim(), "ok");
