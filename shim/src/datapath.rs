@@ -118,7 +118,10 @@ fn copy_inline(
         if w.send_flags & c::IBV_SEND_INLINE != 0
             && inline_carries_payload(WrOpcode::from_raw(w.opcode))
         {
-            len = sg[ranges[i].clone()].iter().map(|s| s.length as usize).sum();
+            len = sg[ranges[i].clone()]
+                .iter()
+                .map(|s| s.length as usize)
+                .sum();
             if len > max {
                 len = 0;
             }
@@ -135,7 +138,10 @@ fn copy_inline(
         if lens[i] == 0 {
             continue;
         }
-        let b = shim.bounces.get_mut(&(qp as usize)).expect("bounce() made it");
+        let b = shim
+            .bounces
+            .get_mut(&(qp as usize))
+            .expect("bounce() made it");
         for s in &mut sg[ranges[i].clone()] {
             let n = s.length as usize;
             if n > 0 {

@@ -179,8 +179,13 @@ unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<Sock
         ));
     }
     // SAFETY: the caller's contract.
-    unsafe { read_sockaddr(sa) }
-        .ok_or_else(|| Fail::new(v, libc::EINVAL, format!("{what} is NULL or not AF_INET/AF_INET6")))
+    unsafe { read_sockaddr(sa) }.ok_or_else(|| {
+        Fail::new(
+            v,
+            libc::EINVAL,
+            format!("{what} is NULL or not AF_INET/AF_INET6"),
+        )
+    })
 }
 
 /// Writes `a` as a C sockaddr into `storage` (a `sockaddr_storage`).
@@ -590,7 +595,11 @@ fn wait_sync(v: &str, id: *mut c::rdma_cm_id, want: CmEventType) -> Res<Option<C
     Err(Fail::new(
         v,
         errno,
-        format!("{} (status {status}) instead of {}", event.name(), want.name()),
+        format!(
+            "{} (status {status}) instead of {}",
+            event.name(),
+            want.name()
+        ),
     ))
 }
 
@@ -635,7 +644,10 @@ unsafe fn rdma_bind_addr_impl(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) ->
         // SAFETY: the caller's sockaddr or NULL.
         let a = unsafe { need_sockaddr("rdma_bind_addr", addr, "addr") }?;
         verb_then_wait("rdma_bind_addr", id, |s, h| {
-            s.sim.rdma_bind_addr(h, a).at("rdma_bind_addr").map(|()| None)
+            s.sim
+                .rdma_bind_addr(h, a)
+                .at("rdma_bind_addr")
+                .map(|()| None)
         })
     })())
 }

@@ -54,7 +54,12 @@ fn cstr(p: &Path) -> Result<CString, String> {
 }
 
 /// `mount(2)`.
-fn mount(src: &Path, target: &Path, fstype: Option<&str>, flags: libc::c_ulong) -> Result<(), String> {
+fn mount(
+    src: &Path,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+) -> Result<(), String> {
     let (s, t) = (cstr(src)?, cstr(target)?);
     let f = fstype.map(|f| CString::new(f).expect("no NUL"));
     let opts = CString::new("mode=755").expect("no NUL");
@@ -76,7 +81,11 @@ fn mount(src: &Path, target: &Path, fstype: Option<&str>, flags: libc::c_ulong) 
     if rc == 0 {
         Ok(())
     } else {
-        Err(os_err(&format!("mount {} on {}", src.display(), target.display())))
+        Err(os_err(&format!(
+            "mount {} on {}",
+            src.display(),
+            target.display()
+        )))
     }
 }
 
