@@ -185,6 +185,20 @@ fn af_ib_addresses_are_eopnotsupp_and_change_nothing() {
 }
 
 #[test]
+fn the_async_fd_is_readable_when_an_event_is_queued() {
+    // Goal: context->async_fd wakes a poll() when an async event is
+    // queued, with no completion channel and no library call meanwhile,
+    // and is quiet once the event is taken. Method: LAST_WQE_REACHED from
+    // a QP on an SRQ moved to ERR, in one process and over a fabric.
+    if let Some(out) = run_c("async_fd_poll") {
+        assert_eq!(out.trim(), "ok");
+    }
+    if let Some(out) = run_c_fabric("async_fd_poll") {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn rdma_establish_confirms_a_connection_made_without_a_qp() {
     if let Some(out) = run_c("rdma_cm_establish") {
         assert_eq!(out.trim(), "ok");
