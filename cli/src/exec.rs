@@ -262,6 +262,11 @@ mod tests {
             .env
             .contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
         assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
+        assert!(!a.no_device_files, "device files are on by default");
+        let a = parse(&["--no-device-files".to_string(), "p".into()])
+            .unwrap()
+            .unwrap();
+        assert!(a.no_device_files);
     }
 
     #[test]
