@@ -713,9 +713,13 @@ export! { "IBVERBS_1.11" fn _ibv_query_gid_table(context: *mut c::ibv_context, e
         }
         Ok(out.len() as isize)
     });
+    // A negative errno, which is also left in errno (rdma-core's ioctl failed).
     match r {
         Ok(n) => n,
-        Err(f) => -(f.errno as isize),
+        Err(f) => {
+            set_errno(f.errno);
+            -(f.errno as isize)
+        }
     }
 }}
 

@@ -94,6 +94,25 @@ export! { "MLX5_1.0" fn mlx5dv_query_device(context: *mut c::ibv_context, attrs_
     }))
 }}
 
+export! { "MLX5_1.2" fn mlx5dv_set_context_attr(context: *mut c::ibv_context, type_: u32, attr: *mut c_void) -> c_int {
+    ret_int(with(|shim| {
+        let v = "mlx5dv_set_context_attr";
+        crate::device::ctx_of(shim, v, context)?;
+        // SAFETY: a live context of ours.
+        if device_is_mlx5(shim, unsafe { (*context).device }) != Some(true) {
+            return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device profile"));
+        }
+        match type_ {
+            // Buffer allocators: taken and never called, as a parent
+            // domain's are (the simulator keeps no queue buffers in the
+            // program's memory).
+            c::MLX5DV_CTX_ATTR_BUF_ALLOCATORS if attr.is_null() => Err(Fail::new(v, libc::EINVAL, "attr is NULL")),
+            c::MLX5DV_CTX_ATTR_BUF_ALLOCATORS => Ok(()),
+            t => Err(Fail::new(v, libc::EOPNOTSUPP, format!("context attribute type {t} is unknown to mlx5"))),
+        }
+    }))
+}}
+
 export! { "MLX5_1.4" fn mlx5dv_get_clock_info(context: *mut c::ibv_context, clock_info: *mut c::mlx5dv_clock_info) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_get_clock_info";

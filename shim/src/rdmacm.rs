@@ -1532,8 +1532,13 @@ export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut 
 export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
     // SAFETY: the exported functions, on the caller's id.
     unsafe {
-        if with(|shim| shim.cm.ids.contains_key(&(id as usize))) && !(*id).qp.is_null() {
+        let ours = with(|shim| shim.cm.ids.contains_key(&(id as usize)));
+        if ours && !(*id).qp.is_null() {
             rdma_destroy_qp_impl(id);
+        }
+        // As librdmacm: the id's SRQ (rdma_create_srq) goes too.
+        if ours && !(*id).srq.is_null() {
+            let _ = ret(with(|shim| extra::destroy_id_srq(shim, "rdma_destroy_ep", id)));
         }
         rdma_destroy_id_impl(id);
     }

@@ -129,7 +129,6 @@ export_compat! { "IBVERBS_1.0" fn ibv_query_srq as compat_ibv_query_srq_ibverbs_
 export_compat! { "IBVERBS_1.0" fn ibv_reg_mr as compat_ibv_reg_mr_ibverbs_1_0() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export_compat! { "IBVERBS_1.0" fn ibv_resize_cq as compat_ibv_resize_cq_ibverbs_1_0() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export_compat! { "IBVERBS_1.1" fn ibv_register_driver as compat_ibv_register_driver_ibverbs_1_1() { set_errno(libc::EOPNOTSUPP); } }
-export! { "MLX5_1.2" fn mlx5dv_set_context_attr() -> i32 { set_errno(libc::EOPNOTSUPP); libc::EOPNOTSUPP } }
 export! { "MLX5_1.3" fn mlx5dv_create_wq() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.5" fn mlx5dv_create_flow_action_esp() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }
 export! { "MLX5_1.7" fn mlx5dv_create_flow_action_modify_header() -> *mut core::ffi::c_void { set_errno(libc::EOPNOTSUPP); core::ptr::null_mut() } }

@@ -244,3 +244,76 @@ fn every_public_symbol_of_the_installed_rdma_core_is_exported_at_its_node() {
         "exported but not documented in shim/data/symbols.tsv: {unlisted:#?}"
     );
 }
+
+#[test]
+fn every_stub_fails_cleanly_with_eopnotsupp() {
+    // Goal: a function the simulator does not model fails the way its
+    // family reports an unsupported feature, never crashes: a positive
+    // errno (int verbs), -1 (librdmacm, rsockets, ssize_t, off_t), NULL
+    // (pointers), 0 (u16, u64), with errno EOPNOTSUPP in each case.
+    // Method: call every row of data/symbols.tsv whose `how` is stub or
+    // compat through dlvsym (the stubs take no arguments, so calling them
+    // with none is their C contract) and check the value by its kind.
+    let path = CString::new(common::shim().into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: dlopen of the library this build made.
+    let lib = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!lib.is_null(), "dlopen of the drop-in library failed");
+    let mut called = 0;
+    for line in include_str!("../data/symbols.tsv").lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        let (node, func, kind, how) = (f[1], f[2], f[3], f[4]);
+        if how != "stub" && how != "compat" {
+            continue;
+        }
+        let (n, v) = (CString::new(func).unwrap(), CString::new(node).unwrap());
+        // SAFETY: a live handle and two NUL-terminated strings.
+        let p = unsafe { libc::dlvsym(lib, n.as_ptr(), v.as_ptr()) };
+        assert!(!p.is_null(), "{func}@{node} is not exported");
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: a generated stub takes no arguments and returns the
+        // C type of its kind (gen-stubs.py).
+        let ok = unsafe {
+            match kind {
+                "int" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn() -> i32>(p)()
+                        == libc::EOPNOTSUPP
+                }
+                "neg" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn() -> i32>(p)() == -1
+                }
+                "ssize" | "off" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn() -> i64>(p)() == -1
+                }
+                "ptr" => core::mem::transmute::<
+                    *mut libc::c_void,
+                    extern "C" fn() -> *mut libc::c_void,
+                >(p)()
+                .is_null(),
+                "u16" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn() -> u16>(p)() == 0
+                }
+                "u64" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn() -> u64>(p)() == 0
+                }
+                "void" => {
+                    core::mem::transmute::<*mut libc::c_void, extern "C" fn()>(p)();
+                    true
+                }
+                other => panic!("{func}: unknown return kind {other}"),
+            }
+        };
+        assert!(
+            ok,
+            "{func}@{node} ({kind}) did not return its failure value"
+        );
+        // SAFETY: as above.
+        let e = unsafe { *libc::__errno_location() };
+        assert_eq!(e, libc::EOPNOTSUPP, "{func}@{node}: errno {e}");
+        called += 1;
+    }
+    assert!(called >= 100, "only {called} stubs called");
+}

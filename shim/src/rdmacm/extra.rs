@@ -216,20 +216,23 @@ export! { "RDMACM_1.0" fn rdma_create_srq(id: *mut c::rdma_cm_id, pd: *mut c::ib
     }))
 }}
 
+/// Destroys the SRQ `rdma_create_srq` gave the id (`rdma_destroy_srq`,
+/// and `rdma_destroy_ep` for an id that has one).
+pub(super) fn destroy_id_srq(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
+    id_entry(shim, v, id)?;
+    // SAFETY: a live id of ours.
+    let srq = unsafe { (*id).srq };
+    if srq.is_null() {
+        return Err(Fail::new(v, libc::EINVAL, "the id has no SRQ"));
+    }
+    crate::objects::destroy_srq(shim, v, srq)?;
+    // SAFETY: as above.
+    unsafe { (*id).srq = ptr::null_mut() };
+    Ok(())
+}
+
 export! { "RDMACM_1.0" fn rdma_destroy_srq(id: *mut c::rdma_cm_id) {
-    let _ = ret(with(|shim| {
-        let v = "rdma_destroy_srq";
-        id_entry(shim, v, id)?;
-        // SAFETY: a live id of ours.
-        let srq = unsafe { (*id).srq };
-        if srq.is_null() {
-            return Err(Fail::new(v, libc::EINVAL, "the id has no SRQ"));
-        }
-        crate::objects::destroy_srq(shim, v, srq)?;
-        // SAFETY: as above.
-        unsafe { (*id).srq = ptr::null_mut() };
-        Ok(())
-    }));
+    let _ = ret(with(|shim| destroy_id_srq(shim, "rdma_destroy_srq", id)));
 }}
 
 export! { "RDMACM_1.0" fn rdma_notify(id: *mut c::rdma_cm_id, event: u32) -> c_int {

@@ -41,6 +41,11 @@ int main(void)
 	/* A CQ of zero entries cannot be resized to. */
 	FAILS_WITH(ibv_resize_cq(cq, 0), EINVAL);
 
+	/* ibv_query_gid_table: a negative errno, and errno. */
+	struct ibv_gid_entry ent[1];
+	errno = 0;
+	CHECK(ibv_query_gid_table(ctx, ent, 1, 1) == -EINVAL && errno == EINVAL);
+
 	CHECK(ibv_destroy_qp(qp) == 0);
 	/* Destroyed: the pointer is no longer an object. */
 	FAILS_WITH(ibv_destroy_qp(qp), EINVAL);

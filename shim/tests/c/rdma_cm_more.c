@@ -152,6 +152,19 @@ int main(void)
 	rdma_destroy_qp(client2);
 	CHECK(rdma_destroy_id(client2) == 0 && rdma_destroy_id(server2) == 0);
 
+	/* rdma_destroy_ep takes the id's SRQ along: its PD is free after. */
+	struct rdma_cm_id *ep;
+	CHECK(rdma_create_id(cch, &ep, NULL, RDMA_PS_TCP) == 0);
+	CHECK(rdma_resolve_addr(ep, NULL, (struct sockaddr *)&srv, 2000) == 0);
+	CHECK(expect(cch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL) == 0);
+	struct ibv_pd *own_pd = ibv_alloc_pd(ep->verbs);
+	CHECK(own_pd);
+	CHECK(rdma_create_srq(ep, own_pd, &sa) == 0 && ep->srq && ep->srq->pd == own_pd);
+	errno = 0;
+	CHECK(ibv_dealloc_pd(own_pd) == EBUSY);
+	rdma_destroy_ep(ep);
+	CHECK(ibv_dealloc_pd(own_pd) == 0);
+
 	CHECK(rdma_disconnect(client) == 0);
 	CHECK(expect(mch, RDMA_CM_EVENT_DISCONNECTED, NULL) == 0);
 	CHECK(expect(lch, RDMA_CM_EVENT_DISCONNECTED, NULL) == 0);

@@ -1,10 +1,11 @@
 /* libibverbs' functions that need a device: ibv_get_pkey_index,
  * ibv_init_ah_from_wc / ibv_create_ah_from_wc (IB GRH, RoCE v2 over IPv6
  * and IPv4, the errors), ibv_resolve_eth_l2_from_gid, ibv_reg_mr_iova,
- * the fork range calls, ibv_get_sysfs_path (SYSFS_PATH set by the test)
- * and mlx5dv_alloc_dm. Expected values are rdma-core 44's rules applied
- * by hand. Run by shim/tests/c_programs.rs with VERBSIM_DEVICES=cx6,cx7
- * (an InfiniBand and a RoCE port). */
+ * the fork range calls, ibv_get_sysfs_path (SYSFS_PATH set by the test),
+ * and libmlx5's mlx5dv_alloc_dm and mlx5dv_set_context_attr. Expected
+ * values are rdma-core 44's rules applied by hand. Run by
+ * shim/tests/c_programs.rs with VERBSIM_DEVICES=cx6,cx7 (an InfiniBand
+ * and a RoCE port). */
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
@@ -202,6 +203,12 @@ int main(void)
 	mda.comp_mask = 1;
 	errno = 0;
 	CHECK(mlx5dv_alloc_dm(ib, &da, &mda) == NULL && errno == EINVAL);
+
+	/* mlx5dv_set_context_attr: buffer allocators taken; other types not. */
+	struct mlx5dv_ctx_allocators al = { 0 };
+	CHECK(mlx5dv_set_context_attr(ib, MLX5DV_CTX_ATTR_BUF_ALLOCATORS, &al) == 0);
+	errno = 0;
+	CHECK(mlx5dv_set_context_attr(ib, 77, &al) == EOPNOTSUPP && errno == EOPNOTSUPP);
 
 	free(buf);
 	CHECK(ibv_dealloc_pd(pd) == 0);
