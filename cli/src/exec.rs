@@ -31,6 +31,11 @@ Options:
   --log               log every failing verb (name, errno, why) to stderr
   --shim PATH         the shim to load (default: libverbsim_shim.so next to
                       this executable, or $VERBSIM_SHIM)
+  --no-device-files   do not show the simulated devices as files: by default
+                      the program runs in a private mount namespace (and a
+                      user namespace when not root) where /dev/infiniband/
+                      uverbsN and /sys/class/infiniband/<dev> exist, as
+                      programs such as UCX look for them
   -h, --help          this text
 
 Examples:
@@ -45,6 +50,7 @@ struct Args {
     env: Vec<(&'static str, String)>,
     shim: Option<PathBuf>,
     program: Vec<OsString>,
+    no_device_files: bool,
 }
 
 fn parse(args: &[String]) -> Result<Option<Args>, String> {
@@ -93,6 +99,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                     .push(("VERBSIM_FABRIC_CMD", exe.to_string_lossy().into_owned()));
             }
             "--shim" => a.shim = Some(value("--shim")?.into()),
+            "--no-device-files" => a.no_device_files = true,
             "--" => {
                 a.program = it.map(OsString::from).collect();
                 break;
@@ -189,8 +196,27 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         path.push(":");
         path.push(old);
     }
-    let mut cmd = Command::new(&a.program[0]);
-    cmd.args(&a.program[1..]).env("LD_LIBRARY_PATH", path);
+    // The simulated devices as files (/dev/infiniband/uverbsN,
+    // /sys/class/infiniband), through `verbsim-devices` next to this
+    // executable, unless asked not to or it is not built.
+    let devices = (!a.no_device_files)
+        .then(|| std::env::current_exe().ok())
+        .flatten()
+        .map(|e| e.with_file_name("verbsim-devices"))
+        .filter(|p| p.is_file());
+    let mut cmd = match &devices {
+        Some(d) => {
+            let mut c = Command::new(d);
+            c.arg("--").args(&a.program);
+            c
+        }
+        None => {
+            let mut c = Command::new(&a.program[0]);
+            c.args(&a.program[1..]);
+            c
+        }
+    };
+    cmd.env("LD_LIBRARY_PATH", path);
     for (k, v) in &a.env {
         cmd.env(k, v);
     }
@@ -236,6 +262,11 @@ mod tests {
             .env
             .contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
         assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
+        assert!(!a.no_device_files, "device files are on by default");
+        let a = parse(&["--no-device-files".to_string(), "p".into()])
+            .unwrap()
+            .unwrap();
+        assert!(a.no_device_files);
     }
 
     #[test]

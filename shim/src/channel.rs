@@ -84,6 +84,47 @@ pub(crate) fn sync(shim: &mut Shim) {
     crate::rdmacm::sync_fds(shim);
 }
 
+/// How often [`start_watcher`]'s thread brings the fds in step.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Starts (once per process) a thread that keeps every watched fd in step
+/// with the world, so a program that `poll`s, `select`s or `epoll`s an fd
+/// (a context's `async_fd` above all, which no other call of the program
+/// refreshes when it has no completion channel) learns of an event without
+/// calling the library: on the shared fabric another process's verbs or
+/// the fabric's timers make events, and in process the program's own verbs
+/// do. The thread only reads pending counts and sets the eventfds; it
+/// never moves the world (in process, time still moves only in verbs, so
+/// runs stay reproducible). A forked child has no such thread.
+pub(crate) fn start_watcher() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("verbsim-fds".into())
+        .spawn(|| loop {
+            std::thread::sleep(WATCH_INTERVAL);
+            // A panic here must not end the thread with the lock held
+            // poisoned for the program: it is caught, and the next turn
+            // tries again (lock() clears a poison).
+            let _ = std::panic::catch_unwind(|| {
+                let mut g = crate::state::lock();
+                if let Some(shim) = g.as_mut() {
+                    if !shim.fds.channels.is_empty()
+                        || !shim.fds.contexts.is_empty()
+                        || !shim.cm.channels.is_empty()
+                    {
+                        sync(shim);
+                    }
+                }
+            });
+        });
+    if spawned.is_err() {
+        STARTED.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Whether the caller set `O_NONBLOCK` on `fd`.
 pub(crate) fn nonblocking(fd: c_int) -> bool {
     // SAFETY: F_GETFL takes no pointer.
@@ -91,13 +132,16 @@ pub(crate) fn nonblocking(fd: c_int) -> bool {
     fl >= 0 && fl & libc::O_NONBLOCK != 0
 }
 
-/// Waits up to `ms` for `fd` to become readable (another thread's verb).
-pub(crate) fn wait(fd: c_int, ms: c_int) {
+/// Waits up to `ms` for `fd` to become readable (another thread's verb);
+/// false when a signal handler ran meanwhile (`EINTR`).
+pub(crate) fn wait(fd: c_int, ms: c_int) -> bool {
     let mut p = libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: one live pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) };
+    let rc = unsafe { libc::poll(&mut p, 1, ms) };
+    // SAFETY: errno of this thread, read right after the call.
+    !(rc < 0 && unsafe { *libc::__errno_location() } == libc::EINTR)
 }

@@ -7,6 +7,8 @@ use core::ffi::c_int;
 use backend_sim::*;
 use verbs_api::*;
 
+use backend_sim::datapath::post::inline_carries_payload;
+
 use crate::objects::handle_of;
 use crate::state::{c, with, Fail, Obj, Shim, SimRes};
 
@@ -21,6 +23,8 @@ pub(crate) struct PostScratch {
     sg: Vec<Sge>,
     /// The SGEs of WR *i*: `sg[ranges[i]]`.
     ranges: Vec<core::ops::Range<usize>>,
+    /// The inline bytes of WR *i* (0: not copied at post).
+    inline: Vec<usize>,
 }
 
 impl PostScratch {
@@ -28,6 +32,7 @@ impl PostScratch {
         self.ptrs.clear();
         self.sg.clear();
         self.ranges.clear();
+        self.inline.clear();
     }
 }
 
@@ -87,6 +92,83 @@ unsafe fn send_wr<'a>(w: &c::ibv_send_wr, sg: &'a [Sge]) -> SendWr<'a, SimVerbs>
     wr
 }
 
+/// `IBV_SEND_INLINE`: the CPU copies the data at post time, from any
+/// memory of the program, and the lkey plays no part. Each inline request
+/// of the chain (of an opcode that carries a payload, within the QP's
+/// `max_inline_data`) has its bytes copied into the QP's bounce MR and its
+/// SGEs pointed there, so the simulator (here or over the shared fabric)
+/// reads registered memory; a longer one is left as it is, for the
+/// simulator to refuse with the errno of the profile.
+fn copy_inline(
+    shim: &mut Shim,
+    v: &str,
+    qp: *mut c::ibv_qp,
+    raw: &[usize],
+    sg: &mut [Sge],
+    ranges: &[core::ops::Range<usize>],
+    lens: &mut Vec<usize>,
+) -> Result<(), c_int> {
+    // SAFETY: a live QP of ours (looked up by the caller): a QpAlloc.
+    let max = unsafe { (*qp.cast::<crate::qp::QpAlloc>()).max_inline_data } as usize;
+    let mut need = 0usize;
+    for (i, &p) in raw.iter().enumerate() {
+        // SAFETY: one of the caller's readable WRs.
+        let w = unsafe { &*(p as *const c::ibv_send_wr) };
+        let mut len: usize = 0;
+        if w.send_flags & c::IBV_SEND_INLINE != 0
+            && inline_carries_payload(WrOpcode::from_raw(w.opcode))
+        {
+            len = sg[ranges[i].clone()]
+                .iter()
+                .map(|s| s.length as usize)
+                .sum();
+            if len > max {
+                len = 0;
+            }
+        }
+        lens.push(len);
+        need += len;
+    }
+    if need == 0 {
+        return Ok(());
+    }
+    let (base, lkey) = crate::qpex::bounce(shim, v, qp, need)?;
+    let mut at = 0usize;
+    for i in 0..raw.len() {
+        if lens[i] == 0 {
+            continue;
+        }
+        let b = shim
+            .bounces
+            .get_mut(&(qp as usize))
+            .expect("bounce() made it");
+        for s in &mut sg[ranges[i].clone()] {
+            let n = s.length as usize;
+            if n > 0 {
+                // SAFETY: the program posts inline data from memory it can
+                // read, `length` bytes at `addr` (the verbs' contract for
+                // IBV_SEND_INLINE, which libibverbs' providers memcpy
+                // from); the bounce buffer holds `need` bytes and
+                // `at + n <= need`.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        s.addr as usize as *const u8,
+                        b.buf.as_mut_ptr().add(at),
+                        n,
+                    )
+                };
+            }
+            *s = Sge {
+                addr: base + at as u64,
+                length: s.length,
+                lkey,
+            };
+            at += n;
+        }
+    }
+    Ok(())
+}
+
 /// `ibv_post_send` (the `post_send` op).
 pub(crate) unsafe extern "C" fn op_post_send(
     qp: *mut c::ibv_qp,
@@ -124,7 +206,7 @@ fn post_send(
     // the last call (no allocation per post once they have grown).
     let mut scratch = std::mem::take(&mut shim.post_scratch);
     scratch.clear();
-    let rc = post_send_gathered(shim, &mut scratch, v, h, qp_type, first, &set_bad);
+    let rc = post_send_gathered(shim, &mut scratch, v, (qp, h), qp_type, first, &set_bad);
     shim.post_scratch = scratch;
     if crate::state::any_channel(shim) {
         crate::events::settle(shim);
@@ -137,7 +219,7 @@ fn post_send_gathered(
     shim: &mut Shim,
     scratch: &mut PostScratch,
     v: &str,
-    h: QpHandle,
+    (qp, h): (*mut c::ibv_qp, QpHandle),
     qp_type: QpType,
     first: *mut c::ibv_send_wr,
     set_bad: &dyn Fn(*mut c::ibv_send_wr),
@@ -146,6 +228,7 @@ fn post_send_gathered(
         ptrs: raw,
         sg,
         ranges,
+        inline,
     } = scratch;
     let mut p = first;
     while !p.is_null() {
@@ -159,6 +242,10 @@ fn post_send_gathered(
         p = w.next;
     }
     let ptrs = |i: usize| raw[i] as *mut c::ibv_send_wr;
+    if let Err(errno) = copy_inline(shim, v, qp, raw, sg, ranges, inline) {
+        set_bad(first);
+        return errno;
+    }
     // A UD request's AH, looked up once (other QPs' requests have none:
     // `wr.ud.ah` shares its bytes with `wr.rdma`).
     let mut ahs: Vec<AhHandle> = Vec::new();
@@ -275,6 +362,7 @@ fn post_recv_common(
         ptrs: raw,
         sg,
         ranges,
+        ..
     } = &mut scratch;
     let mut p = first;
     while !p.is_null() {

@@ -48,7 +48,16 @@ pub(crate) fn blocking<T>(
         }
         // On the shared fabric another process's verbs make events without
         // touching our fds: look again soon.
-        crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 });
+        // A signal handler that runs while we wait ends the wait with
+        // EINTR, as it ends libibverbs' read() of the channel fd: qperf
+        // stops its tests so, from SIGALRM.
+        if !crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 }) {
+            return Err(Fail::new(
+                verb,
+                libc::EINTR,
+                "interrupted by a signal while waiting for an event",
+            ));
+        }
         if !noticed && start.elapsed() > STUCK_NOTICE {
             noticed = true;
             let who = if crate::fabric::is_remote() {
@@ -150,29 +159,41 @@ pub(crate) fn get_async_event(
     let r = blocking(v, fd, || {
         with(|shim| {
             let h = crate::device::ctx_of(shim, v, context)?;
-            let mut ev = shim.sim.get_async_event(h).at(v)?;
-            if ev.is_none() {
-                settle(shim);
-                ev = shim.sim.get_async_event(h).at(v)?;
-            }
-            crate::channel::sync(shim);
-            let Some((t, subject, token)) = ev else {
-                return Ok(None);
-            };
-            let mut out = c::ibv_async_event {
-                event_type: t.to_raw(),
-                ..Default::default()
-            };
-            let element = match subject {
-                AsyncSubject::Qp(q) => shim.qp_ptrs.get(&q).copied().unwrap_or(0),
-                AsyncSubject::Cq(q) => shim.cq_ptrs.get(&q).copied().unwrap_or(0),
-                AsyncSubject::Srq(s) => shim.srq_ptrs.get(&s).copied().unwrap_or(0),
-                AsyncSubject::Port(p) => {
-                    out.element.port_num = c_int::from(p);
-                    usize::MAX
+            let (t, token, element, mut out) = loop {
+                let mut ev = shim.sim.get_async_event(h).at(v)?;
+                if ev.is_none() {
+                    settle(shim);
+                    ev = shim.sim.get_async_event(h).at(v)?;
                 }
-                _ => 0,
+                let Some((t, subject, token)) = ev else {
+                    crate::channel::sync(shim);
+                    return Ok(None);
+                };
+                let mut out = c::ibv_async_event {
+                    event_type: t.to_raw(),
+                    ..Default::default()
+                };
+                let element = match subject {
+                    AsyncSubject::Qp(q) => shim.qp_ptrs.get(&q).copied(),
+                    AsyncSubject::Cq(q) => shim.cq_ptrs.get(&q).copied(),
+                    AsyncSubject::Srq(s) => shim.srq_ptrs.get(&s).copied(),
+                    AsyncSubject::Port(p) => {
+                        out.element.port_num = c_int::from(p);
+                        Some(usize::MAX)
+                    }
+                    _ => Some(0),
+                };
+                match element {
+                    Some(e) => break (t, token, e, out),
+                    // An object this process no longer has a pointer for
+                    // (the world drops a destroyed object's events; this
+                    // is the last guard): never an event naming NULL.
+                    None => {
+                        let _ = shim.sim.ack_async_event(token);
+                    }
+                }
             };
+            crate::channel::sync(shim);
             if element != usize::MAX {
                 out.element.qp = element as *mut c::ibv_qp;
             }

@@ -24,6 +24,9 @@ pub(crate) struct QpAlloc {
     pub(crate) has_ex: bool,
     /// The `ibv_wr_*` batch being built.
     pub(crate) batch: crate::qpex::Batch,
+    /// The QP's `cap.max_inline_data`: `ibv_post_send` copies inline data
+    /// up to it at post time.
+    pub(crate) max_inline_data: u32,
 }
 
 fn cap(c: &c::ibv_qp_cap) -> QpCap {
@@ -157,10 +160,12 @@ pub(crate) fn wrap_qp(
         return Ok(p as *mut c::ibv_qp);
     }
     let qpn = shim.sim.qp_num(&h).at(v)?;
-    let state = shim
+    let (state, max_inline_data) = shim
         .sim
-        .query_qp(&h, QpAttrMask::STATE)
-        .map_or(c::IBV_QPS_RESET, |(a, _)| a.qp_state.to_raw());
+        .query_qp(&h, QpAttrMask::STATE | QpAttrMask::CAP)
+        .map_or((c::IBV_QPS_RESET, 0), |(a, i)| {
+            (a.qp_state.to_raw(), i.cap.max_inline_data)
+        });
     let q = Box::into_raw(Box::<QpAlloc>::default());
     // SAFETY: just allocated, not shared yet.
     let r = unsafe { &mut *q };
@@ -176,6 +181,7 @@ pub(crate) fn wrap_qp(
     b.state = state;
     b.qp_type = qp_type;
     r.has_ex = has_ex;
+    r.max_inline_data = max_inline_data;
     crate::mlx5::fill_dv(r);
     crate::qpex::fill(r);
     let ptr = q.cast::<c::ibv_qp>();

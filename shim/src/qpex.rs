@@ -361,7 +361,7 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
     // Inline data goes through the QP's bounce MR.
     let need: usize = wrs.iter().map(|w| w.inline.len()).sum();
     if need > 0 {
-        match bounce(shim, qp, need) {
+        match bounce(shim, "ibv_wr_set_inline_data", qp, need) {
             Ok((base, lkey)) => {
                 let mut off = 0usize;
                 for w in wrs.iter_mut().filter(|w| !w.inline.is_empty()) {
@@ -462,18 +462,21 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
 pub(crate) struct Bounce {
     pub(crate) buf: Box<[u8]>,
     pub(crate) mr: MrHandle,
+    /// The MR's lkey (asked once: over the shared fabric each question is
+    /// a round trip).
+    pub(crate) lkey: u32,
 }
 
 /// The QP's bounce MR of at least `need` bytes: its address and lkey.
-fn bounce(shim: &mut Shim, qp: *mut c::ibv_qp, need: usize) -> Result<(u64, u32), c_int> {
-    let v = "ibv_wr_set_inline_data";
+pub(crate) fn bounce(
+    shim: &mut Shim,
+    v: &str,
+    qp: *mut c::ibv_qp,
+    need: usize,
+) -> Result<(u64, u32), c_int> {
     if let Some(b) = shim.bounces.get(&(qp as usize)) {
         if b.buf.len() >= need {
-            let info = shim
-                .sim
-                .mr_info(&b.mr)
-                .map_err(|e| Fail::sim(v, &e).errno)?;
-            return Ok((b.buf.as_ptr() as u64, info.lkey));
+            return Ok((b.buf.as_ptr() as u64, b.lkey));
         }
     }
     drop_bounce(shim, qp);
@@ -497,7 +500,7 @@ fn bounce(shim: &mut Shim, qp: *mut c::ibv_qp, need: usize) -> Result<(u64, u32)
         .mr_info(&mr)
         .map_err(|e| Fail::sim(v, &e).errno)?
         .lkey;
-    shim.bounces.insert(qp as usize, Bounce { buf, mr });
+    shim.bounces.insert(qp as usize, Bounce { buf, mr, lkey });
     Ok((addr as u64, lkey))
 }
 

@@ -39,6 +39,12 @@ pub(crate) struct IdEntry {
     handle: CmIdHandle,
     /// Created with a NULL channel: calls wait for their own events.
     sync: bool,
+    /// A sync id's channel is its own (made by `rdma_create_id`), not its
+    /// listener's: destroying the id destroys the channel.
+    owns_channel: bool,
+    /// A sync id whose `rdma_disconnect` has had its DISCONNECTED: a
+    /// second call has nothing more to wait for.
+    disconnected: bool,
     /// The channel its events go to (the internal one of a sync id).
     channel: CmChannelHandle,
     /// A passive endpoint's QP recipe (`rdma_create_ep` with
@@ -63,6 +69,9 @@ pub(crate) struct CmState {
     id_ptrs: BTreeMap<CmIdHandle, usize>,
     /// Events handed out and not acknowledged: the event and its private data.
     events: BTreeMap<usize, (CmEvent<SimVerbs>, Box<[u8]>)>,
+    /// Events of sync ids taken off a shared channel while another id of
+    /// it waited, kept for their own id (see `next_sync_event`).
+    stash: BTreeMap<CmIdHandle, std::collections::VecDeque<CmEvent<SimVerbs>>>,
     /// Contexts `rdma_get_devices` lists (one per device, opened once).
     devices: Vec<usize>,
     /// Arrays `rdma_get_devices` returned.
@@ -148,6 +157,35 @@ unsafe fn read_sockaddr(sa: *const c::sockaddr) -> Option<SocketAddr> {
             _ => None,
         }
     }
+}
+
+/// `AF_IB` (rdma-core's `<infiniband/ib.h>`: `struct sockaddr_ib`).
+const AF_IB: c_int = 27;
+
+/// The address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
+/// address (a `struct sockaddr_ib`, which libfabric's verbs provider and
+/// `mckey -M` use: the simulated CM has IPv4 and IPv6 addresses only),
+/// `EINVAL` for NULL or another family.
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<SocketAddr> {
+    // SAFETY: the caller's contract; the family is the first field of every sockaddr.
+    if !sa.is_null() && c_int::from(unsafe { (*sa).sa_family }) == AF_IB {
+        return Err(Fail::new(
+            v,
+            libc::EOPNOTSUPP,
+            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled, the simulated CM has IPv4 and IPv6 addresses only (docs/divergence.md)"),
+        ));
+    }
+    // SAFETY: the caller's contract.
+    unsafe { read_sockaddr(sa) }.ok_or_else(|| {
+        Fail::new(
+            v,
+            libc::EINVAL,
+            format!("{what} is NULL or not AF_INET/AF_INET6"),
+        )
+    })
 }
 
 /// Writes `a` as a C sockaddr into `storage` (a `sockaddr_storage`).
@@ -265,9 +303,10 @@ fn new_id(
     h: CmIdHandle,
     channel: *mut c::rdma_event_channel,
     ch: CmChannelHandle,
-    sync: bool,
+    sync: (bool, bool),
     context: *mut c_void,
 ) -> Res<*mut c::rdma_cm_id> {
+    let (sync, owns_channel) = sync;
     let id = state::alloc_zeroed::<c::rdma_cm_id>();
     // SAFETY: just allocated, not shared yet.
     unsafe {
@@ -279,6 +318,8 @@ fn new_id(
         IdEntry {
             handle: h,
             sync,
+            owns_channel,
+            disconnected: false,
             channel: ch,
             passive_qp: None,
         },
@@ -307,15 +348,17 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
     };
     let send_cq_channel = chan(shim, info.send_cq_channel)?;
     let recv_cq_channel = chan(shim, info.recv_cq_channel)?;
+    // librdmacm makes the id the context of the CQs it creates (the
+    // inline rdma_get_send_comp/rdma_get_recv_comp assert it).
     let send_cq = match info.send_cq {
         Some(q) => {
-            crate::cqex::wrap_cq(shim, v, q, verbs, send_cq_channel, ptr::null_mut(), false)?.cast()
+            crate::cqex::wrap_cq(shim, v, q, verbs, send_cq_channel, id.cast(), false)?.cast()
         }
         None => ptr::null_mut(),
     };
     let recv_cq = match info.recv_cq {
         Some(q) => {
-            crate::cqex::wrap_cq(shim, v, q, verbs, recv_cq_channel, ptr::null_mut(), false)?.cast()
+            crate::cqex::wrap_cq(shim, v, q, verbs, recv_cq_channel, id.cast(), false)?.cast()
         }
         None => ptr::null_mut(),
     };
@@ -391,7 +434,7 @@ fn create_id(
             return Err(Fail::sim(v, &e));
         }
     };
-    let p = new_id(shim, h, channel, ch, sync, context)?;
+    let p = new_id(shim, h, channel, ch, (sync, sync), context)?;
     // SAFETY: non-NULL out-pointer.
     unsafe { *id = p };
     Ok(())
@@ -456,14 +499,17 @@ fn reap(shim: &mut Shim) {
 unsafe fn rdma_destroy_id_impl(id: *mut c::rdma_cm_id) -> c_int {
     ret(with(|shim| {
         let v = "rdma_destroy_id";
-        let (h, sync, ch) = {
+        let (h, owns, ch) = {
             let e = id_entry(shim, v, id)?;
-            (e.handle, e.sync, e.channel)
+            (e.handle, e.owns_channel, e.channel)
         };
         shim.sim.rdma_destroy_id(&h).at(v)?;
         shim.cm.ids.remove(&(id as usize));
         shim.cm.id_ptrs.remove(&h);
-        if sync {
+        for ev in shim.cm.stash.remove(&h).unwrap_or_default() {
+            let _ = shim.sim.rdma_ack_cm_event(ev);
+        }
+        if owns {
             let _ = shim.sim.rdma_destroy_event_channel(&ch);
         }
         // SAFETY: a live id of ours, unregistered above, freed once.
@@ -478,63 +524,113 @@ export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
     unsafe { rdma_destroy_id_impl(id) }
 }}
 
-/// For a sync id: waits for its next event, which must be `want`
-/// (`ADDR_ERROR`-like events become the errno librdmacm gives).
-fn wait_sync(
+/// Who a sync channel's event is for: the listener for a
+/// CONNECT_REQUEST (its new id is the request's), the event's id otherwise.
+fn sync_owner(ev: &CmEvent<SimVerbs>) -> CmIdHandle {
+    match (ev.event, ev.listen_id) {
+        (CmEventType::ConnectRequest, Some(l)) => l,
+        _ => ev.id,
+    }
+}
+
+/// The next event of sync id `h` (listening on `ch`), if one is there:
+/// events of the other ids that share the channel (a sync listener and the
+/// ids of its requests, which librdmacm moves to channels of their own)
+/// are set aside for them, so each sees only its own, in order.
+fn next_sync_event(
     shim: &mut Shim,
     v: &str,
-    id: *mut c::rdma_cm_id,
-    want: CmEventType,
+    h: CmIdHandle,
+    ch: CmChannelHandle,
 ) -> Res<Option<CmEvent<SimVerbs>>> {
-    let e = id_entry(shim, v, id)?;
-    if !e.sync {
-        return Ok(None);
+    if let Some(ev) = shim.cm.stash.get_mut(&h).and_then(|q| q.pop_front()) {
+        return Ok(Some(ev));
     }
-    let ch = e.channel;
-    for _ in 0..64 {
-        if let Some(ev) = shim.sim.rdma_get_cm_event(&ch).at(v)? {
-            if ev.event == want {
+    for settled in [false, true] {
+        if settled {
+            crate::events::settle(shim);
+        }
+        while let Some(ev) = shim.sim.rdma_get_cm_event(&ch).at(v)? {
+            let owner = sync_owner(&ev);
+            if owner == h {
                 return Ok(Some(ev));
             }
-            let (event, status) = (ev.event, ev.status);
-            let _ = shim.sim.rdma_ack_cm_event(ev);
-            let errno = if status < 0 {
-                -status
-            } else {
-                libc::ECONNREFUSED
-            };
-            return Err(Fail::new(
-                v,
-                errno,
-                format!("{} instead of {}", event.name(), want.name()),
-            ));
+            shim.cm.stash.entry(owner).or_default().push_back(ev);
         }
-        crate::events::settle(shim);
     }
+    Ok(None)
+}
+
+/// For a sync id: blocks (the library's lock released between looks, so
+/// other threads and, on the shared fabric, other processes go on) until
+/// its next event, which must be `want`: librdmacm's `ucma_complete`, a
+/// read of the id's own channel that waits as long as it takes (the CM's
+/// own timers end a wait for a peer that never answers). An error event
+/// becomes the errno librdmacm gives (`ECONNREFUSED` for a rejection, the
+/// event's status otherwise). `Ok(None)` for an id with a channel.
+fn wait_sync(v: &str, id: *mut c::rdma_cm_id, want: CmEventType) -> Res<Option<CmEvent<SimVerbs>>> {
+    let ev = crate::events::blocking(v, -1, || {
+        with(|shim| {
+            let e = id_entry(shim, v, id)?;
+            if !e.sync {
+                return Ok(Some(None));
+            }
+            let (h, ch) = (e.handle, e.channel);
+            Ok(next_sync_event(shim, v, h, ch)?.map(Some))
+        })
+    })?;
+    let Some(ev) = ev else {
+        return Ok(None);
+    };
+    if ev.event == want && ev.status == 0 {
+        return Ok(Some(ev));
+    }
+    let (event, status) = (ev.event, ev.status);
+    with(|shim| shim.sim.rdma_ack_cm_event(ev)).at(v)?;
+    let errno = if event == CmEventType::Rejected || status == 0 {
+        libc::ECONNREFUSED
+    } else {
+        status.abs()
+    };
     Err(Fail::new(
         v,
-        libc::ETIMEDOUT,
-        format!("no {} event", want.name()),
+        errno,
+        format!(
+            "{} (status {status}) instead of {}",
+            event.name(),
+            want.name()
+        ),
     ))
 }
 
-/// Runs a CM verb, then for a sync id waits for (and acknowledges) its event.
+/// Runs a CM verb under the library's lock; `f` returns the event a sync
+/// id then waits for (None: nothing to wait for), which is waited for with
+/// the lock released and acknowledged.
 fn verb_then_wait(
-    shim: &mut Shim,
     v: &str,
     id: *mut c::rdma_cm_id,
-    want: Option<CmEventType>,
-    f: impl FnOnce(&mut crate::fabric::rpc::Engine, &CmIdHandle) -> Result<()>,
+    f: impl FnOnce(&mut Shim, &CmIdHandle) -> Res<Option<CmEventType>>,
 ) -> Res<()> {
-    let h = id_entry(shim, v, id)?.handle;
-    f(&mut shim.sim, &h).at(v)?;
+    let want = with(|shim| {
+        let (h, sync) = {
+            let e = id_entry(shim, v, id)?;
+            (e.handle, e.sync)
+        };
+        let want = f(shim, &h)?;
+        refresh(shim, v, id)?;
+        sync_fds(shim);
+        Ok(want.filter(|_| sync))
+    })?;
     if let Some(want) = want {
-        if let Some(ev) = wait_sync(shim, v, id, want)? {
-            shim.sim.rdma_ack_cm_event(ev).at(v)?;
+        if let Some(ev) = wait_sync(v, id, want)? {
+            with(|shim| {
+                shim.sim.rdma_ack_cm_event(ev).at(v)?;
+                refresh(shim, v, id)?;
+                sync_fds(shim);
+                Ok(())
+            })?;
         }
     }
-    refresh(shim, v, id)?;
-    sync_fds(shim);
     Ok(())
 }
 
@@ -544,19 +640,16 @@ fn verb_then_wait(
 /// # Safety
 /// The pointers are the caller's, as `rdma_bind_addr` takes them.
 unsafe fn rdma_bind_addr_impl(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
-    ret(with(|shim| {
+    ret((|| {
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) }.ok_or_else(|| {
-            Fail::new(
-                "rdma_bind_addr",
-                libc::EINVAL,
-                "addr is NULL or not AF_INET/AF_INET6",
-            )
-        })?;
-        verb_then_wait(shim, "rdma_bind_addr", id, None, |s, h| {
-            s.rdma_bind_addr(h, a)
+        let a = unsafe { need_sockaddr("rdma_bind_addr", addr, "addr") }?;
+        verb_then_wait("rdma_bind_addr", id, |s, h| {
+            s.sim
+                .rdma_bind_addr(h, a)
+                .at("rdma_bind_addr")
+                .map(|()| None)
         })
-    }))
+    })())
 }
 
 export! { "RDMACM_1.0" fn rdma_bind_addr(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
@@ -575,25 +668,22 @@ unsafe fn rdma_resolve_addr_impl(
     dst_addr: *mut c::sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    ret(with(|shim| {
+    ret((|| {
+        let v = "rdma_resolve_addr";
         // SAFETY: the caller's sockaddrs or NULL.
-        let (src, dst) = unsafe { (read_sockaddr(src_addr), read_sockaddr(dst_addr)) };
-        let dst = dst.ok_or_else(|| {
-            Fail::new(
-                "rdma_resolve_addr",
-                libc::EINVAL,
-                "dst_addr is NULL or not AF_INET/AF_INET6",
-            )
-        })?;
+        let dst = unsafe { need_sockaddr(v, dst_addr, "dst_addr") }?;
+        let src = if src_addr.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { need_sockaddr(v, src_addr, "src_addr") }?)
+        };
         let t = timeout_ms.max(0) as u32;
-        verb_then_wait(
-            shim,
-            "rdma_resolve_addr",
-            id,
-            Some(CmEventType::AddrResolved),
-            |s, h| s.rdma_resolve_addr(h, src, dst, t),
-        )
-    }))
+        verb_then_wait(v, id, |s, h| {
+            s.sim.rdma_resolve_addr(h, src, dst, t).at(v)?;
+            Ok(Some(CmEventType::AddrResolved))
+        })
+    })())
 }
 
 export! { "RDMACM_1.0" fn rdma_resolve_addr(id: *mut c::rdma_cm_id, src_addr: *mut c::sockaddr, dst_addr: *mut c::sockaddr, timeout_ms: c_int) -> c_int {
@@ -607,15 +697,11 @@ export! { "RDMACM_1.0" fn rdma_resolve_addr(id: *mut c::rdma_cm_id, src_addr: *m
 /// # Safety
 /// The pointers are the caller's, as `rdma_resolve_route` takes them.
 unsafe fn rdma_resolve_route_impl(id: *mut c::rdma_cm_id, timeout_ms: c_int) -> c_int {
-    ret(with(|shim| {
-        let t = timeout_ms.max(0) as u32;
-        verb_then_wait(
-            shim,
-            "rdma_resolve_route",
-            id,
-            Some(CmEventType::RouteResolved),
-            |s, h| s.rdma_resolve_route(h, t),
-        )
+    let v = "rdma_resolve_route";
+    let t = timeout_ms.max(0) as u32;
+    ret(verb_then_wait(v, id, |s, h| {
+        s.sim.rdma_resolve_route(h, t).at(v)?;
+        Ok(Some(CmEventType::RouteResolved))
     }))
 }
 
@@ -625,16 +711,24 @@ export! { "RDMACM_1.0" fn rdma_resolve_route(id: *mut c::rdma_cm_id, timeout_ms:
 }}
 
 export! { "RDMACM_1.0" fn rdma_listen(id: *mut c::rdma_cm_id, backlog: c_int) -> c_int {
-    ret(with(|shim| verb_then_wait(shim, "rdma_listen", id, None, |s, h| s.rdma_listen(h, backlog))))
+    ret(verb_then_wait("rdma_listen", id, |s, h| s.sim.rdma_listen(h, backlog).at("rdma_listen").map(|()| None)))
 }}
 
-/// `struct rdma_conn_param` → [`ConnParam`].
+/// `struct rdma_conn_param` → [`ConnParam`]. NULL is what librdmacm makes
+/// of it: the largest depths (the device's on connect, the request's on
+/// accept: 255 says so), 7 retries and 7 RNR retries.
 ///
 /// # Safety
 /// `p` is NULL or a readable conn_param whose private data is readable.
 unsafe fn read_conn_param(p: *const c::rdma_conn_param) -> ConnParam {
     if p.is_null() {
-        return ConnParam::default();
+        return ConnParam {
+            responder_resources: u8::MAX,
+            initiator_depth: u8::MAX,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            ..ConnParam::default()
+        };
     }
     // SAFETY: the caller's contract.
     let c = unsafe { &*p };
@@ -663,30 +757,29 @@ unsafe fn read_conn_param(p: *const c::rdma_conn_param) -> ConnParam {
 }
 
 export! { "RDMACM_1.0" fn rdma_connect(id: *mut c::rdma_cm_id, conn_param: *mut c::rdma_conn_param) -> c_int {
-    ret(with(|shim| {
-        let v = "rdma_connect";
-        // SAFETY: the caller's struct or NULL.
-        let p = unsafe { read_conn_param(conn_param) };
+    let v = "rdma_connect";
+    // SAFETY: the caller's struct or NULL.
+    let p = unsafe { read_conn_param(conn_param) };
+    ret(verb_then_wait(v, id, |s, h| {
         // Without a QP the connection ends at CONNECT_RESPONSE: the
         // application moves its own QP, then calls rdma_establish.
-        let h = id_entry(shim, v, id)?.handle;
-        let want = if shim.sim.rdma_id_info(&h).at(v)?.qp.is_some() {
+        let want = if s.sim.rdma_id_info(h).at(v)?.qp.is_some() {
             CmEventType::Established
         } else {
             CmEventType::ConnectResponse
         };
-        verb_then_wait(shim, v, id, Some(want), |s, h| s.rdma_connect(h, &p))
+        s.sim.rdma_connect(h, &p).at(v)?;
+        Ok(Some(want))
     }))
 }}
 
 export! { "RDMACM_1.2" fn rdma_establish(id: *mut c::rdma_cm_id) -> c_int {
-    ret(with(|shim| verb_then_wait(shim, "rdma_establish", id, None, |s, h| s.rdma_establish(h))))
+    ret(verb_then_wait("rdma_establish", id, |s, h| s.sim.rdma_establish(h).at("rdma_establish").map(|()| None)))
 }}
 
 /// A multicast join: the address, then (sync ids) the `MULTICAST_JOIN`
 /// event waited for, as librdmacm's `ucma_complete` does.
 fn join(
-    shim: &mut Shim,
     v: &str,
     id: *mut c::rdma_cm_id,
     addr: Option<SocketAddr>,
@@ -696,14 +789,10 @@ fn join(
     let a =
         addr.ok_or_else(|| Fail::new(v, libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
     let ctx = context as usize as u64;
-    verb_then_wait(
-        shim,
-        v,
-        id,
-        Some(CmEventType::MulticastJoin),
-        |s, h| match flags {
-            None => s.rdma_join_multicast(h, a, ctx),
-            Some(join_flags) => s.rdma_join_multicast_ex(
+    verb_then_wait(v, id, |s, h| {
+        match flags {
+            None => s.sim.rdma_join_multicast(h, a, ctx),
+            Some(join_flags) => s.sim.rdma_join_multicast_ex(
                 h,
                 &JoinMcAttr {
                     addr: a,
@@ -711,20 +800,20 @@ fn join(
                 },
                 ctx,
             ),
-        },
-    )
+        }
+        .at(v)?;
+        Ok(Some(CmEventType::MulticastJoin))
+    })
 }
 
 export! { "RDMACM_1.0" fn rdma_join_multicast(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr, context: *mut c_void) -> c_int {
-    ret(with(|shim| {
-        // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) };
-        join(shim, "rdma_join_multicast", id, a, None, context)
-    }))
+    let v = "rdma_join_multicast";
+    // SAFETY: the caller's sockaddr or NULL.
+    ret(unsafe { need_sockaddr(v, addr, "addr") }.and_then(|a| join(v, id, Some(a), None, context)))
 }}
 
 export! { "RDMACM_1.1" fn rdma_join_multicast_ex(id: *mut c::rdma_cm_id, mc_join_attr: *mut c::rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
-    ret(with(|shim| {
+    ret((|| {
         let v = "rdma_join_multicast_ex";
         if mc_join_attr.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "mc_join_attr is NULL"));
@@ -742,43 +831,51 @@ export! { "RDMACM_1.1" fn rdma_join_multicast_ex(id: *mut c::rdma_cm_id, mc_join
         }
         let flags = McJoinFlag::from_raw(attr.join_flags);
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(attr.addr) };
-        join(shim, v, id, a, Some(flags), context)
-    }))
+        let a = unsafe { need_sockaddr(v, attr.addr, "mc_join_attr->addr") }?;
+        join(v, id, Some(a), Some(flags), context)
+    })())
 }}
 
 export! { "RDMACM_1.0" fn rdma_leave_multicast(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
-    ret(with(|shim| {
+    ret((|| {
         let v = "rdma_leave_multicast";
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { read_sockaddr(addr) }
-            .ok_or_else(|| Fail::new(v, libc::EINVAL, "addr is NULL or not AF_INET/AF_INET6"))?;
-        verb_then_wait(shim, v, id, None, |s, h| s.rdma_leave_multicast(h, a))
-    }))
+        let a = unsafe { need_sockaddr(v, addr, "addr") }?;
+        verb_then_wait(v, id, |s, h| s.sim.rdma_leave_multicast(h, a).at(v).map(|()| None))
+    })())
 }}
 
 export! { "RDMACM_1.0" fn rdma_accept(id: *mut c::rdma_cm_id, conn_param: *mut c::rdma_conn_param) -> c_int {
-    ret(with(|shim| {
-        // SAFETY: the caller's struct or NULL.
-        let p = unsafe { read_conn_param(conn_param) };
-        verb_then_wait(shim, "rdma_accept", id, Some(CmEventType::Established), |s, h| s.rdma_accept(h, &p))
+    let v = "rdma_accept";
+    // SAFETY: the caller's struct or NULL.
+    let p = unsafe { read_conn_param(conn_param) };
+    ret(verb_then_wait(v, id, |s, h| {
+        s.sim.rdma_accept(h, &p).at(v)?;
+        // A UD id's accept is the SIDR answer: nothing comes back for it.
+        let ud = matches!(s.sim.rdma_id_info(h).at(v)?.ps, PortSpace::Udp | PortSpace::Ipoib);
+        Ok((!ud).then_some(CmEventType::Established))
     }))
 }}
 
 export! { "RDMACM_1.0" fn rdma_reject(id: *mut c::rdma_cm_id, private_data: *const c_void, private_data_len: u8) -> c_int {
-    ret(with(|shim| {
-        let data = if private_data.is_null() {
-            Vec::new()
-        } else {
-            // SAFETY: private_data_len readable bytes.
-            unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
-        };
-        verb_then_wait(shim, "rdma_reject", id, None, |s, h| s.rdma_reject(h, &data))
-    }))
+    let data = if private_data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: private_data_len readable bytes.
+        unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
+    };
+    ret(verb_then_wait("rdma_reject", id, |s, h| s.sim.rdma_reject(h, &data).at("rdma_reject").map(|()| None)))
 }}
 
 export! { "RDMACM_1.0" fn rdma_disconnect(id: *mut c::rdma_cm_id) -> c_int {
-    ret(with(|shim| verb_then_wait(shim, "rdma_disconnect", id, None, |s, h| s.rdma_disconnect(h))))
+    // A sync id waits for its DISCONNECTED, as librdmacm's does (once:
+    // a second call finds the id disconnected and nothing comes).
+    ret(verb_then_wait("rdma_disconnect", id, |s, h| {
+        s.sim.rdma_disconnect(h).at("rdma_disconnect")?;
+        let e = s.cm.ids.get_mut(&(id as usize));
+        let first = e.is_some_and(|e| !core::mem::replace(&mut e.disconnected, true));
+        Ok(first.then_some(CmEventType::Disconnected))
+    }))
 }}
 
 // ---------------------------------------------------------------- events
@@ -805,7 +902,7 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
                     ))
                 }
             };
-            new_id(shim, ev.id, channel, ch, sync, context)?
+            new_id(shim, ev.id, channel, ch, (sync, false), context)?
         }
     };
     refresh(shim, v, id)?;
@@ -1273,6 +1370,25 @@ fn parse_addr(node: *const c_char, service: *const c_char) -> Res<Option<SocketA
     }
 }
 
+/// The QP type and port space of an answer: the hints' where they give
+/// them, else each follows the other as librdmacm's socket mapping makes
+/// them (a UDP or IPoIB port space means UD, UD means the UDP port space;
+/// RC and TCP otherwise).
+fn qp_type_and_port_space(h: &c::rdma_addrinfo) -> (c_int, c_int) {
+    let ud_ps = |ps: c_int| ps == c::RDMA_PS_UDP as c_int || ps == c::RDMA_PS_IPOIB as c_int;
+    let qp_type = match h.ai_qp_type {
+        0 if ud_ps(h.ai_port_space) => c::IBV_QPT_UD as c_int,
+        0 => c::IBV_QPT_RC as c_int,
+        t => t,
+    };
+    let port_space = match h.ai_port_space {
+        0 if qp_type == c::IBV_QPT_UD as c_int => c::RDMA_PS_UDP as c_int,
+        0 => c::RDMA_PS_TCP as c_int,
+        ps => ps,
+    };
+    (qp_type, port_space)
+}
+
 export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const c_char, hints: *const c::rdma_addrinfo, res: *mut *mut c::rdma_addrinfo) -> c_int {
     ret((|| {
         let v = "rdma_getaddrinfo";
@@ -1289,8 +1405,7 @@ export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const 
             r.ai_flags = h.ai_flags;
             let fam = hs.or(hd).is_some_and(|a| a.is_ipv4());
             r.ai_family = if fam { libc::AF_INET } else { libc::AF_INET6 };
-            r.ai_qp_type = if h.ai_qp_type != 0 { h.ai_qp_type } else { c::IBV_QPT_RC as c_int };
-            r.ai_port_space = if h.ai_port_space != 0 { h.ai_port_space } else { c::RDMA_PS_TCP as c_int };
+            (r.ai_qp_type, r.ai_port_space) = qp_type_and_port_space(&h);
             if let Some(a) = hs {
                 (r.ai_src_addr, r.ai_src_len) = malloc_sockaddr(a);
             }
@@ -1319,8 +1434,7 @@ export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const 
         let r = unsafe { &mut *ai };
         r.ai_flags = h.ai_flags;
         r.ai_family = if a.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-        r.ai_qp_type = if h.ai_qp_type != 0 { h.ai_qp_type } else { c::IBV_QPT_RC as c_int };
-        r.ai_port_space = if h.ai_port_space != 0 { h.ai_port_space } else { c::RDMA_PS_TCP as c_int };
+        (r.ai_qp_type, r.ai_port_space) = qp_type_and_port_space(&h);
         let (p, len) = malloc_sockaddr(a);
         if passive {
             r.ai_src_addr = p;
@@ -1382,8 +1496,9 @@ export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut 
     };
     let passive = r.ai_flags & RAI_PASSIVE != 0;
     let rc = if rc == 0 && passive && !qp_init_attr.is_null() {
-        // SAFETY: non-NULL; the caller's struct, copied as librdmacm does.
-        let attr = unsafe { *qp_init_attr };
+        // SAFETY: non-NULL; the caller's struct, copied as librdmacm does,
+        // with the QP type of the address.
+        let attr = c::ibv_qp_init_attr { qp_type: r.ai_qp_type as u32, ..unsafe { *qp_init_attr } };
         with(|shim| match shim.cm.ids.get_mut(&(new as usize)) {
             Some(e) => {
                 e.passive_qp = Some((pd as usize, attr));
@@ -1392,6 +1507,9 @@ export! { "RDMACM_1.0" fn rdma_create_ep(id: *mut *mut c::rdma_cm_id, res: *mut 
             None => -1,
         })
     } else if rc == 0 && !qp_init_attr.is_null() {
+        // librdmacm writes the address's QP type into the caller's struct.
+        // SAFETY: non-NULL; the caller's struct.
+        unsafe { (*qp_init_attr).qp_type = r.ai_qp_type as u32 };
         // SAFETY: as above.
         unsafe { rdma_create_qp_impl(new, pd, qp_init_attr) }
     } else {
@@ -1427,26 +1545,29 @@ export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
 }}
 
 export! { "RDMACM_1.0" fn rdma_get_request(listen: *mut c::rdma_cm_id, id: *mut *mut c::rdma_cm_id) -> c_int {
-    let rc = ret(with(|shim| {
-        let v = "rdma_get_request";
+    let v = "rdma_get_request";
+    let rc = ret((|| {
         if id.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "id is NULL"));
         }
-        let e = id_entry(shim, v, listen)?;
-        if !e.sync {
+        if !with(|shim| id_entry(shim, v, listen).map(|e| e.sync))? {
             return Err(Fail::new(v, libc::EINVAL, "the listening id has an event channel (rdma_get_request is for synchronous ids)"));
         }
-        let ev = wait_sync(shim, v, listen, CmEventType::ConnectRequest)?
+        // Blocks until a request comes, as librdmacm's read of the
+        // listener's channel does.
+        let ev = wait_sync(v, listen, CmEventType::ConnectRequest)?
             .ok_or_else(|| Fail::new(v, libc::EINVAL, "not a synchronous id"))?;
-        let e = c_event(shim, v, ev)?;
-        // SAFETY: the event just built.
-        let new = unsafe { (*e).id };
-        // SAFETY: the exported function on our own event.
-        unsafe { rdma_ack_cm_event_inner(shim, e) };
-        // SAFETY: non-NULL out-pointer.
-        unsafe { *id = new };
-        Ok(())
-    }));
+        with(|shim| {
+            let e = c_event(shim, v, ev)?;
+            // SAFETY: the event just built.
+            let new = unsafe { (*e).id };
+            // SAFETY: the exported function on our own event.
+            unsafe { rdma_ack_cm_event_inner(shim, e) };
+            // SAFETY: non-NULL out-pointer.
+            unsafe { *id = new };
+            Ok(())
+        })
+    })());
     if rc != 0 {
         return rc;
     }

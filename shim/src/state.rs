@@ -197,6 +197,7 @@ impl Shim {
         // only take and release the shim's lock (see `fork_prepare`).
         unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release)) };
         shim.devices = crate::device::make_devices(&mut shim);
+        crate::channel::start_watcher();
         shim
     }
 

@@ -66,6 +66,24 @@ impl World {
         }
     }
 
+    /// Drops the events still queued about `subject`, which is being
+    /// destroyed: the kernel discards a destroyed object's pending events
+    /// from the async file (`ib_uverbs_release_uevent`), so a program never
+    /// gets an event naming an object it has freed.
+    pub(crate) fn drop_async_events_of(&mut self, subject: AsyncSubject) {
+        let holders: Vec<u32> = self
+            .contexts
+            .iter()
+            .filter(|(_, _, c)| c.async_events.iter().any(|(_, s)| *s == subject))
+            .map(|(i, _, _)| i)
+            .collect();
+        for i in holders {
+            if let Some((_, c)) = self.contexts.get_by_index_mut(i) {
+                c.async_events.retain(|(_, s)| *s != subject);
+            }
+        }
+    }
+
     /// How many async events wait on `ctx` for `ibv_get_async_event`.
     pub fn async_pending(&self, ctx: ContextHandle) -> Result<usize> {
         Ok(self.ctx(ctx, Verb::GetAsyncEvent)?.async_events.len())

@@ -157,6 +157,7 @@ impl World {
         }
         let (ctx, channel) = (c.ctx, c.channel);
         self.cqs.remove(cq.index, cq.generation);
+        self.drop_async_events_of(AsyncSubject::Cq(cq));
         if let Some(ch) = channel {
             if let Ok(c) = self.channel_mut(ch, Verb::DestroyCq) {
                 c.cqs -= 1;

@@ -206,6 +206,7 @@ impl World {
             }
         }
         self.qps.remove(qp.index, qp.generation);
+        self.drop_async_events_of(super::AsyncSubject::Qp(qp));
         self.free_qpn(device, qpn);
         self.devices[device as usize].qp_count -= 1;
         if let Some(pd) = pd {

@@ -229,6 +229,7 @@ impl World {
             self.pin_key(device, k, false);
         }
         self.srqs.remove(srq.index, srq.generation);
+        self.drop_async_events_of(super::AsyncSubject::Srq(srq));
         if let Ok(p) = self.pd_mut(pd, v) {
             p.users -= 1;
         }

@@ -26,9 +26,9 @@ fn migrate(
     channel: *mut c::rdma_event_channel,
 ) -> Res<()> {
     let v = "rdma_migrate_id";
-    let (h, was_sync, old) = {
+    let (h, was_sync, owned, old) = {
         let e = id_entry(shim, v, id)?;
-        (e.handle, e.sync, e.channel)
+        (e.handle, e.sync, e.owns_channel, e.channel)
     };
     if was_sync && channel.is_null() {
         return Err(Fail::new(
@@ -52,9 +52,10 @@ fn migrate(
         }
         return Err(Fail::sim(v, &e));
     }
-    if was_sync {
+    if was_sync && owned {
         // The internal channel of the synchronous id goes with it (an id a
-        // connection request brought still on it keeps it, and is logged).
+        // connection request brought still on it keeps it, and is logged;
+        // a sync listener's request shares its listener's, which stays).
         if let Err(e) = shim.sim.rdma_destroy_event_channel(&old) {
             Fail::sim(v, &e);
         }
@@ -62,6 +63,7 @@ fn migrate(
     if let Some(e) = shim.cm.ids.get_mut(&(id as usize)) {
         e.channel = to;
         e.sync = sync;
+        e.owns_channel = sync;
     }
     // SAFETY: a live id of ours (checked above).
     unsafe { (*id).channel = channel };
@@ -234,20 +236,16 @@ export! { "RDMACM_1.0" fn rdma_destroy_srq(id: *mut c::rdma_cm_id) {
 }}
 
 export! { "RDMACM_1.0" fn rdma_notify(id: *mut c::rdma_cm_id, event: u32) -> c_int {
-    ret(with(|shim| {
-        let ev = AsyncEventType::from_raw(event);
-        verb_then_wait(shim, "rdma_notify", id, None, |s, h| s.rdma_notify(h, ev))
-    }))
+    let ev = AsyncEventType::from_raw(event);
+    ret(verb_then_wait("rdma_notify", id, |s, h| s.sim.rdma_notify(h, ev).at("rdma_notify").map(|()| None)))
 }}
 
 export! { "RDMACM_1.3" fn rdma_reject_ece(id: *mut c::rdma_cm_id, private_data: *const c_void, private_data_len: u8) -> c_int {
-    ret(with(|shim| {
-        let data = if private_data.is_null() {
-            Vec::new()
-        } else {
-            // SAFETY: private_data_len readable bytes.
-            unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
-        };
-        verb_then_wait(shim, "rdma_reject_ece", id, None, |s, h| s.rdma_reject_ece(h, &data))
-    }))
+    let data = if private_data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: private_data_len readable bytes.
+        unsafe { core::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }.to_vec()
+    };
+    ret(verb_then_wait("rdma_reject_ece", id, |s, h| s.sim.rdma_reject_ece(h, &data).at("rdma_reject_ece").map(|()| None)))
 }}

@@ -348,7 +348,20 @@ impl World {
             );
             return Ok(());
         }
+        // 255 on accept means what the request offered, within the
+        // device's limits (librdmacm's rdma_accept: the CONNECT_REQUEST's
+        // swapped depths, capped), not the device's maximum as on connect.
+        let offered = {
+            let r = &self.cm_id(id, v)?.req;
+            (r.initiator_depth, r.responder_resources)
+        };
         let mut p = self.cm_valid_param(dev, param, v)?;
+        if param.responder_resources == u8::MAX {
+            p.responder_resources = p.responder_resources.min(offered.0);
+        }
+        if param.initiator_depth == u8::MAX {
+            p.initiator_depth = p.initiator_depth.min(offered.1);
+        }
         p.qp_num = qpn;
         if let Some(q) = qp {
             p.srq = u8::from(self.qp(q, v)?.srq.is_some());

@@ -255,7 +255,12 @@ impl World {
         i.peer = Some(dst);
         i.gen += 1;
         let gen = i.gen;
-        match self.cm_device_of(dst.ip()) {
+        // A multicast destination resolves to the device the id is bound
+        // to (device 0 for a wildcard), as the kernel's address resolution
+        // finds the interface a group is reached through: mckey resolves
+        // its group before it joins.
+        let group = dst.ip().is_multicast().then(|| bound_dev.unwrap_or(0));
+        match group.or_else(|| self.cm_device_of(dst.ip())) {
             Some(d) if !is_any(dst.ip()) => {
                 let dev = bound_dev.unwrap_or(d);
                 let delay = self.config.cm.addr_resolve_ns;

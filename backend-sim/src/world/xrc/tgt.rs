@@ -159,6 +159,7 @@ impl World {
             ));
         }
         self.close_tgt_handle(qp, real, ctx, xrcd);
+        self.drop_async_events_of(AsyncSubject::Qp(qp));
         Ok(())
     }
 
