@@ -130,15 +130,19 @@ pub(crate) fn usage_error(command: Option<&str>, why: &str) -> ExitCode {
 /// block and the help hint (added by [`usage_error`]).
 fn one_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let mut parts = Vec::new();
+    let mut out = String::new();
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
         {
             continue;
         }
-        parts.push(line.strip_prefix("error: ").unwrap_or(line).to_owned());
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
     }
-    parts.join("; ")
+    out
 }
 
 fn main() -> ExitCode {

@@ -73,8 +73,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Simulator: write each script's trace as Chrome trace-event JSON to
-    /// DIR, one file per script named by its path (`a/b.verbs` ->
-    /// `a__b.json`), to open in ui.perfetto.dev or chrome://tracing.
+    /// DIR, one file per script named by its path relative to the working
+    /// directory (`a/b.verbs` -> `a__b.json`, `../c.verbs` -> `up__c.json`),
+    /// to open in ui.perfetto.dev or chrome://tracing.
     #[arg(long, value_name = "DIR")]
     trace: Option<PathBuf>,
     /// Scripts, or directories searched for *.verbs.
@@ -121,7 +122,7 @@ pub(crate) fn trace_file(dir: &std::path::Path, path: &str) -> PathBuf {
         .components()
         .filter_map(|c| match c {
             std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-            std::path::Component::ParentDir => Some("..".to_owned()),
+            std::path::Component::ParentDir => Some("up".to_owned()),
             _ => None,
         })
         .collect();
