@@ -187,3 +187,25 @@ fn the_same_seed_gives_the_same_trace_through_the_c_abi() {
         "two runs with the same (default) seed wrote different traces"
     );
 }
+
+// Goal: `verbsim exec --chrome-trace FILE` (VERBSIM_CHROME_TRACE) writes
+// its file: it never did, since the library's world lives in a static that
+// is never dropped and the file was written only on drop. Method: a C
+// program's run with the variable set; the file is Chrome trace-event
+// JSON with the run's events.
+#[test]
+fn the_chrome_trace_is_written_when_the_program_exits() {
+    let dir = std::env::temp_dir().join(format!("verbsim-shim-chrome-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("run.json");
+    if run_c_env("rdma_cm_loop", &[("VERBSIM_CHROME_TRACE", &file)]).is_none() {
+        return;
+    }
+    let text = std::fs::read_to_string(&file).expect("the Chrome trace was written");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        text.starts_with("{\"displayTimeUnit\":\"ns\",\"traceEvents\":["),
+        "{text}"
+    );
+    assert!(text.contains("completion"), "the run's events: {text}");
+}
