@@ -79,9 +79,10 @@ fn write_once(
         },
         ..Default::default()
     };
-    // SAFETY (the trait's contract): the MR outlives the request and is
-    // not touched until its completion has been polled.
-    unsafe { v.post_send(&a.qp, &[wr]) }.unwrap();
+    // SAFETY: the trait's contract: the MR outlives the request and is not
+    // touched until its completion has been polled.
+    let posted = unsafe { v.post_send(&a.qp, &[wr]) };
+    posted.unwrap();
     let mut wc = [Wc::default(); 1];
     assert_eq!(v.poll_cq(&a.cq, &mut wc).unwrap(), 1);
     let cause = v.completion_cause(&a.cq, &wc[0]);

@@ -1134,19 +1134,18 @@ fn run_collect<V: Verbs>(
 }
 
 /// perftest's latency figure for a latency test over RC on the simulator
-/// (two ConnectX-6 devices, as `SimConfig::default()`): half a ping-pong
+/// (two devices of profile `p`, ConnectX-6 unless --device-profile): half a ping-pong
 /// round trip for WRITE (inline up to 64 bytes, as perftest's default) and
 /// SEND, the round trip of one READ (docs/calibration.md).
-fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
+fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
     if t.connection != Connection::Rc {
         return None;
     }
-    let p = backend_sim::DeviceProfile::connectx6();
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
     let mut samples_ns = match t.kind {
-        TestKind::WriteLat => crate::calibrate::write_lat_samples(&p, seed, t.size, n, true),
-        TestKind::SendLat => crate::calibrate::send_lat_samples(&p, seed, t.size, n),
-        TestKind::ReadLat => crate::calibrate::read_lat_samples(&p, seed, t.size, n),
+        TestKind::WriteLat => crate::calibrate::write_lat_samples(p, seed, t.size, n, true),
+        TestKind::SendLat => crate::calibrate::send_lat_samples(p, seed, t.size, n),
+        TestKind::ReadLat => crate::calibrate::read_lat_samples(p, seed, t.size, n),
         _ => return None,
     };
     samples_ns.sort_unstable();
@@ -1216,11 +1215,14 @@ pub(crate) fn main(args: PerfArgs) -> ExitCode {
                 seed,
                 ..SimConfig::default()
             };
-            if let Some(name) = &args.device_profile {
-                // Validated by the parser: cx6, cx7 or rxe.
-                let profile = backend_sim::DeviceProfile::by_name(name)
-                    .unwrap_or_else(backend_sim::DeviceProfile::connectx6);
-                config = SimConfig::for_profiles(seed, vec![profile.clone(), profile]);
+            // Validated by the parser: cx6, cx7 or rxe.
+            let profile = args
+                .device_profile
+                .as_deref()
+                .and_then(backend_sim::DeviceProfile::by_name)
+                .unwrap_or_else(backend_sim::DeviceProfile::connectx6);
+            if args.device_profile.is_some() {
+                config = SimConfig::for_profiles(seed, vec![profile.clone(), profile.clone()]);
             }
             // A benchmark measures the verbs, not the trace recorder.
             config.trace_enabled = false;
@@ -1241,7 +1243,12 @@ pub(crate) fn main(args: PerfArgs) -> ExitCode {
             }
             for_each_size(&args, |args, collect| {
                 let mut sim = SimVerbs::new(config.clone());
-                run_collect(&mut sim, args, |t| perftest_latency(t, seed), collect)
+                run_collect(
+                    &mut sim,
+                    args,
+                    |t| perftest_latency(t, seed, &profile),
+                    collect,
+                )
             })
         }
         Backend::Hw => run_hw(&args),

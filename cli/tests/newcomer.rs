@@ -270,3 +270,42 @@ fn run_trace_files_are_unique_per_script() {
     assert_eq!(names, ["a__same.json", "b__same.json"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// Goal: --device-profile picks the simulated adapters (parsed and carried
+// to the simulator). Method: write_bw on rxe (Soft-RoCE) is slower than on
+// the default ConnectX-6; --link-speed is refused until the timing model
+// takes it, and on hardware both are refused.
+#[test]
+fn device_profile_selects_the_simulated_adapters() {
+    let gbps = |args: &[&str]| -> f64 {
+        let (code, stdout, stderr) = verbsim(args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let row = stdout
+            .lines()
+            .find(|l| l.ends_with("simulated"))
+            .expect(&stdout);
+        row.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let cx6 = gbps(&["perf", "write_bw", "-n", "200", "--report_gbits"]);
+    let rxe = gbps(&[
+        "perf",
+        "write_bw",
+        "-n",
+        "200",
+        "--report_gbits",
+        "--device-profile",
+        "rxe",
+    ]);
+    assert!(rxe < cx6, "rxe {rxe} Gb/s vs cx6 {cx6} Gb/s");
+    let (code, _, stderr) = verbsim(&["perf", "write_bw", "--device-profile", "cx9"]);
+    assert_eq!(code, 2, "{stderr}");
+    let (code, _, stderr) = verbsim(&[
+        "perf",
+        "write_bw",
+        "--backend",
+        "hw",
+        "--device-profile",
+        "cx7",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+}
