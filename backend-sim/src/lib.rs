@@ -106,6 +106,7 @@ mod arena;
 mod config;
 pub mod datapath;
 pub mod fabric;
+pub mod fault_spec;
 mod handles;
 mod memory;
 mod perfetto;

@@ -142,11 +142,15 @@ impl Trace {
                     wr_id,
                     status,
                     recv,
+                    cause,
                 } => {
-                    let args = format!(
+                    let mut args = format!(
                         "\"wr_id\":{wr_id},\"status\":{},\"recv\":{recv}",
                         js(&status.to_string())
                     );
+                    if let Some(c) = cause {
+                        args.push_str(&format!(",\"cause\":{}", js(c.describe())));
+                    }
                     if let Some((start, name)) = w.open.remove(&(device, qpn, wr_id)) {
                         w.tracks
                             .entry((device, qpn))

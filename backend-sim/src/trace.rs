@@ -7,7 +7,20 @@
 use core::fmt;
 use verbs_api::{AsyncEventType, QpState, QpType, WcStatus};
 
+use crate::datapath::protection::AccessCause;
 use crate::fabric::FabricTrace;
+
+/// ` cause=…` after a completion that has one, nothing otherwise.
+struct CauseSuffix(Option<AccessCause>);
+
+impl fmt::Display for CauseSuffix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(c) => write!(f, " cause=\"{c}\""),
+            None => Ok(()),
+        }
+    }
+}
 
 /// One thing that happened in the world.
 #[non_exhaustive]
@@ -63,6 +76,8 @@ pub enum TraceEvent {
         status: WcStatus,
         /// `true` for a receive-queue (or SRQ) completion.
         recv: bool,
+        /// For a refused remote access: which check refused it.
+        cause: Option<AccessCause>,
     },
     /// A CQ overran: a completion was lost and the CQ is in error.
     CqOverrun {
@@ -194,10 +209,12 @@ impl fmt::Display for TraceEvent {
                 wr_id,
                 status,
                 recv,
+                cause,
             } => write!(
                 f,
-                "dev{device} qp {qpn:#08x} {} completion wr_id={wr_id} status={status}",
-                if recv { "recv" } else { "send" }
+                "dev{device} qp {qpn:#08x} {} completion wr_id={wr_id} status={status}{}",
+                if recv { "recv" } else { "send" },
+                CauseSuffix(cause)
             ),
             Self::CqOverrun { device, cq } => write!(f, "dev{device} cq {cq} overrun"),
             Self::AsyncEvent {

@@ -663,21 +663,23 @@ fn short(unit: &str) -> &str {
     }
 }
 
+/// The command line of `verbsim calibrate` (no options).
+#[derive(Debug, clap::Args)]
+#[command(
+    about = "The adapter model against published perftest figures",
+    after_help = "Prints each anchor's published and simulated figure and their ratio \
+                  (docs/calibration.md). Exit status: 0 when every ratio is within the \
+                  band, 1 otherwise, 2 on a usage error."
+)]
+pub(crate) struct CalibrateArgs {}
+
 /// `verbsim calibrate`: prints the table; exit 0 when every ratio is in
 /// the band, 1 otherwise, 2 on a usage error.
-pub(crate) fn main(args: &[String]) -> std::process::ExitCode {
-    if let Some(a) = args.first() {
-        if a == "-h" || a == "--help" {
-            println!("verbsim calibrate: the adapter model against published perftest figures (no options)");
-            return std::process::ExitCode::SUCCESS;
-        }
-        eprintln!("verbsim calibrate: unknown argument `{a}` (it takes none)");
-        return std::process::ExitCode::from(crate::EXIT_USAGE);
-    }
+pub(crate) fn main(_args: CalibrateArgs) -> std::process::ExitCode {
     let rows = calibration_table();
-    print!("{}", render(&rows));
+    crate::out::out!("{}", render(&rows));
     let misses = rows.iter().filter(|r| !r.in_band()).count();
-    println!(
+    crate::out::outln!(
         "{} of {} anchors within {:.2}-{:.2}",
         rows.len() - misses,
         rows.len(),

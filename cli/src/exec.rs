@@ -6,116 +6,115 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// `verbsim exec --help`.
-pub(crate) const HELP: &str = "\
-verbsim exec: run an unmodified RDMA program on the simulator
-
-Usage:
-  verbsim exec [OPTIONS] -- PROGRAM [ARGS...]
-
+/// What `verbsim exec --help` says after the options.
+const AFTER_HELP: &str = "\
 The program loads verbsim's libibverbs.so.1 (with libmlx5.so.1,
 librdmacm.so.1 and libefa.so.1 as links to it) instead of rdma-core's,
 through LD_LIBRARY_PATH; no device, kernel module or root is needed.
 
-Options:
-  --seed N            the simulation's root seed (VERBSIM_SEED; default 0)
-  --devices LIST      device profiles, comma separated: cx6, cx7, rxe
-                      (VERBSIM_DEVICES; default cx6,cx6)
-  --trace FILE        write the simulator's trace to FILE when the program exits
-  --chrome-trace FILE write a Chrome/Perfetto JSON trace to FILE
-  --faults SPEC       fabric faults: drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS
-  --fabric NAME       join the shared fabric NAME (a socket path, or a name
-                      for /tmp/verbsim-fabric-NAME.sock), starting it if
-                      nobody has: programs run this way with the same NAME
-                      reach each other (server and client as two processes)
-  --log               log every failing verb (name, errno, why) to stderr
-  --shim PATH         the shim to load (default: libverbsim_shim.so next to
-                      this executable, or $VERBSIM_SHIM)
-  --no-device-files   do not show the simulated devices as files: by default
-                      the program runs in a private mount namespace (and a
-                      user namespace when not root) where /dev/infiniband/
-                      uverbsN and /sys/class/infiniband/<dev> exist, as
-                      programs such as UCX look for them
-  -h, --help          this text
-
 Examples:
   verbsim exec -- ibv_devinfo -v
   verbsim exec --seed 7 --log -- python3 run_tests.py -v
+  verbsim exec --fabric demo -- ibv_rc_pingpong &
+  verbsim exec --fabric demo -- ibv_rc_pingpong localhost
 
-Exit status: the program's; 2 for a usage error or a missing shim.
-";
+Exit status: the program's; 2 for a usage error or a missing shim.";
 
-#[derive(Debug, Default)]
-struct Args {
-    env: Vec<(&'static str, String)>,
+/// The command line of `verbsim exec`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct ExecArgs {
+    /// The simulation's root seed (VERBSIM_SEED; default 0).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Device profiles, comma separated: cx6, cx7, rxe (VERBSIM_DEVICES;
+    /// default cx6,cx6).
+    #[arg(long, value_name = "LIST", value_parser = parse_devices)]
+    devices: Option<String>,
+    /// Write the simulator's trace to FILE when the program exits.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Write a Chrome/Perfetto trace-event JSON file when the program exits
+    /// (in-process simulator; with --fabric the trace is the fabric's).
+    #[arg(long, value_name = "FILE")]
+    chrome_trace: Option<PathBuf>,
+    /// Fabric faults: drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS (PPM: per
+    /// million packets).
+    #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
+    faults: Option<String>,
+    /// Join the shared fabric NAME (a socket path, or a name for
+    /// /tmp/verbsim-fabric-NAME.sock), starting it if nobody has: programs
+    /// run this way with the same NAME reach each other (server and client
+    /// as two processes).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    fabric: Option<String>,
+    /// Log every failing verb (name, errno, why) to stderr.
+    #[arg(long)]
+    log: bool,
+    /// The shim to load (default: libverbsim_shim.so next to this
+    /// executable, or $VERBSIM_SHIM).
+    #[arg(long, value_name = "PATH")]
     shim: Option<PathBuf>,
-    program: Vec<OsString>,
+    /// Do not show the simulated devices as files: by default the program
+    /// runs in a private mount namespace (and a user namespace when not
+    /// root) where /dev/infiniband/uverbsN and /sys/class/infiniband/<dev>
+    /// exist, as programs such as UCX look for them.
+    #[arg(long)]
     no_device_files: bool,
+    /// The program and its arguments (after `--` when they start with `-`).
+    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true)]
+    program: Vec<OsString>,
 }
 
-fn parse(args: &[String]) -> Result<Option<Args>, String> {
-    let mut a = Args::default();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--seed" => {
-                let v = value("--seed")?;
-                v.parse::<u64>()
-                    .map_err(|_| format!("--seed {v:?} is not a number"))?;
-                a.env.push(("VERBSIM_SEED", v));
-            }
-            "--devices" => {
-                let v = value("--devices")?;
-                for name in v.split(',') {
-                    if backend_sim::DeviceProfile::by_name(name).is_none() {
-                        return Err(format!(
-                            "--devices: unknown profile {name:?} (cx6, cx7, rxe)"
-                        ));
-                    }
-                }
-                a.env.push(("VERBSIM_DEVICES", v));
-            }
-            "--trace" => a.env.push(("VERBSIM_TRACE", value("--trace")?)),
-            "--chrome-trace" => a
-                .env
-                .push(("VERBSIM_CHROME_TRACE", value("--chrome-trace")?)),
-            "--faults" => a.env.push(("VERBSIM_FAULTS", value("--faults")?)),
-            "--log" => a.env.push(("VERBSIM_SHIM_LOG", "1".into())),
-            "--fabric" => {
-                let v = value("--fabric")?;
-                if v.is_empty() {
-                    return Err("--fabric needs a name or a socket path".into());
-                }
-                a.env.push(("VERBSIM_FABRIC", fabric_socket(&v)));
-                let exe = std::env::current_exe()
-                    .map_err(|e| format!("--fabric: cannot find this executable: {e}"))?;
-                a.env
-                    .push(("VERBSIM_FABRIC_CMD", exe.to_string_lossy().into_owned()));
-            }
-            "--shim" => a.shim = Some(value("--shim")?.into()),
-            "--no-device-files" => a.no_device_files = true,
-            "--" => {
-                a.program = it.map(OsString::from).collect();
-                break;
-            }
-            other if other.starts_with('-') => return Err(format!("unknown option {other}")),
-            other => {
-                a.program.push(other.into());
-                a.program.extend(it.map(OsString::from));
-                break;
-            }
+/// `--devices`: every name a profile.
+fn parse_devices(v: &str) -> Result<String, String> {
+    for name in v.split(',') {
+        if backend_sim::DeviceProfile::by_name(name).is_none() {
+            return Err(format!("unknown profile `{name}` (cx6, cx7, rxe)"));
         }
     }
-    if a.program.is_empty() {
-        return Err("no program given (verbsim exec [OPTIONS] -- PROGRAM [ARGS...])".into());
+    Ok(v.to_owned())
+}
+
+/// `--faults`: the library's own parser, so a typo is refused here rather
+/// than ignored by the program's library.
+fn parse_faults(v: &str) -> Result<String, String> {
+    backend_sim::fault_spec::parse_fault_spec(v)?;
+    Ok(v.to_owned())
+}
+
+/// What the library reads from the environment, from the arguments.
+fn environment(a: &ExecArgs) -> Result<Vec<(&'static str, String)>, String> {
+    let mut env = Vec::new();
+    let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+    if let Some(seed) = a.seed {
+        env.push(("VERBSIM_SEED", seed.to_string()));
     }
-    Ok(Some(a))
+    if let Some(d) = &a.devices {
+        env.push(("VERBSIM_DEVICES", d.clone()));
+    }
+    if let Some(t) = &a.trace {
+        crate::out::check_writable(t).map_err(|e| format!("--trace {}: {e}", t.display()))?;
+        env.push(("VERBSIM_TRACE", path(t)));
+    }
+    if let Some(t) = &a.chrome_trace {
+        crate::out::check_writable(t)
+            .map_err(|e| format!("--chrome-trace {}: {e}", t.display()))?;
+        env.push(("VERBSIM_CHROME_TRACE", path(t)));
+    }
+    if let Some(f) = &a.faults {
+        env.push(("VERBSIM_FAULTS", f.clone()));
+    }
+    if a.log {
+        env.push(("VERBSIM_SHIM_LOG", "1".into()));
+    }
+    if let Some(v) = &a.fabric {
+        env.push(("VERBSIM_FABRIC", fabric_socket(v)));
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("--fabric: cannot find this executable: {e}"))?;
+        env.push(("VERBSIM_FABRIC_CMD", exe.to_string_lossy().into_owned()));
+    }
+    Ok(env)
 }
 
 /// The socket of fabric `name`: a path as given, a bare name under /tmp.
@@ -179,10 +178,10 @@ pub(crate) fn lib_dir(shim: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-pub(crate) fn main(args: &[String]) -> ExitCode {
-    let a = match crate::parsed_or_exit("exec", HELP, parse(args)) {
-        Ok(a) => a,
-        Err(code) => return code,
+pub(crate) fn main(a: ExecArgs) -> ExitCode {
+    let env = match environment(&a) {
+        Ok(e) => e,
+        Err(why) => return crate::usage_error(Some("exec"), &why),
     };
     let dir = match find_shim(a.shim).and_then(|s| lib_dir(&s)) {
         Ok(d) => d,
@@ -217,7 +216,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         }
     };
     cmd.env("LD_LIBRARY_PATH", path);
-    for (k, v) in &a.env {
+    for (k, v) in &env {
         cmd.env(k, v);
     }
     let err = cmd.exec();
@@ -231,10 +230,23 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        exec: ExecArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ExecArgs, String> {
+        Cmd::try_parse_from(std::iter::once("exec").chain(args.iter().copied()))
+            .map(|c| c.exec)
+            .map_err(|e| e.to_string())
+    }
 
     #[test]
     fn parses_options_and_program() {
-        let args: Vec<String> = [
+        let a = parse(&[
             "--seed",
             "7",
             "--devices",
@@ -243,45 +255,51 @@ mod tests {
             "--",
             "prog",
             "-x",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let a = parse(&args).unwrap().unwrap();
+        ])
+        .unwrap();
         assert_eq!(
             a.program,
             vec![OsString::from("prog"), OsString::from("-x")]
         );
-        assert!(a.env.contains(&("VERBSIM_SEED", "7".into())));
-        assert!(a.env.contains(&("VERBSIM_DEVICES", "cx6,rxe".into())));
-        assert!(a.env.contains(&("VERBSIM_SHIM_LOG", "1".into())));
-        let a = parse(&["--fabric".to_string(), "ci".into(), "p".into()])
-            .unwrap()
-            .unwrap();
-        assert!(a
-            .env
-            .contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
-        assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
+        let env = environment(&a).unwrap();
+        assert!(env.contains(&("VERBSIM_SEED", "7".into())));
+        assert!(env.contains(&("VERBSIM_DEVICES", "cx6,rxe".into())));
+        assert!(env.contains(&("VERBSIM_SHIM_LOG", "1".into())));
+        let a = parse(&["--fabric", "ci", "p", "--seed", "3"]).unwrap();
+        assert_eq!(
+            a.program,
+            vec![OsString::from("p"), "--seed".into(), "3".into()]
+        );
+        let env = environment(&a).unwrap();
+        assert!(env.contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
+        assert!(env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
         assert!(!a.no_device_files, "device files are on by default");
-        let a = parse(&["--no-device-files".to_string(), "p".into()])
-            .unwrap()
-            .unwrap();
+        let a = parse(&["--no-device-files", "p"]).unwrap();
         assert!(a.no_device_files);
+        let a = parse(&["--faults", "drop=1000,delay=5:100", "p"]).unwrap();
+        assert!(environment(&a)
+            .unwrap()
+            .contains(&("VERBSIM_FAULTS", "drop=1000,delay=5:100".into())));
     }
 
+    // Goal: bad input is a usage error naming the flag; `--faults bogus`
+    // was handed to the program's library, which ignored it (exit 0, the
+    // run without faults).
     #[test]
     fn rejects_bad_input() {
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(parse(&s(&["--seed", "x", "--", "p"]))
-            .unwrap_err()
-            .contains("--seed"));
-        assert!(parse(&s(&["--devices", "cx9", "--", "p"]))
-            .unwrap_err()
-            .contains("cx9"));
-        assert!(parse(&s(&["--"])).unwrap_err().contains("no program"));
-        assert!(parse(&s(&["--bogus"])).unwrap_err().contains("--bogus"));
-        assert!(parse(&s(&["--fabric", "", "p"]))
-            .unwrap_err()
-            .contains("--fabric"));
+        for (args, want) in [
+            (&["--seed", "x", "--", "p"][..], "--seed"),
+            (&["--devices", "cx9", "--", "p"], "cx9"),
+            (&["--"], "PROGRAM"),
+            (&["--bogus"], "--bogus"),
+            (&["--fabric", "", "p"], "--fabric"),
+            (&["--faults", "bogus", "p"], "bogus"),
+            (&["--faults", "drop=5,delay=1", "p"], "delay"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+        let a = parse(&["--chrome-trace", "/nonexistent-dir/t.json", "p"]).unwrap();
+        assert!(environment(&a).unwrap_err().contains("--chrome-trace"));
     }
 }

@@ -25,11 +25,25 @@ fn server() -> Result<PathBuf, String> {
     }
 }
 
+/// The command line of `verbsim fabric`: handed to `verbsim-fabric` as it
+/// is (`verbsim fabric --help` prints the server's options).
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+pub(crate) struct FabricArgs {
+    /// The server's arguments: --socket PATH [--exit-when-idle] [--pace wall|virtual].
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<std::ffi::OsString>,
+}
+
 /// Runs `verbsim fabric ARGS` (`--help` for its options).
-pub(crate) fn main(args: &[String]) -> ExitCode {
+pub(crate) fn main(a: FabricArgs) -> ExitCode {
     match server() {
         Ok(p) => {
-            let err = Command::new(&p).args(args).exec();
+            let err = Command::new(&p).args(&a.args).exec();
             eprintln!("verbsim fabric: cannot run {}: {err}", p.display());
             ExitCode::from(127)
         }

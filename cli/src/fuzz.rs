@@ -9,57 +9,58 @@ use std::time::Instant;
 use backend_sim::{DeviceProfile, SimConfig, SimVerbs};
 use conformance::swarm::{run_seed_traced, script_for, SwarmConfig, SwarmReport};
 
-use crate::parsed_or_exit;
+use crate::out::{out, outln};
 
-/// `verbsim fuzz --help`.
-pub(crate) const HELP: &str = "\
-verbsim fuzz: swarm testing on the simulator (docs/swarm.md)
-
-Usage:
-  verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
-               [--compare-paths] [--script-out FILE]
-  verbsim fuzz --print-script --seeds N [--calls N]
-
+/// What `verbsim fuzz --help` says after the options.
+const AFTER_HELP: &str = "\
 Each seed picks which verb families are on and how heavily, makes N random
 calls (valid and invalid) on a fresh two-device world, checks the
 invariants after every call and tears everything down. Each failing seed
 is printed with what broke and the failing sequence shrunk to a .verbs
 script that replays it (`verbsim run FILE`).
 
-Options:
-  --seeds A..B        the seeds, B excluded; `A` alone is one seed
-                      (default 0..100)
-  --calls N           calls drawn per seed (default 1500; a call on an
-                      empty or taken slot is skipped)
-  --coverage          print the per-verb counters (ok / refused)
-  --twice             run every seed twice and require the same digest of
-                      calls, answers and simulator trace (determinism)
-  --compare-paths     run every seed again with the executor's shortcuts
-                      off (SimConfig::fast_paths) and require the same
-                      digest: the common-case fast paths must do exactly
-                      what the general path does
-  --script-out FILE   write the first failure's shrunk script to FILE
-  --print-script      print the first seed's whole run as a .verbs script
-                      (what the simulator answered as expectations;
-                      `verbsim run` replays it) instead of fuzzing
-  -h, --help          this text
-
 Even seeds run two ConnectX-6 devices, odd seeds a ConnectX-7 and an rxe.
 The last line is `N passed, N failed` (seeds). Exit status: 0 when every
 seed passed, 1 when one failed, 2 on a usage error. `verbsim fuzz --seeds
-0..1100` makes about 10^6 calls (docs/swarm.md).
-";
+0..1100` makes about 10^6 calls (docs/swarm.md).";
 
-/// The parsed arguments.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Args {
+/// The command line of `verbsim fuzz`.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct FuzzArgs {
+    /// The seeds, B excluded; `A` alone is one seed.
+    #[arg(long, value_name = "A..B", default_value = "0..100", value_parser = parse_range)]
     seeds: (u64, u64),
+    /// Calls drawn per seed (1..=1000000; a call on an empty or taken slot
+    /// is skipped).
+    #[arg(long, value_name = "N", default_value_t = 1_500, value_parser = parse_calls)]
     calls: usize,
-    twice: bool,
-    compare_paths: bool,
+    /// Print the per-verb counters (ok / refused).
+    #[arg(long)]
     coverage: bool,
-    script_out: Option<String>,
+    /// Run every seed twice and require the same digest of calls, answers
+    /// and simulator trace (determinism).
+    #[arg(long)]
+    twice: bool,
+    /// Run every seed again with the executor's shortcuts off
+    /// (SimConfig::fast_paths) and require the same digest.
+    #[arg(long)]
+    compare_paths: bool,
+    /// Write the first failure's shrunk script to FILE.
+    #[arg(long, value_name = "FILE")]
+    script_out: Option<std::path::PathBuf>,
+    /// Print the first seed's whole run as a .verbs script (what the
+    /// simulator answered as expectations) instead of fuzzing.
+    #[arg(long)]
     print_script: bool,
+}
+
+/// `--calls N`.
+fn parse_calls(s: &str) -> Result<usize, String> {
+    s.parse()
+        .ok()
+        .filter(|&n| n > 0 && n <= 1_000_000)
+        .ok_or_else(|| format!("expected 1..=1000000, got `{s}`"))
 }
 
 /// `A..B` or `A`.
@@ -74,7 +75,7 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
         Some((a, b)) => {
             let (a, b) = (num(a)?, num(b)?);
             if b <= a {
-                return Err(format!("--seeds {s}: the range is empty"));
+                return Err(format!("the range {s} is empty"));
             }
             Ok((a, b))
         }
@@ -83,46 +84,6 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
             Ok((a, a.saturating_add(1)))
         }
     }
-}
-
-/// `Ok(None)` for `--help`.
-fn parse(args: &[String]) -> Result<Option<Args>, String> {
-    let mut a = Args {
-        seeds: (0, 100),
-        calls: 1_500,
-        twice: false,
-        compare_paths: false,
-        coverage: false,
-        script_out: None,
-        print_script: false,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let mut value = |flag: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--seeds" => a.seeds = parse_range(&value("--seeds")?)?,
-            "--calls" => {
-                let v = value("--calls")?;
-                a.calls = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0 && n <= 1_000_000)
-                    .ok_or_else(|| format!("--calls {v}: expected 1..=1000000"))?;
-            }
-            "--twice" => a.twice = true,
-            "--compare-paths" => a.compare_paths = true,
-            "--coverage" => a.coverage = true,
-            "--script-out" => a.script_out = Some(value("--script-out")?),
-            "--print-script" => a.print_script = true,
-            other => return Err(format!("unknown argument `{other}`")),
-        }
-    }
-    Ok(Some(a))
 }
 
 /// The world of a seed: two ConnectX-6 (DC, XRC, atomics) for even seeds,
@@ -187,13 +148,14 @@ pub(crate) fn run_one(seed: u64, calls: usize) -> SwarmReport {
 }
 
 /// `verbsim fuzz ARGS`.
-pub(crate) fn main(args: &[String]) -> ExitCode {
-    let a = match parsed_or_exit("fuzz", HELP, parse(args)) {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
+pub(crate) fn main(a: FuzzArgs) -> ExitCode {
+    if let Some(p) = &a.script_out {
+        if let Err(e) = crate::out::check_writable(p) {
+            return crate::usage_error(Some("fuzz"), &format!("--script-out {}: {e}", p.display()));
+        }
+    }
     if a.print_script {
-        print!("{}", script_for(config(a.seeds.0, a.calls), &world));
+        out!("{}", script_for(config(a.seeds.0, a.calls), &world));
         return ExitCode::SUCCESS;
     }
     let start = Instant::now();
@@ -241,9 +203,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             None => passed += 1,
             Some((why, script)) => {
                 failed += 1;
-                println!("FAIL seed {seed}: {why}");
+                outln!("FAIL seed {seed}: {why}");
                 if !script.is_empty() {
-                    println!("--- shrunk script (VERBS_SIM_SEED={seed}) ---\n{script}---");
+                    outln!("--- shrunk script (VERBS_SIM_SEED={seed}) ---\n{script}---");
                     if first_script.is_none() {
                         first_script = Some(script);
                     }
@@ -254,13 +216,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     let secs = start.elapsed().as_secs_f64();
     if let (Some(path), Some(script)) = (&a.script_out, &first_script) {
         if let Err(e) = std::fs::write(path, script) {
-            eprintln!("verbsim fuzz: cannot write {path}: {e}");
+            eprintln!("verbsim fuzz: cannot write {}: {e}", path.display());
         }
     }
     if a.coverage {
-        print!("{}", total.coverage());
+        out!("{}", total.coverage());
     }
-    println!(
+    outln!(
         "{} calls in {secs:.2} s ({:.0} calls/s), seeds {lo}..{}, {} calls drawn per seed{}, digest {:#018x}",
         total.calls,
         total.calls as f64 / secs.max(1e-9),
@@ -274,7 +236,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         },
         total.digest,
     );
-    println!("{passed} passed, {failed} failed");
+    outln!("{passed} passed, {failed} failed");
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -286,30 +248,31 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        fuzz: FuzzArgs,
+    }
+
+    fn parse(s: &str) -> Result<FuzzArgs, clap::Error> {
+        Cmd::try_parse_from(std::iter::once("fuzz").chain(s.split_whitespace())).map(|c| c.fuzz)
     }
 
     #[test]
     fn parses_ranges_and_flags() {
-        let a = parse(&args("--seeds 10..20 --calls 50 --twice --coverage"))
-            .unwrap()
-            .unwrap();
+        let a = parse("--seeds 10..20 --calls 50 --twice --coverage").unwrap();
         assert_eq!(a.seeds, (10, 20));
         assert_eq!(a.calls, 50);
         assert!(a.twice && a.coverage && !a.print_script && !a.compare_paths);
-        assert!(
-            parse(&args("--compare-paths"))
-                .unwrap()
-                .unwrap()
-                .compare_paths
-        );
-        assert_eq!(parse(&args("--seeds 7")).unwrap().unwrap().seeds, (7, 8));
-        assert!(parse(&args("--seeds 5..5")).is_err());
-        assert!(parse(&args("--seeds x..3")).is_err());
-        assert!(parse(&args("--calls 0")).is_err());
-        assert!(parse(&args("--bogus")).is_err());
-        assert!(parse(&args("--help")).unwrap().is_none());
+        assert!(parse("--compare-paths").unwrap().compare_paths);
+        assert_eq!(parse("--seeds 7").unwrap().seeds, (7, 8));
+        assert_eq!(parse("").unwrap().seeds, (0, 100));
+        assert!(parse("--seeds 5..5").is_err());
+        assert!(parse("--seeds x..3").is_err());
+        assert!(parse("--calls 0").is_err());
+        assert!(parse("--bogus").is_err());
     }
 
     #[test]

@@ -1,22 +1,27 @@
 //! The `verbsim` command.
 //!
 //! ```text
-//! verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
-//! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
-//! verbsim fuzz [--seeds A..B] [--calls N] [--coverage]
+//! verbsim run [--backend sim|hw] [--seed N] [--junit FILE] [--json FILE] [--trace DIR] PATH...
+//! verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [perftest's flags]
+//! verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
 //! verbsim calibrate
-//! verbsim exec [OPTIONS] -- PROGRAM ARGS...
-//! verbsim fuzz [--seeds A..B] [--calls N] [--twice]
+//! verbsim exec [--seed N] [--log] [--faults SPEC] [--fabric NAME] -- PROGRAM ARGS...
+//! verbsim fabric --socket PATH
+//! verbsim completions SHELL
 //! ```
 //!
-//! Subcommands are dispatched by name in [`main`]; each lives in its own
-//! module with its own `--help` text. Arguments are parsed by hand (no
-//! argument-parsing dependency).
+//! The command line is parsed by clap (derive): each subcommand's
+//! arguments are a struct in its own module. A usage error is one line on
+//! standard error (what was wrong, and where the help is) and exit status
+//! 2; every argument is checked before any work starts. Output goes
+//! through [`out`], so a reader that closes the pipe early (`| head`) ends
+//! the command quietly.
 
 mod calibrate;
 mod exec;
 mod fabric;
 mod fuzz;
+mod out;
 mod perf;
 mod plot;
 mod report;
@@ -24,112 +29,202 @@ mod run;
 
 use std::process::ExitCode;
 
+use clap::{CommandFactory, Parser, Subcommand};
+
 /// Exit status for a usage error (bad flag, missing argument, backend not built in).
 const EXIT_USAGE: u8 = 2;
 
-/// Turns a subcommand's argument parse into its arguments, or into the exit
-/// code after printing the help (`--help`, exit 0) or the usage error and the
-/// help (exit [`EXIT_USAGE`]).
-fn parsed_or_exit<T>(
-    command: &str,
-    help: &str,
-    parsed: Result<Option<T>, String>,
-) -> Result<T, ExitCode> {
-    match parsed {
-        Ok(Some(a)) => Ok(a),
-        Ok(None) => {
-            print!("{help}");
-            Err(ExitCode::SUCCESS)
+/// Commands in one line each, with their main options: the end of
+/// `verbsim --help`.
+const COMMANDS: &str = "\
+Commands and their main options (`verbsim COMMAND --help` for all):
+  verbsim run [--backend sim|hw] [--seed N] [--verbose] [--junit FILE]
+              [--json FILE] [--trace DIR] PATH...
+      run .verbs conformance scripts (files or directories)
+  verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [-s SIZE] [-n N]
+               [-q N] [-c RC|UC|UD] [-t N] [-l N] [-a] [--plot FILE]
+               [--out_json] [--report_gbits] [-d DEV]
+      perftest-like benchmarks with perftest's flags (docs/perftest-flags.md)
+  verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
+      swarm testing: random calls with invariants, failures shrunk to a
+      .verbs script (docs/swarm.md)
+  verbsim calibrate
+      the simulator's timing against published perftest figures
+  verbsim exec [--seed N] [--devices cx6,cx6] [--log] [--faults SPEC]
+               [--fabric NAME] [--trace FILE] [--chrome-trace FILE]
+               -- PROGRAM ARGS...
+      run an unmodified RDMA program on the simulator through the drop-in
+      libibverbs.so.1; --fabric joins programs in several processes
+      (docs/drop-in.md)
+  verbsim fabric --socket PATH [--exit-when-idle] [--pace wall|virtual]
+      one simulated fabric shared by several processes
+  verbsim completions bash|zsh|fish|elvish|powershell
+      shell completions on standard output
+
+See docs/user-guide.md and docs/script-format.md.";
+
+/// verbsim: the RDMA verbs simulator and conformance runner.
+#[derive(Debug, Parser)]
+#[command(
+    name = "verbsim",
+    version,
+    about = "verbsim: the RDMA verbs simulator and conformance runner",
+    after_help = COMMANDS,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run .verbs conformance scripts (files or directories).
+    Run(run::RunArgs),
+    /// perftest-like benchmarks on the simulator or on hardware.
+    Perf(perf::PerfArgs),
+    /// Swarm testing on the simulator (docs/swarm.md).
+    Fuzz(fuzz::FuzzArgs),
+    /// The simulator's timing against published perftest figures.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Run an unmodified RDMA program on the simulator.
+    Exec(exec::ExecArgs),
+    /// One simulated fabric shared by several processes.
+    Fabric(fabric::FabricArgs),
+    /// Print a shell completion script for verbsim.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The names of the subcommands, to say whose usage error it is.
+fn subcommand_of(argv: &[std::ffi::OsString]) -> Option<String> {
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    argv.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| !a.starts_with('-'))
+        .filter(|a| names.iter().any(|n| n == a))
+        .map(str::to_owned)
+}
+
+/// A usage error as one line on standard error, with where the help is;
+/// exit status 2.
+pub(crate) fn usage_error(command: Option<&str>, why: &str) -> ExitCode {
+    let (who, help) = match command {
+        Some(c) => (format!("verbsim {c}"), format!("verbsim {c} --help")),
+        None => ("verbsim".to_owned(), "verbsim --help".to_owned()),
+    };
+    eprintln!("{who}: {why} (see `{help}`)");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// clap's error as one line: its message and its tip, without the usage
+/// block and the help hint (added by [`usage_error`]).
+fn one_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut out = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
+        {
+            continue;
         }
-        Err(why) => {
-            eprintln!("verbsim {command}: {why}\n");
-            eprint!("{help}");
-            Err(ExitCode::from(EXIT_USAGE))
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    out::say(format_args!("{}", e.render()));
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    eprint!("{}", e.render());
+                    ExitCode::from(EXIT_USAGE)
+                }
+                _ => usage_error(subcommand_of(&argv).as_deref(), &one_line(&e)),
+            };
+        }
+    };
+    match cli.command {
+        Command::Run(a) => run::main(a),
+        Command::Perf(a) => perf::main(a),
+        Command::Fuzz(a) => fuzz::main(a),
+        Command::Calibrate(a) => calibrate::main(a),
+        Command::Exec(a) => exec::main(a),
+        Command::Fabric(a) => fabric::main(a),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "verbsim", &mut buf);
+            out::say(format_args!("{}", String::from_utf8_lossy(&buf)));
+            ExitCode::SUCCESS
         }
     }
 }
 
-const HELP: &str = "\
-verbsim: the RDMA verbs simulator and conformance runner
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-Usage:
-  verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
-                 run .verbs conformance scripts (files or directories)
-  verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [OPTIONS]
-                 perftest-like benchmarks (write_bw, write_lat, send_bw,
-                 send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)
-  verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
-                 swarm testing: random valid and invalid calls with invariants
-                 after each, failures shrunk to a .verbs script (docs/swarm.md)
-  verbsim calibrate
-                 the simulator's timing against published perftest figures
-                 (docs/calibration.md); exits 1 when a ratio leaves 0.75-1.33
-  verbsim exec [--seed N] [--devices cx6,cx6] [--trace FILE] -- PROGRAM ARGS...
-                 run an unmodified RDMA program (C, Python, Rust) on the
-                 simulator through the drop-in libibverbs.so.1 (docs/drop-in.md)
-  verbsim fabric --socket PATH [--exit-when-idle] [--pace wall|virtual]
-                 one simulated fabric shared by several processes (programs
-                 run with `verbsim exec --fabric PATH`; docs/drop-in.md)
-  verbsim help [COMMAND]
-                 this text, or a command's help
+    // Goal: clap's own consistency checks (duplicate flags, bad defaults)
+    // pass for every subcommand. Method: clap's debug_assert.
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
 
-Options:
-  -h, --help     print help
-  -V, --version  print the version
-
-See `verbsim run --help`, `verbsim perf --help` and docs/script-format.md.
-";
-
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(command) = args.first() else {
-        eprint!("{HELP}");
-        return ExitCode::from(EXIT_USAGE);
-    };
-    let rest = &args[1..];
-    match command.as_str() {
-        "run" => run::main(rest),
-        "perf" => perf::main(rest),
-        "calibrate" => calibrate::main(rest),
-        "fuzz" => fuzz::main(rest),
-        "exec" => exec::main(rest),
-        "fabric" => fabric::main(rest),
-        "help" | "-h" | "--help" => match rest.first().map(String::as_str) {
-            Some("run") => {
-                print!("{}", run::HELP);
-                ExitCode::SUCCESS
+    // Goal: the top-level help names every option of `run` and `exec`
+    // (they were missing: a newcomer could not find --junit or --fabric).
+    // Method: each long flag of the two subcommands, from the parser's
+    // definitions, must appear in `verbsim --help`.
+    #[test]
+    fn top_level_help_names_every_run_and_exec_option() {
+        let mut cmd = Cli::command();
+        let help = cmd.render_long_help().to_string();
+        for sub in ["run", "exec"] {
+            let sc = cmd.find_subcommand(sub).expect(sub).clone();
+            for arg in sc.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if ["help", "shim", "verbose"].contains(&long) {
+                    continue;
+                }
+                assert!(
+                    help.contains(&format!("--{long}")),
+                    "`verbsim --help` does not name {sub} --{long}:\n{help}"
+                );
             }
-            Some("perf") => {
-                print!("{}", perf::HELP);
-                ExitCode::SUCCESS
-            }
-            Some("fuzz") => {
-                print!("{}", fuzz::HELP);
-                ExitCode::SUCCESS
-            }
-            Some("exec") => {
-                print!("{}", exec::HELP);
-                ExitCode::SUCCESS
-            }
-            Some("fabric") => fabric::main(&["--help".to_owned()]),
-            Some(other) => {
-                eprintln!("verbsim: no such command `{other}`\n");
-                eprint!("{HELP}");
-                ExitCode::from(EXIT_USAGE)
-            }
-            None => {
-                print!("{HELP}");
-                ExitCode::SUCCESS
-            }
-        },
-        "-V" | "--version" => {
-            println!("verbsim {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
         }
-        other => {
-            eprintln!("verbsim: unknown command `{other}`\n");
-            eprint!("{HELP}");
-            ExitCode::from(EXIT_USAGE)
-        }
+    }
+
+    // Goal: a clap error becomes one line without the usage block.
+    #[test]
+    fn clap_errors_become_one_line() {
+        let e = Cli::try_parse_from(["verbsim", "perf", "write_bw", "--qpp", "2"]).unwrap_err();
+        let line = one_line(&e);
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("--qpp"), "{line}");
+        assert!(!line.contains("Usage"), "{line}");
+        assert_eq!(
+            subcommand_of(&["verbsim".into(), "perf".into(), "x".into()]).as_deref(),
+            Some("perf")
+        );
     }
 }

@@ -17,21 +17,16 @@ use verbs_api::{SimCommand, SimReply, Verbs};
 use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
 use verbsim_benches::data::{
     Connection, MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, Spread,
-    DEFAULT_ACK_TIMEOUT, MAX_POST_LIST, MAX_QPS,
+    DEFAULT_ACK_TIMEOUT, MAX_QPS,
 };
 use verbsim_benches::WorkloadError;
 
+use crate::out::{out, outln};
 use crate::EXIT_USAGE;
+use std::path::PathBuf;
 
-/// `verbsim perf --help`.
-pub(crate) const HELP: &str = "\
-verbsim perf: perftest-like benchmarks on the simulator or on hardware
-
-Usage:
-  verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [-s SIZE] [-n ITERS]
-               [-q QPS] [-c RC|UC|UD] [--tx-depth N] [--post-list N]
-               [--atomic fetch_add|cmp_swap]
-
+/// What `verbsim perf --help` says after the options.
+const AFTER_HELP: &str = "\
 Tests:
   write_bw      RDMA WRITE bandwidth and message rate (RC or UC)
   write_lat     RDMA WRITE latency (one signalled WRITE at a time; RC or UC)
@@ -39,69 +34,152 @@ Tests:
   send_lat      SEND/RECV latency (one SEND and its receive at a time)
   read_bw       RDMA READ bandwidth and message rate (RC)
   read_lat      RDMA READ latency (RC)
-  atomic_rate   8-byte atomics rate (--atomic fetch_add|cmp_swap; RC)
+  atomic_rate   8-byte atomics rate (-A FETCH_AND_ADD|CMP_AND_SWAP; RC)
   qp_lifecycle  create an RC QP, RESET->INIT->RTR->RTS, destroy: QPs/sec
   modify_qp     80 % legal / 20 % illegal ibv_modify_qp calls: calls/sec
+perftest's ib_write_bw is write_bw here, ib_send_lat send_lat, and so on
+(ib_atomic_bw is atomic_rate); docs/perftest-flags.md lists every perftest
+flag and its state.
 
-Bandwidth tests print `#bytes #iterations BW average[Gb/sec] MsgRate[Mpps]`,
-latency tests `#bytes #iterations t_min[usec] t_typical[usec] t_avg[usec]
-t_99%[usec]` (the time from posting one request to reaping its completion,
-and for SEND the receive's too: not half a round trip), control-path tests
+Bandwidth tests print `#bytes #iterations BW average[MB/sec] MsgRate[Mpps]`
+(MB = 2^20 bytes, as perftest; Gb/sec with --report_gbits), latency tests
+`#bytes #iterations t_min[usec] t_typical[usec] t_avg[usec] t_99%[usec]`
+(the time from posting one request to reaping its completion, and for SEND
+the receive's too: not half a round trip), control-path tests
 `#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
 `wall` row (how fast the simulator runs on this machine) and a `simulated`
-row (virtual time, read with `sim_control(Now)` around the measured part:
-what the modelled device and fabric would do); RC latency tests add a
-`perftest` row: what perftest reports, in virtual time (half a ping-pong
-round trip for WRITE and SEND, the peer polling the last byte or its
-receive CQ; the round trip of one READ; docs/calibration.md). Exits 2 on a usage error,
-when the backend is missing, or when the backend cannot run the test (for
-instance atomics on a device without them); 1 when a workload fails.
+row (virtual time: what the modelled device and fabric would do); RC
+latency tests add a `perftest` row: what perftest reports, in virtual time
+(half a ping-pong round trip for WRITE and SEND, the peer polling the last
+byte or its receive CQ; the round trip of one READ; docs/calibration.md).
 
-Options:
-  --backend sim|hw   the backend (default sim); hw needs a build with the `hw`
-                     feature: cargo run -p verbsim-cli --features hw -- perf --backend hw TEST
-  --seed N           the simulator's root seed (default VERBS_SIM_SEED, else 0)
-  --json             print one JSON object instead of the table
-  -s, --size SIZE    bytes per message (K, M, G suffixes allowed; default
-                     65536 for *_bw, 2 for *_lat, 8 and fixed for atomic_rate)
-  -n, --iters N      requests, QP lifecycles or modify calls to time (default
-                     5000 for *_bw and atomic_rate, 1000 for *_lat and
-                     qp_lifecycle, 10000 for modify_qp)
-  -q, --qps N        QP pairs of a *_bw or atomic_rate test (default 1; post
-                     lists go to them round robin, each with its own tx
-                     depth); the QPs the modify_qp plan runs over (default
-                     64); *_lat and qp_lifecycle run one
-  -c, --connection T transport of a data-path test: RC (default), UC
-                     (write_* and send_*) or UD (send_*, one MTU at most)
-  --tx-depth N       requests in flight at most per QP (default 128 for
-                     write_bw and send_bw, 16 for read_bw and atomic_rate,
-                     1 for *_lat)
-  --post-list N      requests per ibv_post_send, the last one signalled,
-                     1..=16 (default 16 for write_bw and send_bw, 4 for read_bw
-                     and atomic_rate, 1 for *_lat)
-  --atomic OP        fetch_add (default) or cmp_swap, for atomic_rate
-  -h, --help         print this help
+Every argument is checked before the test starts. Exit status: 2 on a
+usage error, when the backend is missing, or when the backend cannot run
+the test (for instance atomics on a device without them); 1 when a
+workload fails.";
 
-perftest's flags, with perftest's meaning (docs/perftest-flags.md lists
-every perftest flag and its state here):
-  -a, --all          every size from 2 to 2^23 bytes (*_bw and *_lat), one
-                     header, a row block per size
-  -d, --ib-dev NAME  the device (hw: as ibv_devices lists it; sim: the
-                     workloads' device 0, named sim_cx6_0)
-  -i, --ib-port 1    the port (only 1)
-  -x, --gid-index 0  the GID index (only 0)
-  -t N, -l N         --tx-depth, --post-list
-  -I 0               max inline (only 0 for the bandwidth workloads)
-  -F, --report_gbits accepted; bandwidth is always in Gb/sec
-  --out_json         same as --json
-  --out_json_file F  also append the JSON object to F
-  -D, -R             not supported (duration mode, rdma_cm set-up): refused
-                     by name
-  --plot FILE        with -a on a *_bw test: bandwidth and message rate
-                     against message size, simulated and wall lines, as
-                     FILE.svg or FILE.png (needs a TrueType font:
-                     fonts-dejavu-core, or VERBSIM_PLOT_FONT=path)
-";
+/// The heading of perftest's own flags in `verbsim perf --help`; the
+/// table of docs/perftest-flags.md is checked against the flags under it.
+pub(crate) const PERFTEST_HEADING: &str = "perftest's flags";
+
+/// The command line of `verbsim perf`: verbsim's options, then perftest's
+/// flags with perftest's spellings and meaning.
+#[derive(Clone, Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct PerfArgs {
+    /// The test: write_bw, write_lat, send_bw, send_lat, read_bw,
+    /// read_lat, atomic_rate, qp_lifecycle, modify_qp.
+    #[arg(value_name = "TEST")]
+    test: Option<String>,
+    /// The backend; hw needs a build with the `hw` feature:
+    /// cargo run -p verbsim-cli --features hw -- perf --backend hw TEST.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: Backend,
+    /// The simulator's root seed (default VERBS_SIM_SEED, else 0).
+    #[arg(long, value_name = "N", value_parser = crate::run::parse_seed)]
+    seed: Option<u64>,
+    /// Print one JSON object on standard output instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// With -a on a *_bw test: bandwidth and message rate against message
+    /// size, simulated and wall lines, as FILE.svg or FILE.png (needs a
+    /// TrueType font: fonts-dejavu-core, or VERBSIM_PLOT_FONT=path).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Simulator: the device profile of both simulated adapters (cx6, cx7
+    /// or rxe; default cx6).
+    #[arg(long, value_name = "NAME", value_parser = ["cx6", "cx7", "rxe"])]
+    device_profile: Option<String>,
+    /// Simulator: the link speed of the simulated ports.
+    #[arg(long, value_name = "SPEC")]
+    link_speed: Option<String>,
+
+    /// Bytes per message (K, M, G suffixes; default 65536 for *_bw, 2 for
+    /// *_lat, 8 and fixed for atomic_rate; at most 1G).
+    #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    size: Option<u64>,
+    /// Iterations: requests, QP lifecycles or modify calls to time
+    /// (default 5000 for *_bw and atomic_rate, 1000 for *_lat and
+    /// qp_lifecycle, 10000 for modify_qp).
+    #[arg(short = 'n', long = "iters", value_name = "N", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    iters: Option<u64>,
+    /// Every size from 2 to 2^23 bytes (*_bw and *_lat), one header, a row
+    /// block per size.
+    #[arg(short = 'a', long = "all", conflicts_with = "size", help_heading = PERFTEST_HEADING)]
+    all: bool,
+    /// QP pairs of a *_bw or atomic_rate test (default 1; post lists go to
+    /// them round robin); the QPs the modify_qp plan runs over (default 64).
+    #[arg(short = 'q', long = "qp", alias = "qps", value_name = "N", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    qp: Option<u64>,
+    /// Transport of a data-path test: RC (default), UC (write_*, send_*)
+    /// or UD (send_*, one MTU at most).
+    #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", help_heading = PERFTEST_HEADING)]
+    connection: Option<String>,
+    /// Requests in flight at most per QP (default 128 for write_bw and
+    /// send_bw, 16 for read_bw and atomic_rate, 1 for *_lat).
+    #[arg(short = 't', long = "tx-depth", value_name = "N", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    tx_depth: Option<u64>,
+    /// Requests per ibv_post_send, the last one signalled, up to the tx
+    /// depth (default 16 for write_bw and send_bw, 4 for read_bw and
+    /// atomic_rate, 1 for *_lat).
+    #[arg(short = 'l', long = "post_list", alias = "post-list", value_name = "N", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    post_list: Option<u64>,
+    /// atomic_rate's operation: FETCH_AND_ADD (default) or CMP_AND_SWAP
+    /// (as ib_atomic_bw; fetch_add and cmp_swap too).
+    #[arg(short = 'A', long = "atomic_type", alias = "atomic", value_name = "TYPE", value_parser = parse_atomic, help_heading = PERFTEST_HEADING)]
+    atomic_type: Option<RateOp>,
+    /// The device: on hardware as ibv_devices lists it; on the simulator
+    /// any name is accepted with a note (the workloads run on sim_cx6_0),
+    /// so a perftest line runs unchanged.
+    #[arg(short = 'd', long = "ib-dev", value_name = "NAME", help_heading = PERFTEST_HEADING)]
+    ib_dev: Option<String>,
+    /// The port (only 1).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    ib_port: Option<u64>,
+    /// The GID index (only 0).
+    #[arg(short = 'x', long = "gid-index", value_name = "INDEX", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    gid_index: Option<u64>,
+    /// Max inline size (only 0 for the bandwidth workloads).
+    #[arg(short = 'I', long = "inline_size", value_name = "SIZE", value_parser = parse_count, help_heading = PERFTEST_HEADING)]
+    inline_size: Option<u64>,
+    /// Do not warn about CPU frequency scaling: accepted (there is no
+    /// check to skip).
+    #[arg(short = 'F', long = "CPU-freq", help_heading = PERFTEST_HEADING)]
+    cpu_freq: bool,
+    /// Report bandwidth in Gb/sec (10^9 bits) instead of MB/sec (2^20
+    /// bytes).
+    #[arg(long = "report_gbits", help_heading = PERFTEST_HEADING)]
+    report_gbits: bool,
+    /// Save the report as JSON in perftest_out.json (or --out_json_file);
+    /// the table is printed too.
+    #[arg(long = "out_json", help_heading = PERFTEST_HEADING)]
+    out_json: bool,
+    /// The JSON report's file (implies --out_json); with -a one object per
+    /// line, one per size.
+    #[arg(long = "out_json_file", value_name = "FILE", help_heading = PERFTEST_HEADING)]
+    out_json_file: Option<PathBuf>,
+    /// Run for a duration: not supported (give -n).
+    #[arg(short = 'D', long = "duration", value_name = "SECONDS", help_heading = PERFTEST_HEADING)]
+    duration: Option<String>,
+    /// Connect with rdma_cm: not supported (the workloads connect with
+    /// ibv_modify_qp).
+    #[arg(short = 'R', long = "rdma_cm", help_heading = PERFTEST_HEADING)]
+    rdma_cm: bool,
+}
+
+/// `-A`: perftest's names, and verbsim's older ones.
+fn parse_atomic(s: &str) -> Result<RateOp, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "fetch_and_add" | "fetch_add" | "fadd" => Ok(RateOp::FetchAdd),
+        "cmp_and_swap" | "cmp_swap" | "cswap" => Ok(RateOp::CompSwap),
+        _ => Err(format!(
+            "unknown atomic `{s}` (FETCH_AND_ADD or CMP_AND_SWAP)"
+        )),
+    }
+}
+
+/// perftest's default JSON file of `--out_json`.
+const PERFTEST_JSON_FILE: &str = "perftest_out.json";
 
 /// Largest message `-s` accepts (the workloads register MRs of this size).
 const MAX_SIZE: u64 = 1 << 30;
@@ -109,12 +187,7 @@ const MAX_SIZE: u64 = 1 << 30;
 /// Largest `--tx-depth` accepted.
 const MAX_TX_DEPTH: u32 = 8192;
 
-/// Which backend `--backend` selected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
-    Sim,
-    Hw,
-}
+use crate::run::Backend;
 
 impl Backend {
     fn name(self) -> &'static str {
@@ -250,141 +323,93 @@ struct Args {
     all_sizes: bool,
     /// perftest's `-d`: the device by name.
     device: Option<String>,
-    /// perftest's `--out_json_file`: the JSON also goes to this file.
-    json_file: Option<std::path::PathBuf>,
+    /// perftest's `--out_json` / `--out_json_file`: the JSON report's file.
+    json_file: Option<PathBuf>,
     /// `--plot FILE` (with `-a`): the chart of the sizes, SVG or PNG.
-    plot: Option<std::path::PathBuf>,
+    plot: Option<PathBuf>,
+    /// perftest's `--report_gbits`: bandwidth in Gb/sec, else MB/sec.
+    gbits: bool,
+    /// `--device-profile`: the simulated adapters' profile.
+    device_profile: Option<String>,
+    /// `--link-speed`: the simulated ports' speed (applied by the timing
+    /// model; carried here as given).
+    link_speed: Option<String>,
     /// Internal: print the table's rows only (the sizes after the first
     /// of `-a`).
     rows_only: bool,
 }
 
 /// Parses a count: decimal or 0x hex, with an optional K/M/G (binary) suffix.
-fn parse_count(s: &str) -> Option<u64> {
+fn parse_count(s: &str) -> Result<u64, String> {
     let (digits, scale) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
         Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
         Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
         _ => (s, 1),
     };
-    let n = conformance::literal::parse_int(digits).and_then(|n| u64::try_from(n).ok())?;
-    n.checked_mul(scale)
+    conformance::literal::parse_int(digits)
+        .and_then(|n| u64::try_from(n).ok())
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{s}` is not a number (K, M, G suffixes allowed)"))
 }
 
-/// Parses `verbsim perf`'s arguments; `Ok(None)` for `--help`.
-fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
-    let mut backend = Backend::Sim;
-    let mut seed = None;
-    let mut json = false;
-    let mut test = None;
-    let mut size = None;
-    let mut iters = None;
-    let mut qps = None;
-    let mut tx_depth = None;
-    let mut post_list = None;
-    let mut atomic = None;
-    let mut connection = None;
-    let mut all_sizes = false;
-    let mut device = None;
-    let mut json_file = None;
-    let mut plot = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = || -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        let number = |v: String, what: &str| -> Result<u64, String> {
-            parse_count(&v).ok_or_else(|| format!("{what} needs a number, got `{v}`"))
-        };
-        match flag {
-            "-h" | "--help" => return Ok(None),
-            "--json" => json = true,
-            "--backend" => {
-                backend = match value()?.as_str() {
-                    "sim" => Backend::Sim,
-                    "hw" => Backend::Hw,
-                    other => return Err(format!("unknown backend `{other}` (sim or hw)")),
-                }
-            }
-            "--seed" => seed = Some(number(value()?, "--seed")?),
-            "-s" | "--size" => size = Some(number(value()?, "-s")?),
-            "-n" | "--iters" => iters = Some(number(value()?, "-n")?),
-            "-q" | "--qps" => qps = Some(number(value()?, "-q")?),
-            "--tx-depth" | "-t" => tx_depth = Some(number(value()?, "--tx-depth")?),
-            "--post-list" | "-l" => post_list = Some(number(value()?, "--post-list")?),
-            "-c" | "--connection" => {
-                let t = value()?;
-                connection = Some(
-                    Connection::parse(&t)
-                        .ok_or_else(|| format!("unknown transport `{t}` (RC, UC or UD)"))?,
-                );
-            }
-            // perftest's flags (docs/perftest-flags.md has each one's state).
-            "-a" | "--all" => all_sizes = true,
-            "-d" | "--ib-dev" => device = Some(value()?),
-            "-i" | "--ib-port" => {
-                let p = number(value()?, "-i")?;
-                if p != 1 {
-                    return Err(format!("-i {p}: the workloads use port 1"));
-                }
-            }
-            "-x" | "--gid-index" => {
-                let g = number(value()?, "-x")?;
-                if g != 0 {
-                    return Err(format!("-x {g}: the workloads address GID index 0"));
-                }
-            }
-            "-I" | "--inline_size" => {
-                let i = number(value()?, "-I")?;
-                if i != 0 {
-                    return Err(format!(
-                        "-I {i}: the bandwidth workloads post without IBV_SEND_INLINE (only -I 0); latency tests report perftest's inline figure in their perftest row"
-                    ));
-                }
-            }
-            "-F" | "--CPU-freq" | "--report_gbits" => {}
-            "--out_json" => json = true,
-            "--out_json_file" => json_file = Some(std::path::PathBuf::from(value()?)),
-            "--plot" => plot = Some(std::path::PathBuf::from(value()?)),
-            "-D" | "--duration" => {
-                return Err(format!("{flag} (run for a duration) is not supported: give -n ITERS"))
-            }
-            "-R" | "--rdma_cm" => {
-                return Err(format!(
-                    "{flag} (connect with rdma_cm) is not supported: the workloads connect with ibv_modify_qp"
-                ))
-            }
-            "--atomic" => {
-                atomic = Some(match value()?.as_str() {
-                    "fetch_add" | "fadd" => RateOp::FetchAdd,
-                    "cmp_swap" | "cswap" => RateOp::CompSwap,
-                    other => {
-                        return Err(format!("unknown atomic `{other}` (fetch_add or cmp_swap)"))
-                    }
-                })
-            }
-            f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option `{f}`")),
-            name => {
-                if test.is_some() {
-                    return Err(format!("one test at a time (extra argument `{name}`)"));
-                }
-                test = Some(TestKind::parse(name).ok_or_else(|| {
-                    let known: Vec<_> = TestKind::ALL.iter().map(|t| t.name()).collect();
-                    format!("unknown test `{name}` (known: {})", known.join(" "))
-                })?);
-            }
-        }
+/// Checks the arguments against each other and the test, and fills in the
+/// test's defaults; everything that can be refused is refused here,
+/// before any work starts.
+fn validate(p: PerfArgs) -> Result<Args, String> {
+    if p.duration.is_some() {
+        return Err(
+            "-D, --duration (run for a duration) is not supported: give -n ITERS".to_owned(),
+        );
     }
+    if p.rdma_cm {
+        return Err(
+            "-R, --rdma_cm (connect with rdma_cm) is not supported: the workloads connect with ibv_modify_qp"
+                .to_owned(),
+        );
+    }
+    if let Some(port) = p.ib_port.filter(|&x| x != 1) {
+        return Err(format!("-i {port}: the workloads use port 1"));
+    }
+    if let Some(g) = p.gid_index.filter(|&x| x != 0) {
+        return Err(format!("-x {g}: the workloads address GID index 0"));
+    }
+    if let Some(i) = p.inline_size.filter(|&x| x != 0) {
+        return Err(format!(
+            "-I {i}: the bandwidth workloads post without IBV_SEND_INLINE (only -I 0); latency tests report perftest's inline figure in their perftest row"
+        ));
+    }
+    let name = p
+        .test
+        .as_deref()
+        .ok_or("no test given (write_bw, write_lat, send_bw, send_lat, read_bw, read_lat, atomic_rate, qp_lifecycle, modify_qp)")?;
+    let test = Some(TestKind::parse(name).ok_or_else(|| {
+        let known: Vec<_> = TestKind::ALL.iter().map(|t| t.name()).collect();
+        let hint = name
+            .strip_prefix("ib_")
+            .map(|t| t.replace("atomic_bw", "atomic_rate"))
+            .filter(|t| TestKind::parse(t).is_some())
+            .map_or_else(String::new, |t| format!("; perftest's {name} is {t} here"));
+        format!("unknown test `{name}` (known: {}){hint}", known.join(" "))
+    })?);
+    let connection = match &p.connection {
+        None => None,
+        Some(t) => Some(
+            Connection::parse(t)
+                .ok_or_else(|| format!("unknown transport `{t}` (RC, UC or UD)"))?,
+        ),
+    };
+    let (size, iters, qps, tx_depth, post_list, atomic) = (
+        p.size,
+        p.iters,
+        p.qp,
+        p.tx_depth,
+        p.post_list,
+        p.atomic_type,
+    );
+    let (all_sizes, plot, seed) = (p.all, p.plot.clone(), p.seed);
     let kind = test.ok_or("no test given")?;
     let (d_size, d_iters, d_depth, d_list) = kind.defaults();
-    let size_given = size.is_some();
 
     let size = match (kind, size) {
         (_, None) => d_size,
@@ -443,13 +468,10 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         Some(c) => c,
     };
     if !kind.is_data_path() && (tx_depth.is_some() || post_list.is_some()) {
-        return Err(format!(
-            "--tx-depth and --post-list do not apply to {}",
-            kind.name()
-        ));
+        return Err(format!("-t and -l do not apply to {}", kind.name()));
     }
     if kind != TestKind::AtomicRate && atomic.is_some() {
-        return Err("--atomic applies to atomic_rate only".to_owned());
+        return Err("-A (--atomic_type) applies to atomic_rate only".to_owned());
     }
     let tx_depth = match tx_depth {
         None => d_depth,
@@ -459,32 +481,53 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     let post_list = match post_list {
         // A smaller --tx-depth caps the default post list.
         None => d_list.min(tx_depth),
-        Some(l) if (1..=MAX_POST_LIST as u64).contains(&l) => l as u32,
-        Some(l) => return Err(format!("--post-list must be 1..={MAX_POST_LIST} (got {l})")),
+        // perftest takes a post list up to the send queue's depth.
+        Some(l) if (1..=u64::from(tx_depth)).contains(&l) => l as u32,
+        Some(0) => return Err("-l (--post_list) must be at least 1".to_owned()),
+        Some(l) => {
+            return Err(format!(
+                "-l {l} (--post_list) is more than the tx depth {tx_depth} (-t)"
+            ))
+        }
     };
-    if post_list > tx_depth {
+    if all_sizes && (!kind.is_data_path() || kind == TestKind::AtomicRate) {
         return Err(format!(
-            "--post-list {post_list} is more than --tx-depth {tx_depth}"
-        ));
-    }
-    if all_sizes && (size_given || !kind.is_data_path() || kind == TestKind::AtomicRate) {
-        return Err(format!(
-            "-a runs every size of a *_bw or *_lat test; not with -s, nor for {}",
+            "-a runs every size of a *_bw or *_lat test, not of {}",
             kind.name()
         ));
     }
-    if plot.is_some() && !(all_sizes && kind.is_data_path() && !kind.is_latency()) {
-        return Err("--plot draws the sizes of -a for a *_bw test (give -a)".to_owned());
+    if let Some(path) = &plot {
+        if !(all_sizes && kind.is_data_path() && !kind.is_latency()) {
+            return Err("--plot draws the sizes of -a for a *_bw test (give -a)".to_owned());
+        }
+        crate::plot::check(path)?;
+    }
+    // perftest's --out_json writes perftest_out.json unless --out_json_file
+    // names the file; the file is created now, so an unwritable one is
+    // refused before the test runs.
+    let json_file = match (p.out_json, p.out_json_file) {
+        (_, Some(f)) => Some(f),
+        (true, None) => Some(PathBuf::from(PERFTEST_JSON_FILE)),
+        (false, None) => None,
+    };
+    if let Some(f) = &json_file {
+        std::fs::File::create(f).map_err(|e| format!("--out_json_file {}: {e}", f.display()))?;
+    }
+    if p.backend == Backend::Hw && (p.device_profile.is_some() || p.link_speed.is_some()) {
+        return Err("--device-profile and --link-speed choose the simulator's model; the hardware backend measures the device".to_owned());
     }
     let plan_seed = seed.unwrap_or(0);
-    Ok(Some(Args {
-        backend,
+    Ok(Args {
+        backend: p.backend,
         seed,
-        json,
+        json: p.json,
         all_sizes,
-        device,
+        device: p.ib_dev,
         json_file,
         plot,
+        gbits: p.report_gbits,
+        device_profile: p.device_profile,
+        link_speed: p.link_speed,
         rows_only: false,
         test: PerfTest {
             kind,
@@ -497,7 +540,7 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             atomic: atomic.unwrap_or(RateOp::FetchAdd),
             plan_seed,
         },
-    }))
+    })
 }
 
 /// Wall-clock and simulated-time figures of one clock.
@@ -794,6 +837,11 @@ fn derive(f: &Figures, test: &PerfTest) -> Derived {
     }
 }
 
+/// Gb/sec (10^9 bits) as perftest's MB/sec (2^20 bytes).
+fn mb_per_sec(gbps: f64) -> f64 {
+    gbps * 1e9 / 8.0 / f64::from(1u32 << 20)
+}
+
 /// A number for the table: `-` when undefined (no simulated time passed).
 fn cell(x: f64) -> String {
     if x.is_finite() {
@@ -855,16 +903,18 @@ fn table(args: &Args, report: &PerfReport) -> String {
         Derived::Bw { .. } => {
             let _ = writeln!(
                 out,
-                " #bytes     #iterations    BW average[Gb/sec]   MsgRate[Mpps]{clock_head}"
+                " #bytes     #iterations    BW average[{}]   MsgRate[Mpps]{clock_head}",
+                if args.gbits { "Gb/sec" } else { "MB/sec" }
             );
             for (clock, d) in &rows {
                 if let Derived::Bw { gbps, mpps, .. } = d {
+                    let bw = if args.gbits { *gbps } else { mb_per_sec(*gbps) };
                     let _ = writeln!(
                         out,
                         " {:<10} {:<14} {:<20} {:<13}{}",
                         t.size,
                         t.iterations,
-                        cell(*gbps),
+                        cell(bw),
                         cell(*mpps),
                         label(clock)
                     );
@@ -939,9 +989,10 @@ fn json_figures(d: &Derived) -> String {
             gbps,
             mpps,
         } => format!(
-            "{{\"seconds\":{},\"bw_gbps\":{},\"msg_rate_mpps\":{}}}",
+            "{{\"seconds\":{},\"bw_gbps\":{},\"bw_mb_per_sec\":{},\"msg_rate_mpps\":{}}}",
             json_num(seconds),
             json_num(gbps),
+            json_num(mb_per_sec(gbps)),
             json_num(mpps)
         ),
         Derived::Lat {
@@ -1036,13 +1087,13 @@ fn run_collect<V: Verbs>(
                 .collect();
             collect((t.size, clocks));
             if args.json {
-                println!("{}", json(args, &report));
+                outln!("{}", json(args, &report));
             } else if args.all_sizes {
                 // The closing rule comes after the last size.
                 let t = table(args, &report);
-                print!("{}", t.strip_suffix(RULE).unwrap_or(&t));
+                out!("{}", t.strip_suffix(RULE).unwrap_or(&t));
             } else {
-                println!("{}", table(args, &report));
+                outln!("{}", table(args, &report));
             }
             if let Some(path) = &args.json_file {
                 use std::io::Write as _;
@@ -1083,19 +1134,18 @@ fn run_collect<V: Verbs>(
 }
 
 /// perftest's latency figure for a latency test over RC on the simulator
-/// (two ConnectX-6 devices, as `SimConfig::default()`): half a ping-pong
+/// (two devices of profile `p`, ConnectX-6 unless --device-profile): half a ping-pong
 /// round trip for WRITE (inline up to 64 bytes, as perftest's default) and
 /// SEND, the round trip of one READ (docs/calibration.md).
-fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
+fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
     if t.connection != Connection::Rc {
         return None;
     }
-    let p = backend_sim::DeviceProfile::connectx6();
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
     let mut samples_ns = match t.kind {
-        TestKind::WriteLat => crate::calibrate::write_lat_samples(&p, seed, t.size, n, true),
-        TestKind::SendLat => crate::calibrate::send_lat_samples(&p, seed, t.size, n),
-        TestKind::ReadLat => crate::calibrate::read_lat_samples(&p, seed, t.size, n),
+        TestKind::WriteLat => crate::calibrate::write_lat_samples(p, seed, t.size, n, true),
+        TestKind::SendLat => crate::calibrate::send_lat_samples(p, seed, t.size, n),
+        TestKind::ReadLat => crate::calibrate::read_lat_samples(p, seed, t.size, n),
         _ => return None,
     };
     samples_ns.sort_unstable();
@@ -1122,7 +1172,7 @@ fn for_each_size(
         }
     }
     if !args.json {
-        println!("{RULE}");
+        outln!("{RULE}");
     }
     if let Some(path) = &args.plot {
         let title = format!(
@@ -1139,13 +1189,19 @@ fn for_each_size(
 }
 
 /// Entry point of `verbsim perf`.
-pub(crate) fn main(args: &[String]) -> ExitCode {
-    let args = match crate::parsed_or_exit("perf", HELP, parse_args(args)) {
+pub(crate) fn main(args: PerfArgs) -> ExitCode {
+    let args = match validate(args) {
         Ok(a) => a,
-        Err(code) => return code,
+        Err(why) => return crate::usage_error(Some("perf"), &why),
     };
     match args.backend {
         Backend::Sim => {
+            if let Some(spec) = &args.link_speed {
+                return crate::usage_error(
+                    Some("perf"),
+                    &format!("--link-speed {spec}: this build does not model link speeds yet"),
+                );
+            }
             let seed = args.seed.or_else(conformance::seed_from_env).unwrap_or(0);
             let args = Args {
                 seed: Some(seed),
@@ -1155,30 +1211,44 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 },
                 ..args
             };
-            let config = SimConfig {
+            let mut config = SimConfig {
                 seed,
-                // A benchmark measures the verbs, not the trace recorder.
-                trace_enabled: false,
                 ..SimConfig::default()
             };
+            // Validated by the parser: cx6, cx7 or rxe.
+            let profile = args
+                .device_profile
+                .as_deref()
+                .and_then(backend_sim::DeviceProfile::by_name)
+                .unwrap_or_else(backend_sim::DeviceProfile::connectx6);
+            if args.device_profile.is_some() {
+                config = SimConfig::for_profiles(seed, vec![profile.clone(), profile.clone()]);
+            }
+            // A benchmark measures the verbs, not the trace recorder.
+            config.trace_enabled = false;
             if let Some(name) = &args.device {
-                // The workloads run on device 0 (and its peer, device 1).
+                // perftest's -d names a real device; on the simulator the
+                // workloads run on device 0 (and its peer, device 1).
                 let mut probe = SimVerbs::new(config.clone());
-                let names: Vec<String> = probe
+                let first = probe
                     .get_device_list()
-                    .map(|l| l.into_iter().map(|d| d.name).collect())
-                    .unwrap_or_default();
-                if names.first() != Some(name) {
+                    .ok()
+                    .and_then(|l| l.into_iter().next())
+                    .map_or_else(|| "device 0".to_owned(), |d| d.name);
+                if *name != first {
                     eprintln!(
-                        "verbsim perf: -d {name}: the simulator's workloads run on {} (its devices: {names:?})",
-                        names.first().map_or("device 0", String::as_str)
+                        "verbsim perf: note: -d {name}: the simulator has no such device; the workloads run on {first}"
                     );
-                    return ExitCode::from(EXIT_USAGE);
                 }
             }
             for_each_size(&args, |args, collect| {
                 let mut sim = SimVerbs::new(config.clone());
-                run_collect(&mut sim, args, |t| perftest_latency(t, seed), collect)
+                run_collect(
+                    &mut sim,
+                    args,
+                    |t| perftest_latency(t, seed, &profile),
+                    collect,
+                )
             })
         }
         Backend::Hw => run_hw(&args),
@@ -1221,12 +1291,19 @@ fn run_hw(_: &Args) -> ExitCode {
 mod tests {
     use super::*;
 
-    fn strings(args: &[&str]) -> Vec<String> {
-        args.iter().map(|s| (*s).to_owned()).collect()
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        perf: PerfArgs,
     }
 
+    /// `verbsim perf ARGS` through clap and [`validate`]; any error as text.
     fn parse(args: &[&str]) -> Result<Args, String> {
-        parse_args(&strings(args)).map(|a| a.expect("not --help"))
+        let p = Cmd::try_parse_from(std::iter::once("perf").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        validate(p.perf)
     }
 
     // Goal: the documented forms parse, with the documented defaults, and
@@ -1295,17 +1372,17 @@ mod tests {
                 .post_list,
             4
         );
-        assert!(parse_args(&strings(&["write_bw", "-h"])).unwrap().is_none());
 
         let errors = [
             (&["frobnicate"][..], "unknown test `frobnicate`"),
-            (&["write_bw", "-s", "big"], "-s needs a number, got `big`"),
+            (&["ib_write_bw"], "perftest's ib_write_bw is write_bw here"),
+            (&["write_bw", "-s", "big"], "`big` is not a number"),
             (&["write_bw", "-s", "0"], "-s must be 1..="),
             (&["write_bw", "-s", "2G"], "-s must be 1..="),
             (&["write_bw", "-n", "0"], "-n must be at least 1"),
-            (&["write_bw", "-n"], "-n needs a value"),
+            (&["write_bw", "-n"], "--iters"),
             (&[], "no test given"),
-            (&["write_bw", "read_bw"], "one test at a time"),
+            (&["write_bw", "read_bw"], "read_bw"),
             (&["write_bw", "-c", "UD"], "write_bw does not run over UD"),
             (&["read_lat", "-c", "uc"], "read_lat does not run over UC"),
             (&["modify_qp", "-c", "RC"], "-c does not apply"),
@@ -1313,23 +1390,174 @@ mod tests {
             (&["write_lat", "-q", "4"], "one QP"),
             (&["send_bw", "-q", "5000"], "-q must be 1..=1024"),
             (
-                &["write_bw", "--post-list", "17"],
-                "--post-list must be 1..=16",
+                &["write_bw", "--post_list", "129"],
+                "-l 129 (--post_list) is more than the tx depth 128",
             ),
             (
-                &["write_bw", "--tx-depth", "4", "--post-list", "8"],
-                "more than",
+                &["write_bw", "-t", "4", "-l", "8"],
+                "more than the tx depth 4",
             ),
             (&["atomic_rate", "-s", "64"], "exactly 8 bytes"),
             (&["qp_lifecycle", "-s", "64"], "-s does not apply"),
             (&["qp_lifecycle", "--tx-depth", "4"], "do not apply"),
             (&["write_bw", "--atomic", "cmp_swap"], "atomic_rate only"),
-            (&["write_bw", "--backend", "gpu"], "unknown backend `gpu`"),
-            (&["write_bw", "--bogus"], "unknown option `--bogus`"),
+            (&["write_bw", "--backend", "gpu"], "gpu"),
+            (&["write_bw", "--bogus"], "--bogus"),
+            // -a with -s blames -s (it blamed the test's name).
+            (&["write_bw", "-a", "-s", "64"], "'--size <SIZE>'"),
+            (&["write_bw", "--plot", "x.svg"], "give -a"),
+            (&["write_bw", "-a", "--plot", "x.gif"], ".svg or .png"),
+            (
+                &["write_bw", "-a", "--plot", "/nonexistent-dir/x.svg"],
+                "--plot /nonexistent-dir/x.svg",
+            ),
+            (&["write_bw", "--device-profile", "cx9"], "cx9"),
+            (
+                &["write_bw", "--out_json_file", "/nonexistent-dir/o.json"],
+                "--out_json_file",
+            ),
         ];
         for (args, want) in errors {
             let err = parse(args).unwrap_err();
             assert!(err.contains(want), "{args:?}: {err}");
+        }
+    }
+
+    // Goal: each of perftest's spellings means what it means in perftest
+    // (`--qp` and `--post_list` were unknown options, `-l` stopped at 16,
+    // `-A` was missing, --report_gbits did nothing). Method: every
+    // spelling, short and long, on one command line each.
+    #[test]
+    fn perftest_spellings_parse_with_perftests_meaning() {
+        let pairs: [(&[&str], &[&str]); 5] = [
+            (&["-q", "4"], &["--qp", "4"]),
+            (&["-l", "128"], &["--post_list", "128"]),
+            (&["-t", "256"], &["--tx-depth", "256"]),
+            (&["-s", "64"], &["--size", "64"]),
+            (&["-n", "9"], &["--iters", "9"]),
+        ];
+        for (short, long) in pairs {
+            let a = parse(&[&["write_bw"][..], short].concat()).unwrap();
+            let b = parse(&[&["write_bw"][..], long].concat()).unwrap();
+            assert_eq!(a, b, "{short:?} vs {long:?}");
+        }
+        let a = parse(&["write_bw", "--qp", "4", "--post_list", "128", "-s", "64"]).unwrap();
+        assert_eq!((a.test.qps, a.test.post_list, a.test.size), (4, 128, 64));
+        // -l up to the tx depth, as perftest (calibration.md's `-l 128`).
+        let a = parse(&["write_bw", "-t", "1024", "-l", "1024"]).unwrap();
+        assert_eq!(a.test.post_list, 1024);
+        for atomic in [["-A", "CMP_AND_SWAP"], ["--atomic_type", "CMP_AND_SWAP"]] {
+            let a = parse(&[&["atomic_rate"][..], &atomic].concat()).unwrap();
+            assert_eq!(a.test.atomic, RateOp::CompSwap);
+        }
+        assert!(parse(&["write_bw", "--report_gbits"]).unwrap().gbits);
+        assert!(
+            !parse(&["write_bw", "-F"]).unwrap().gbits,
+            "-F is --CPU-freq"
+        );
+        assert!(!parse(&["write_bw", "--CPU-freq"]).unwrap().gbits);
+        let a = parse(&["write_bw", "-d", "mlx5_0", "--ib-dev", "mlx5_1"]);
+        assert!(a.is_err(), "one -d");
+        assert_eq!(
+            parse(&["write_bw", "--ib-dev", "mlx5_0"])
+                .unwrap()
+                .device
+                .as_deref(),
+            Some("mlx5_0")
+        );
+        for (flag, value) in [
+            ("-i", "1"),
+            ("--ib-port", "1"),
+            ("-x", "0"),
+            ("--gid-index", "0"),
+            ("-I", "0"),
+            ("--inline_size", "0"),
+        ] {
+            parse(&["write_bw", flag, value]).unwrap_or_else(|e| panic!("{flag}: {e}"));
+        }
+        for (args, want) in [
+            (&["write_bw", "-D", "5"][..], "-D"),
+            (&["write_bw", "--duration", "5"], "-D"),
+            (&["write_bw", "-R"], "-R"),
+            (&["write_bw", "--rdma_cm"], "-R"),
+        ] {
+            assert!(parse(args).unwrap_err().contains(want), "{args:?}");
+        }
+        // --out_json writes perftest_out.json; --out_json_file names it.
+        let dir = std::env::temp_dir().join(format!("verbsim-perf-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("o.json");
+        let a = parse(&["write_bw", "--out_json_file", f.to_str().unwrap()]).unwrap();
+        assert_eq!(a.json_file.as_deref(), Some(f.as_path()));
+        assert!(!a.json, "the table still goes to standard output");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // Goal: docs/perftest-flags.md's table and the parser agree: every
+    // flag the table says is supported (same / different) is a spelling
+    // the parser has, every spelling under the parser's perftest heading
+    // is in the table, and every flag the table marks refused is refused
+    // by name. Method: read the table; walk clap's definitions.
+    #[test]
+    fn perftest_flags_table_matches_the_parser() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/perftest-flags.md"
+        ))
+        .expect("docs/perftest-flags.md");
+        let cmd = <Cmd as clap::CommandFactory>::command();
+        let mut parser_flags = std::collections::BTreeSet::new();
+        for arg in cmd.get_arguments() {
+            if arg.get_help_heading() != Some(PERFTEST_HEADING) {
+                continue;
+            }
+            if let Some(c) = arg.get_short() {
+                parser_flags.insert(format!("-{c}"));
+            }
+            if let Some(l) = arg.get_long() {
+                parser_flags.insert(format!("--{l}"));
+            }
+        }
+        let mut table_supported = std::collections::BTreeSet::new();
+        let mut table_refused = Vec::new();
+        for line in doc.lines().filter(|l| l.starts_with("| `-")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (flags, state) = (cells[1], cells[2]);
+            let names: Vec<String> = flags
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|f| f.split_whitespace().next().unwrap_or("").to_owned())
+                .filter(|f| f.starts_with('-'))
+                .collect();
+            match state {
+                "same" | "different" => table_supported.extend(names),
+                "not supported" => table_refused.extend(names),
+                other => panic!("unknown state `{other}` in: {line}"),
+            }
+        }
+        assert_eq!(
+            table_supported,
+            parser_flags
+                .iter()
+                .filter(|f| !["-D", "--duration", "-R", "--rdma_cm"].contains(&f.as_str()))
+                .cloned()
+                .collect(),
+            "the table's supported flags vs the parser's perftest flags"
+        );
+        assert!(table_refused.len() > 10, "{table_refused:?}");
+        for flag in table_refused {
+            // A flag that needs a value is given one.
+            let err = parse(&["write_bw", flag.as_str()]).expect_err(&flag);
+            let err = if err.contains("a value is required") {
+                parse(&["write_bw", flag.as_str(), "1"]).expect_err(&flag)
+            } else {
+                err
+            };
+            assert!(
+                err.contains(flag.trim_end_matches(',')),
+                "{flag} is refused without its name: {err}"
+            );
         }
     }
 

@@ -39,6 +39,20 @@ fn font() -> Result<(), String> {
     .clone()
 }
 
+/// Checks, before any work starts, that [`plot`] can write `path`: its
+/// extension, the font, and that the file can be written.
+pub(crate) fn check(path: &Path) -> Result<(), String> {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !matches!(ext, "svg" | "png") {
+        return Err(format!(
+            "--plot {}: the file must end in .svg or .png",
+            path.display()
+        ));
+    }
+    font()?;
+    crate::out::check_writable(path).map_err(|e| format!("--plot {}: {e}", path.display()))
+}
+
 /// Draws the chart of `points` to `path` (`.svg` or `.png`).
 pub(crate) fn plot(path: &Path, title: &str, points: &[Point]) -> Result<(), String> {
     font()?;

@@ -8,13 +8,8 @@ use verbs_api::Verbs;
 
 use crate::EXIT_USAGE;
 
-/// `verbsim run --help`.
-pub(crate) const HELP: &str = "\
-verbsim run: run .verbs conformance scripts
-
-Usage:
-  verbsim run [--backend sim|hw] [--seed N] [--verbose] PATH...
-
+/// What `verbsim run --help` says after the options.
+const AFTER_HELP: &str = "\
 Runs every script named (directories are searched for *.verbs, in sorted
 order), each on a fresh backend, and prints one line per script:
 
@@ -32,113 +27,116 @@ Exit status:
   3  nothing ran: every script was skipped (for instance --backend hw on a
      machine without an RDMA device, said once with the reason)
 
-Options:
-  --backend sim|hw  the backend (default sim). hw needs a build with the
-                    `hw` feature: cargo run -p verbsim-cli --features hw -- run --backend hw PATH...
-                    Without a device every script is SKIPped, unless
-                    VERBS_TEST_DEVICE is set, which makes that a failure.
-                    VERBS_TEST_DEVICE=NAME (as ibv_devices lists it) runs
-                    every script on that device: it is index 0, the other
-                    devices follow; a name that is not there fails.
-  --seed N          the simulator's root seed for every script (overrides
-                    `#! seed:`; the environment variable VERBS_SIM_SEED does too)
-  --verbose, -v     print each statement before running it
-  --junit FILE      also write a JUnit XML report (one testcase per script;
-                    a failure's message is file:line: what, with the seed)
-  --json FILE       also write the run as JSON (`-` for standard output,
-                    which then carries only the JSON)
-  --trace DIR       simulator: write each script's trace as Chrome
-                    trace-event JSON, DIR/<script>.json, to open in
-                    ui.perfetto.dev or chrome://tracing
-  -h, --help        print this help
-";
+--backend hw needs a build with the `hw` feature:
+  cargo run -p verbsim-cli --features hw -- run --backend hw PATH...
+Without a device every script is SKIPped, unless VERBS_TEST_DEVICE is set,
+which makes that a failure. VERBS_TEST_DEVICE=NAME (as ibv_devices lists
+it) runs every script on that device: it is index 0, the other devices
+follow; a name that is not there fails.";
 
 /// Which backend `--backend` selected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Backend {
+    /// The deterministic simulator.
     Sim,
+    /// The hardware backend (a build with the `hw` feature).
     Hw,
 }
 
-/// The parsed command line of `verbsim run`.
-#[derive(Debug)]
-struct Args {
-    backend: Backend,
-    seed: Option<u64>,
-    verbose: bool,
-    paths: Vec<PathBuf>,
-    /// `--junit FILE`.
-    junit: Option<PathBuf>,
-    /// `--json FILE` (`-` for standard output).
-    json: Option<PathBuf>,
-    /// `--trace DIR`: one Chrome trace-event JSON file per script.
-    trace: Option<PathBuf>,
+/// A seed: decimal or 0x hex.
+pub(crate) fn parse_seed(s: &str) -> Result<u64, String> {
+    conformance::literal::parse_int(s)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| format!("`{s}` is not a seed (a number, decimal or 0x hex)"))
 }
 
-/// Parses `verbsim run`'s arguments; `Ok(None)` for `--help`.
-fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
-    let mut out = Args {
-        backend: Backend::Sim,
-        seed: None,
-        verbose: false,
-        paths: Vec::new(),
-        junit: None,
-        json: None,
-        trace: None,
-    };
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match flag {
-            "-h" | "--help" => return Ok(None),
-            "-v" | "--verbose" => out.verbose = true,
-            "--junit" => out.junit = Some(PathBuf::from(value("--junit")?)),
-            "--json" => out.json = Some(PathBuf::from(value("--json")?)),
-            "--trace" => out.trace = Some(PathBuf::from(value("--trace")?)),
-            "--backend" => {
-                out.backend = match value("--backend")?.as_str() {
-                    "sim" => Backend::Sim,
-                    "hw" => Backend::Hw,
-                    other => return Err(format!("unknown backend `{other}` (sim or hw)")),
-                }
-            }
-            "--seed" => {
-                let v = value("--seed")?;
-                let seed = conformance::literal::parse_int(&v)
-                    .and_then(|n| u64::try_from(n).ok())
-                    .ok_or_else(|| format!("--seed needs a number, got `{v}`"))?;
-                out.seed = Some(seed);
-            }
-            "--" => out.paths.extend(it.by_ref().map(PathBuf::from)),
-            f if f.starts_with('-') && f.len() > 1 => return Err(format!("unknown option `{f}`")),
-            path => out.paths.push(PathBuf::from(path)),
-        }
-    }
-    if out.paths.is_empty() {
-        return Err("no script or directory given".to_owned());
-    }
-    Ok(Some(out))
+/// The command line of `verbsim run`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub(crate) struct RunArgs {
+    /// The backend.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: Backend,
+    /// The simulator's root seed for every script (overrides `#! seed:`;
+    /// the environment variable VERBS_SIM_SEED does too).
+    #[arg(long, value_name = "N", value_parser = parse_seed)]
+    seed: Option<u64>,
+    /// Print each statement before running it.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Also write a JUnit XML report (one testcase per script; a
+    /// failure's message is file:line: what, with the seed).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Also write the run as JSON (`-` for standard output, which then
+    /// carries only the JSON).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Simulator: write each script's trace as Chrome trace-event JSON to
+    /// DIR, one file per script named by its path relative to the working
+    /// directory (`a/b.verbs` -> `a__b.json`, `../c.verbs` -> `up__c.json`),
+    /// to open in ui.perfetto.dev or chrome://tracing.
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
+    /// Scripts, or directories searched for *.verbs.
+    #[arg(value_name = "PATH", required = true)]
+    paths: Vec<PathBuf>,
 }
 
 /// Entry point of `verbsim run`.
-pub(crate) fn main(args: &[String]) -> ExitCode {
-    let args = match crate::parsed_or_exit("run", HELP, parse_args(args)) {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
+pub(crate) fn main(args: RunArgs) -> ExitCode {
+    if let Err(why) = check_outputs(&args) {
+        return crate::usage_error(Some("run"), &why);
+    }
     match args.backend {
         Backend::Sim => run_sim(&args),
         Backend::Hw => run_hw(&args),
     }
+}
+
+/// The report files and the trace directory can be written: checked
+/// before any script runs.
+fn check_outputs(args: &RunArgs) -> Result<(), String> {
+    for (flag, path) in [("--junit", &args.junit), ("--json", &args.json)] {
+        if let Some(p) = path.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+            crate::out::check_writable(p).map_err(|e| format!("{flag} {}: {e}", p.display()))?;
+        }
+    }
+    if let Some(dir) = &args.trace {
+        std::fs::create_dir_all(dir).map_err(|e| format!("--trace {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The trace file of the script at `path` under `dir`: the script's path,
+/// relative to the working directory when it is under it, with `/` as
+/// `__`, so scripts of one name in different folders get different files.
+pub(crate) fn trace_file(dir: &std::path::Path, path: &str) -> PathBuf {
+    let p = std::path::Path::new(path);
+    let cwd = std::env::current_dir().ok();
+    let rel = cwd
+        .as_deref()
+        .and_then(|c| p.strip_prefix(c).ok())
+        .unwrap_or(p);
+    let mut parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            std::path::Component::ParentDir => Some("up".to_owned()),
+            _ => None,
+        })
+        .collect();
+    if let Some(last) = parts.last_mut() {
+        if let Some(stem) = last.strip_suffix(".verbs") {
+            *last = stem.to_owned();
+        }
+    }
+    let name = if parts.is_empty() {
+        "script".to_owned()
+    } else {
+        parts.join("__")
+    };
+    dir.join(format!("{name}.json"))
 }
 
 /// Builds the simulator a script asks for (`#! seed:`, `#! devices:`),
@@ -164,7 +162,7 @@ fn sim_backend(script: &Script, seed: u64, trace: Option<PathBuf>) -> Result<Sim
     Ok(SimVerbs::new(config))
 }
 
-fn run_sim(args: &Args) -> ExitCode {
+fn run_sim(args: &RunArgs) -> ExitCode {
     let override_seed = args.seed.or_else(seed_from_env);
     // The seed printed in failures is the one each script's simulator was built with.
     let options = RunOptions {
@@ -172,26 +170,15 @@ fn run_sim(args: &Args) -> ExitCode {
         verbose: args.verbose,
         ..RunOptions::default()
     };
-    if let Some(dir) = &args.trace {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            eprintln!("verbsim run: --trace {}: {e}", dir.display());
-            return ExitCode::from(EXIT_USAGE);
-        }
-    }
     let make = |script: &Script| {
-        let trace = args.trace.as_ref().map(|dir| {
-            let stem = std::path::Path::new(&script.path)
-                .file_stem()
-                .map_or_else(|| "script".into(), |s| s.to_string_lossy().into_owned());
-            dir.join(format!("{stem}.json"))
-        });
+        let trace = args.trace.as_ref().map(|dir| trace_file(dir, &script.path));
         sim_backend(script, effective_seed(script, override_seed), trace)
     };
     finish(run_path(&args.paths, make, &options, printer(args)), args)
 }
 
 #[cfg(feature = "hw")]
-fn run_hw(args: &Args) -> ExitCode {
+fn run_hw(args: &RunArgs) -> ExitCode {
     if args.seed.is_some() {
         eprintln!("verbsim run: note: --seed only affects the simulator");
     }
@@ -208,7 +195,7 @@ fn run_hw(args: &Args) -> ExitCode {
                 Ok(found) => {
                     let reason = format!("no RDMA device: {e}");
                     if args.json.as_deref() != Some(std::path::Path::new("-")) {
-                        println!(
+                        crate::out::outln!(
                             "SKIP all {} scripts: {reason} (set VERBS_TEST_DEVICE to make this a failure)",
                             found.len()
                         );
@@ -246,7 +233,7 @@ fn run_hw(args: &Args) -> ExitCode {
 }
 
 #[cfg(not(feature = "hw"))]
-fn run_hw(_: &Args) -> ExitCode {
+fn run_hw(_: &RunArgs) -> ExitCode {
     eprintln!(
         "verbsim run: this build has no hardware backend.\n\
          Build with the `hw` feature (needs libibverbs-dev, librdmacm-dev, libclang-dev):\n\
@@ -256,11 +243,11 @@ fn run_hw(_: &Args) -> ExitCode {
 }
 
 /// Prints each script's line, unless standard output carries the JSON.
-fn printer(args: &Args) -> impl FnMut(&str, &Outcome) {
+fn printer(args: &RunArgs) -> impl FnMut(&str, &Outcome) {
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
     move |path, outcome| {
         if !quiet {
-            println!("{}", outcome.report_line(path));
+            crate::out::outln!("{}", outcome.report_line(path));
         }
     }
 }
@@ -275,7 +262,7 @@ fn no_scripts(paths: &[PathBuf]) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn finish(summary: std::io::Result<conformance::Summary>, args: &Args) -> ExitCode {
+fn finish(summary: std::io::Result<conformance::Summary>, args: &RunArgs) -> ExitCode {
     let to_stdout = args.json.as_deref() == Some(std::path::Path::new("-"));
     match summary {
         Ok(s) if s.passed + s.failed + s.skipped == 0 => no_scripts(&args.paths),
@@ -288,9 +275,9 @@ fn finish(summary: std::io::Result<conformance::Summary>, args: &Args) -> ExitCo
                 ExitCode::SUCCESS
             };
             if !to_stdout {
-                println!("{}", s.closing_line());
+                crate::out::outln!("{}", s.closing_line());
                 if s.failed == 0 && s.passed == 0 {
-                    println!("nothing ran: all {} scripts were skipped", s.skipped);
+                    crate::out::outln!("nothing ran: all {} scripts were skipped", s.skipped);
                 }
             }
             let backend = match args.backend {
@@ -302,7 +289,7 @@ fn finish(summary: std::io::Result<conformance::Summary>, args: &Args) -> ExitCo
             let mut write_failed = false;
             let mut write = |path: &std::path::Path, text: String| {
                 let r = if path == std::path::Path::new("-") {
-                    print!("{text}");
+                    crate::out::out!("{text}");
                     Ok(())
                 } else {
                     std::fs::write(path, text)
@@ -338,26 +325,23 @@ fn assert_backend<V: Verbs>(_: &V) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    fn strings(args: &[&str]) -> Vec<String> {
-        args.iter().map(|s| (*s).to_owned()).collect()
+    #[derive(Debug, Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        run: RunArgs,
     }
 
-    // Goal: the hand-written argument parser accepts the documented forms
-    // and rejects the rest with a message.
-    // Method: table of command lines.
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        Cmd::try_parse_from(std::iter::once("run").chain(args.iter().copied())).map(|c| c.run)
+    }
+
+    // Goal: the documented forms parse, the rest is refused naming the
+    // flag. Method: table of command lines.
     #[test]
     fn run_arguments_parse() {
-        let a = parse_args(&strings(&[
-            "--backend",
-            "hw",
-            "--seed=7",
-            "-v",
-            "a.verbs",
-            "dir",
-        ]))
-        .unwrap()
-        .unwrap();
+        let a = parse(&["--backend", "hw", "--seed=0x7", "-v", "a.verbs", "dir"]).unwrap();
         assert_eq!(a.backend, Backend::Hw);
         assert_eq!(a.seed, Some(7));
         assert!(a.verbose);
@@ -365,26 +349,33 @@ mod tests {
             a.paths,
             vec![PathBuf::from("a.verbs"), PathBuf::from("dir")]
         );
-        assert!(parse_args(&strings(&["--help"])).unwrap().is_none());
+        for (args, want) in [
+            (&[][..], "PATH"),
+            (&["--backend", "gpu", "x"], "gpu"),
+            (&["--seed", "x", "y"], "not a seed"),
+            (&["--seed"], "--seed"),
+            (&["--frobnicate", "x"], "--frobnicate"),
+        ] {
+            let e = parse(args).unwrap_err().to_string();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+
+    // Goal: trace files are unique per script: two scripts of one name in
+    // different folders got one file (122 scripts gave 116 files).
+    // Method: the names of a/x.verbs, b/x.verbs and an absolute path.
+    #[test]
+    fn trace_files_are_named_by_the_scripts_path() {
+        let d = std::path::Path::new("/out");
+        let a = trace_file(d, "conformance/scripts/a/x.verbs");
+        let b = trace_file(d, "conformance/scripts/b/x.verbs");
+        assert_ne!(a, b);
+        assert_eq!(a, PathBuf::from("/out/conformance__scripts__a__x.json"));
+        let cwd = std::env::current_dir().unwrap();
+        let abs = cwd.join("s/y.verbs");
         assert_eq!(
-            parse_args(&strings(&[])).unwrap_err(),
-            "no script or directory given"
-        );
-        assert_eq!(
-            parse_args(&strings(&["--backend", "gpu", "x"])).unwrap_err(),
-            "unknown backend `gpu` (sim or hw)"
-        );
-        assert_eq!(
-            parse_args(&strings(&["--seed", "x", "y"])).unwrap_err(),
-            "--seed needs a number, got `x`"
-        );
-        assert_eq!(
-            parse_args(&strings(&["--seed"])).unwrap_err(),
-            "--seed needs a value"
-        );
-        assert_eq!(
-            parse_args(&strings(&["--frobnicate", "x"])).unwrap_err(),
-            "unknown option `--frobnicate`"
+            trace_file(d, abs.to_str().unwrap()),
+            PathBuf::from("/out/s__y.json")
         );
     }
 }

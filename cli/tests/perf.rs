@@ -50,7 +50,7 @@ fn perf_usage_errors_exit_2() {
         ),
         (
             &["perf", "write_bw", "-s", "lots"],
-            "verbsim perf: -s needs a number, got `lots`",
+            "verbsim perf: invalid value 'lots' for '--size <SIZE>'",
         ),
         (
             &["perf", "write_bw", "-s", "0"],
@@ -158,7 +158,7 @@ fn json_f64(json: &str, key: &str) -> f64 {
 #[test]
 fn perf_data_path_prints_the_tables() {
     for (test, header) in [
-        ("write_bw", "BW average[Gb/sec]"),
+        ("write_bw", "BW average[MB/sec]"),
         ("send_lat", "t_typical[usec]"),
     ] {
         let (code, stdout, stderr) = verbsim(&["perf", test, "-n", "100"]);

@@ -635,14 +635,22 @@ pub fn run_seed_traced<V: Verbs>(
     snapshot: &dyn Fn(&V) -> String,
     trace: &dyn Fn(&V) -> u64,
 ) -> SwarmReport {
+    // Panics are caught and reported with their step; while the swarm runs
+    // (and replays them shrinking), the hook's message and backtrace for
+    // each would drown the report. The first panic's message is kept in
+    // the failure. Only this thread is quiet, and only here.
+    quietly(|| run_seed_quiet(cfg, make, snapshot, trace))
+}
+
+/// The body of [`run_seed_traced`], with this thread's panics quiet.
+fn run_seed_quiet<V: Verbs>(
+    cfg: SwarmConfig,
+    make: &dyn Fn(u64) -> V,
+    snapshot: &dyn Fn(&V) -> String,
+    trace: &dyn Fn(&V) -> u64,
+) -> SwarmReport {
     let ops = generate(&cfg);
     let mut report = SwarmReport::default();
-    // Panics are caught and reported with their step; while the swarm runs
-    // (and replays them shrinking), the default hook's message and
-    // backtrace for each would drown the report. The first panic's message
-    // is kept in the failure.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     let outcome = execute(cfg.seed, &ops, make, snapshot, Some((&mut report, trace)));
     if let Err((at, why)) = outcome {
         let shrunk = shrink(
@@ -664,8 +672,40 @@ pub fn run_seed_traced<V: Verbs>(
             script,
         });
     }
-    std::panic::set_hook(hook);
     report
+}
+
+thread_local! {
+    /// Whether this thread is inside [`quietly`].
+    static QUIET: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's panics kept off the panic hook.
+///
+/// The process's hook is wrapped once, on first use: the wrapper hands
+/// every panic to the hook that was there before, except a panic of a
+/// thread inside `quietly`. Replacing the hook for the duration (as the
+/// swarm did) silenced every other thread's panics meanwhile, and with
+/// two such threads could leave the silent hook installed for good.
+fn quietly<R>(f: impl FnOnce() -> R) -> R {
+    static WRAPPED: std::sync::Once = std::sync::Once::new();
+    WRAPPED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(core::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    /// Restores the flag even if `f` unwinds.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            QUIET.with(|q| q.set(self.0));
+        }
+    }
+    let _restore = Restore(QUIET.with(|q| q.replace(true)));
+    f()
 }
 
 /// The whole run of `cfg` (without the teardown) as a `.verbs` script,
@@ -798,7 +838,9 @@ fn render<V: Verbs>(cfg: &SwarmConfig, ops: &[Op], make: &dyn Fn(u64) -> V, what
     let mut v = make(seed);
     let mut st = State::<V>::new();
     let replay = if what.starts_with("property") {
-        "`verbsim run` on this file replays it".to_owned()
+        "`verbsim run` on this file replays the calls and checks the swarm's invariants; \
+         your test's own invariant is not in it (check it with your test)"
+            .to_owned()
     } else {
         format!(
             "`verbsim fuzz --seeds {seed}..{} --calls {}` replays the run",
@@ -2221,20 +2263,24 @@ pub fn calls(len: core::ops::Range<usize>) -> impl proptest::strategy::Strategy<
 /// completions match posted requests in order, the teardown leaves
 /// `snapshot` saying `nothing`) and `invariant` after every call.
 ///
+/// The panic hook is left alone: a panic in a call is caught and reported
+/// in the error, and the hook (yours, libtest's) sees it as it sees any
+/// other, so other tests of the same binary keep their failure messages.
+///
 /// # Errors
 /// What broke, followed by the calls as a `.verbs` script with the seed
-/// in its headers (`verbsim run` replays it): pass it to
-/// `proptest::test_runner::TestCaseError::fail`.
+/// in its headers: pass it to `proptest::test_runner::TestCaseError::fail`.
+/// `verbsim run` on the script replays the calls and checks the swarm's
+/// own invariants; `invariant` is yours and is not in the script, so a
+/// failure of it shows only when your test runs the calls again (the
+/// error says so).
 pub fn check_calls<V: Verbs>(
     calls: &Calls,
     make: &dyn Fn(u64) -> V,
     snapshot: &dyn Fn(&V) -> String,
     invariant: &mut dyn FnMut(&mut V) -> Result<(), String>,
 ) -> Result<(), String> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
     let r = execute_checked(calls.seed, &calls.ops, make, snapshot, None, invariant);
-    std::panic::set_hook(hook);
     r.map_err(|(at, why)| {
         let cfg = SwarmConfig {
             seed: calls.seed,
@@ -2242,8 +2288,14 @@ pub fn check_calls<V: Verbs>(
             devices: "",
         };
         let ops = &calls.ops[..=at.min(calls.ops.len().saturating_sub(1))];
+        let yours = if why.contains("the invariant failed") {
+            "\nnote: the script below replays the calls; `verbsim run` on it checks the \
+             swarm's invariants, not yours (your test checks yours: run it again)"
+        } else {
+            ""
+        };
         format!(
-            "{why}\n--- the calls as a script (VERBS_SIM_SEED={}) ---\n{}",
+            "{why}{yours}\n--- the calls as a script (VERBS_SIM_SEED={}) ---\n{}",
             calls.seed,
             render(&cfg, ops, make, "property-test failure")
         )

@@ -1,6 +1,6 @@
-//! The verbsim documentation as a crate, so that every Rust example in the
-//! guide is compiled and run by `cargo test`.
-#![doc = include_str!("../user-guide.md")]
+//! The verbsim documentation as a crate, for rustdoc. The user guide's
+//! Rust examples are compiled and run by the crate `docs/user-examples`,
+//! which depends on the `verbsim` crate alone, as a user's crate does.
 #![deny(unsafe_code)]
 
 /// The script format reference (no Rust examples; included for rustdoc).

@@ -79,3 +79,28 @@ fn every_relative_link_resolves_inside_the_repository() {
 fn the_link_scanner_finds_links() {
     assert_eq!(links("see [a](x.md) and [b](y.md#z)."), ["x.md", "y.md#z"]);
 }
+
+// Goal: no user-facing text points at the placeholder repository URL (the
+// install lines and the CI snippet of the user guide did: they could not
+// work). Method: README.md, docs/ and every Cargo.toml of the workspace.
+#[test]
+fn no_placeholder_repository_url() {
+    let root = repo();
+    let mut files = vec![root.join("README.md"), root.join("Cargo.toml")];
+    markdown_files(&root.join("docs"), &mut files);
+    for member in std::fs::read_dir(&root).unwrap() {
+        let manifest = member.unwrap().path().join("Cargo.toml");
+        if manifest.is_file() {
+            files.push(manifest);
+        }
+    }
+    let bad: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("example.invalid")
+        })
+        .collect();
+    assert!(bad.is_empty(), "placeholder URL in {bad:?}");
+}

@@ -70,29 +70,16 @@ impl ShimConfig {
     }
 }
 
-/// `drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS`.
+/// `drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS`, read by the same parser
+/// as `verbsim exec --faults` (which refuses a bad one before the program
+/// starts); here a bad item is said and skipped, since a C program has no
+/// way to receive the error.
 fn parse_faults(s: &str) -> Vec<(FaultAction, u32)> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let parsed = item.split_once('=').and_then(|(k, v)| {
-            let (ppm, arg) = match v.split_once(':') {
-                Some((p, a)) => (p.parse::<u32>().ok()?, Some(a.parse::<u64>().ok()?)),
-                None => (v.parse::<u32>().ok()?, None),
-            };
-            let action = match (k.trim(), arg) {
-                ("drop", None) => FaultAction::Drop,
-                ("dup", None) => FaultAction::Duplicate,
-                ("reorder", None) => FaultAction::Reorder(1),
-                ("delay", Some(ns)) => FaultAction::DelayNs(ns),
-                _ => return None,
-            };
-            (ppm <= 1_000_000).then_some((action, ppm))
-        });
-        match parsed {
-            Some(f) => out.push(f),
-            None => warn(format_args!(
-                "VERBSIM_FAULTS: cannot read {item:?} (drop=PPM, dup=PPM, reorder=PPM, delay=PPM:NS); ignored"
-            )),
+        match backend_sim::fault_spec::parse_fault_spec(item) {
+            Ok(f) => out.extend(f),
+            Err(why) => warn(format_args!("VERBSIM_FAULTS: {why}; ignored")),
         }
     }
     out

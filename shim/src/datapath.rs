@@ -501,6 +501,10 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
                     for (i, w) in buf[..k].iter().enumerate() {
                         // SAFETY: the caller passes room for num_entries ibv_wc; i < k <= n.
                         unsafe { wc.add(i).write(c_wc(w)) };
+                        if w.status != WcStatus::Success && crate::guard::logging() {
+                            let cause = shim.sim.local().and_then(|s| s.completion_cause(&h, w));
+                            crate::guard::log_wc_error(v, w, cause);
+                        }
                     }
                     k as c_int
                 }

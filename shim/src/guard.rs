@@ -104,6 +104,29 @@ pub(crate) fn log_err(verb: &str, errno: i32, why: &dyn core::fmt::Display) {
     }
 }
 
+/// Logs a completion polled in error when `VERBSIM_SHIM_LOG` is set: its
+/// request, status and, for a refused remote access, which check refused
+/// it (a bad rkey, an access past the region's end, a missing access flag:
+/// hardware reports all of them as the same status).
+pub(crate) fn log_wc_error(
+    verb: &str,
+    wc: &verbs_api::Wc,
+    cause: Option<backend_sim::datapath::protection::AccessCause>,
+) {
+    if logging() && wc.status != verbs_api::WcStatus::Success {
+        match cause {
+            Some(c) => eprintln!(
+                "verbsim shim: {verb}: qp {:#x} wr_id {} completed with {}: {c}",
+                wc.qp_num, wc.wr_id, wc.status
+            ),
+            None => eprintln!(
+                "verbsim shim: {verb}: qp {:#x} wr_id {} completed with {}",
+                wc.qp_num, wc.wr_id, wc.status
+            ),
+        }
+    }
+}
+
 /// The symbolic name of common errnos, for the log.
 pub(crate) fn errno_name(e: i32) -> &'static str {
     match e {

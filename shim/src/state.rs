@@ -189,7 +189,7 @@ impl Shim {
                 when: FaultWhen::RatePpm(ppm),
             });
         }
-        if shim.config.trace_file.is_some() {
+        if shim.config.trace_file.is_some() || shim.config.sim.chrome_trace.is_some() {
             // SAFETY: registers a plain extern "C" fn with no arguments.
             unsafe { libc::atexit(write_trace_at_exit) };
         }
@@ -229,13 +229,27 @@ pub(crate) fn any_channel(shim: &Shim) -> bool {
     shim.fds.any_channel() || !shim.cm.channels.is_empty()
 }
 
-/// Writes the trace to `VERBSIM_TRACE` when the process exits.
+/// Writes the trace to `VERBSIM_TRACE` and the Chrome trace-event JSON to
+/// `VERBSIM_CHROME_TRACE` when the process exits. The world lives in a
+/// static that is never dropped, so `SimConfig::chrome_trace` (written
+/// when a `SimVerbs` drops) would never be written without this.
 extern "C" fn write_trace_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         let g = lock();
         if let Some(shim) = g.as_ref() {
-            if let (Some(path), Some(sim)) = (&shim.config.trace_file, shim.sim.local()) {
-                if let Err(e) = std::fs::write(path, sim.trace().to_string()) {
+            let Some(sim) = shim.sim.local() else { return };
+            let files = [
+                (&shim.config.trace_file, false),
+                (&shim.config.sim.chrome_trace, true),
+            ];
+            for (path, chrome) in files {
+                let Some(path) = path else { continue };
+                let text = if chrome {
+                    sim.trace().to_chrome_json()
+                } else {
+                    sim.trace().to_string()
+                };
+                if let Err(e) = std::fs::write(path, text) {
                     eprintln!(
                         "verbsim shim: cannot write the trace to {}: {e}",
                         path.display()

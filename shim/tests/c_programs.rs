@@ -366,3 +366,46 @@ fn datagram_rsockets_resolve_send_answer_and_cut() {
         assert_eq!(out.trim(), "ok");
     }
 }
+
+#[test]
+fn the_chrome_trace_is_written_when_the_program_exits() {
+    let dir = std::env::temp_dir().join(format!("verbsim-shim-chrome-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("run.json");
+    if run_c_env("rdma_cm_loop", &[("VERBSIM_CHROME_TRACE", &file)]).is_none() {
+        return;
+    }
+    let text = std::fs::read_to_string(&file).expect("the Chrome trace was written");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        text.starts_with("{\"displayTimeUnit\":\"ns\",\"traceEvents\":["),
+        "{text}"
+    );
+    assert!(text.contains("completion"), "the run's events: {text}");
+}
+
+// Goal: `verbsim exec --log` says which check refused a remote access: a
+// bad rkey and a WRITE past the end of the region both complete with
+// REM_ACCESS_ERR and were logged (and traced) identically. Method: a C
+// program makes both refusals; its log lines must name the two causes.
+
+#[test]
+fn the_log_names_the_check_that_refused_a_remote_access() {
+    let Some(out) = run_c("rem_access_cause") else {
+        return;
+    };
+    assert!(out.trim_end().ends_with("ok"), "{out}");
+    let logged: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("completed with REM_ACCESS_ERR"))
+        .collect();
+    assert_eq!(logged.len(), 2, "{out}");
+    assert!(
+        logged[0].contains("wr_id 1") && logged[0].contains("bad rkey"),
+        "{out}"
+    );
+    assert!(
+        logged[1].contains("wr_id 2") && logged[1].contains("out of bounds"),
+        "{out}"
+    );
+}

@@ -235,6 +235,91 @@ pub fn check_remote(
     }
 }
 
+/// Which check refused a remote access: what [`check_remote`] only says
+/// as [`ErrorScenario::RemoteAccess`] (or `ResponderQpAccess`,
+/// `AtomicMisaligned`), named for the trace and the drop-in library's log.
+/// Hardware reports all of these as the same `REM_ACCESS_ERR` (or
+/// `REM_INV_REQ_ERR`) completion; the cause is the simulator's extra.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessCause {
+    /// The responder QP's `qp_access_flags` lack the operation's access.
+    QpAccess,
+    /// READ or atomic with the responder's `max_dest_rd_atomic` at 0.
+    NoReadResources,
+    /// An atomic's remote address is not 8-byte aligned.
+    Misaligned,
+    /// The rkey names no memory region or window.
+    UnknownRkey,
+    /// The region was deregistered or invalidated.
+    RegionInvalid,
+    /// The region belongs to another protection domain.
+    OtherPd,
+    /// The region does not grant the operation's access.
+    RegionAccess,
+    /// The access lies (partly) outside the region.
+    OutOfBounds,
+}
+
+impl AccessCause {
+    /// The cause in a few words.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Self::QpAccess => "the responder QP's qp_access_flags do not grant the access",
+            Self::NoReadResources => "the responder QP's max_dest_rd_atomic is 0",
+            Self::Misaligned => "the atomic's remote address is not 8-byte aligned",
+            Self::UnknownRkey => "bad rkey: it names no memory region or window",
+            Self::RegionInvalid => "the rkey's region was deregistered or invalidated",
+            Self::OtherPd => "the rkey's region belongs to another PD",
+            Self::RegionAccess => "the rkey's region does not grant the access",
+            Self::OutOfBounds => "out of bounds: the access goes past the rkey's region",
+        }
+    }
+}
+
+impl core::fmt::Display for AccessCause {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// The check [`check_remote`] failed on, in its order; `None` when it
+/// passes. Only called once a check has failed (off the fast path).
+pub fn remote_cause(
+    req: &RemoteRequest,
+    mr: Option<MrView>,
+    responder: &ResponderView,
+) -> Option<AccessCause> {
+    let needed = req.op.access();
+    if !responder.qp_access_flags.contains(needed) {
+        return Some(AccessCause::QpAccess);
+    }
+    if matches!(req.op, RemoteOp::Read | RemoteOp::Atomic) && responder.max_dest_rd_atomic == 0 {
+        return Some(AccessCause::NoReadResources);
+    }
+    let len = match req.op {
+        RemoteOp::Atomic if req.remote_addr & 7 != 0 => return Some(AccessCause::Misaligned),
+        RemoteOp::Atomic => 8,
+        RemoteOp::Read | RemoteOp::Write => req.len,
+    };
+    if len == 0 {
+        return None;
+    }
+    let Some(mr) = mr else {
+        return Some(AccessCause::UnknownRkey);
+    };
+    if !mr.valid {
+        Some(AccessCause::RegionInvalid)
+    } else if mr.pd != responder.pd {
+        Some(AccessCause::OtherPd)
+    } else if !mr.access.contains(needed) {
+        Some(AccessCause::RegionAccess)
+    } else if mr.offset_of(req.remote_addr, len).is_none() {
+        Some(AccessCause::OutOfBounds)
+    } else {
+        None
+    }
+}
+
 /// Checks the `invalidate_rkey` of a SEND_WITH_INV at the responder:
 /// it must name a valid region of the responder's PD (data-path §3.2,
 /// §4.2 row 17).
@@ -284,6 +369,68 @@ mod tests {
 
     fn sge(lkey: u32, addr: u64, length: u32) -> Sge {
         Sge { addr, length, lkey }
+    }
+
+    #[test]
+    fn remote_cause_names_the_check_that_failed() {
+        // Goal: each refusal of check_remote has its own cause, in
+        // check_remote's order; a passing access has none.
+        // Method: one request per check against the four-MR table.
+        let rw = AccessFlags::REMOTE_WRITE;
+        let mrs = [
+            mr(1, 0x1000, 0x1000, rw),
+            mr(2, 0x4000, 0x100, AccessFlags::REMOTE_READ),
+            MrView {
+                pd: PD + 1,
+                ..mr(3, 0x8000, 0x100, rw)
+            },
+            MrView {
+                valid: false,
+                ..mr(4, 0x9000, 0x100, rw)
+            },
+        ];
+        let responder = ResponderView {
+            qp_access_flags: AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+            pd: PD,
+            max_dest_rd_atomic: 1,
+        };
+        let write = |addr: u64, len: u64| RemoteRequest {
+            op: RemoteOp::Write,
+            remote_addr: addr,
+            rkey: 0,
+            len,
+        };
+        let by_lkey = |k: u32| mrs.iter().copied().find(|m| m.lkey == k);
+        let cases = [
+            (write(0x1000, 8), by_lkey(1), None),
+            (write(0x1000, 8), None, Some(AccessCause::UnknownRkey)),
+            (write(0x1ff9, 8), by_lkey(1), Some(AccessCause::OutOfBounds)),
+            (write(0x8000, 8), by_lkey(3), Some(AccessCause::OtherPd)),
+            (
+                write(0x9000, 8),
+                by_lkey(4),
+                Some(AccessCause::RegionInvalid),
+            ),
+            (
+                write(0x4000, 8),
+                by_lkey(2),
+                Some(AccessCause::RegionAccess),
+            ),
+        ];
+        for (req, mr, want) in cases {
+            assert_eq!(remote_cause(&req, mr, &responder), want, "{req:?} {mr:?}");
+            assert_eq!(check_remote(&req, mr, &responder).is_ok(), want.is_none());
+        }
+        let atomic = RemoteRequest {
+            op: RemoteOp::Atomic,
+            remote_addr: 0x1000,
+            rkey: 0,
+            len: 8,
+        };
+        assert_eq!(
+            remote_cause(&atomic, by_lkey(1), &responder),
+            Some(AccessCause::QpAccess)
+        );
     }
 
     #[test]

@@ -93,6 +93,23 @@ impl SimVerbs {
         self.world.seed()
     }
 
+    /// Which check refused the remote access a completion polled from `cq`
+    /// reports (`REM_ACCESS_ERR`, `REM_INV_REQ_ERR`): a bad rkey, an access
+    /// past the region's end, a missing access flag, … Hardware gives only
+    /// the status; the simulator knows which check failed. `None` for other
+    /// completions, and once 16 newer refusals have been recorded.
+    pub fn completion_cause(
+        &self,
+        cq: &CqHandle,
+        wc: &Wc,
+    ) -> Option<crate::datapath::protection::AccessCause> {
+        if !crate::world::exec_may_have_cause(wc.status) {
+            return None;
+        }
+        let device = self.world.cqs.get(cq.index, cq.generation)?.device;
+        self.world.access_causes.find(device, wc.qp_num, wc.wr_id)
+    }
+
     /// Virtual time in nanoseconds.
     pub fn now_ns(&self) -> u64 {
         self.world.now_ns()

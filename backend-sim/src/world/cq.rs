@@ -220,12 +220,19 @@ impl World {
             }
             return;
         }
+        let cause = if super::exec::may_have_cause(entry.wc.status) {
+            self.access_causes
+                .find(device, entry.wc.qp_num, entry.wc.wr_id)
+        } else {
+            None
+        };
         self.record(TraceEvent::Completion {
             device,
             qpn: entry.wc.qp_num,
             wr_id: entry.wc.wr_id,
             status: entry.wc.status,
             recv: entry.queue != QueueKind::Send,
+            cause,
         });
         if let Some(ch) = fire {
             if let Some(c) = self.channels.get_mut(ch.index, ch.generation) {

@@ -38,6 +38,7 @@ use crate::trace::{Trace, TraceEvent};
 use crate::{DeviceProfile, SimConfig};
 
 pub(crate) use cq::Cq;
+pub(crate) use exec::may_have_cause as exec_may_have_cause;
 pub use live::LiveObjects;
 pub(crate) use mr::Mr;
 pub(crate) use qp::Qp;
@@ -303,6 +304,10 @@ pub struct World {
     /// queued. A batch asks its stop condition again only after a bump
     /// (`run_events` documents the contract).
     pub(crate) stop_epoch: u64,
+    /// Which check refused the last few remote accesses, by the
+    /// requester's work request (the trace's completion and
+    /// `SimVerbs::completion_cause` read it).
+    pub(crate) access_causes: exec::CauseRing,
     /// No event later than this runs, whatever verb asks ([`World::set_time_limit`]).
     pub(crate) time_limit: Option<u64>,
     /// Source of unique timer generations.
@@ -382,6 +387,7 @@ impl World {
             rnr_parked: Vec::new(),
             run_from: None,
             stop_epoch: 0,
+            access_causes: exec::CauseRing::default(),
             time_limit: None,
             timer_seq: 0,
             dc: dc::DcState::new(config.seed),

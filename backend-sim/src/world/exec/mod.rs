@@ -50,6 +50,7 @@ use crate::trace::{Trace, TraceEvent};
 mod acks;
 mod answers;
 mod burst;
+mod cause;
 mod completion;
 mod events;
 mod fast;
@@ -61,6 +62,8 @@ mod remote_ops;
 mod requester;
 mod responder;
 mod run;
+
+pub(crate) use cause::{may_have_cause, CauseRing};
 
 /// An unsignalled stream of requests asks for an ACK at least once per this
 /// many PSNs.

@@ -144,6 +144,7 @@ impl World {
                 match self.check_rkey(rq, device, &req_view) {
                     Ok(slot_off) => target = Some(slot_off),
                     Err(scenario) => {
+                        self.note_access_cause(rq, req, p.cookie, device, &req_view);
                         // WRITE_WITH_IMM: the receive WQE is consumed and
                         // completes in error (§4.2 row 5).
                         let recv = if needs_recv { self.take_recv(rq) } else { None };

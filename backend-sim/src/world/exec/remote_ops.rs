@@ -19,6 +19,7 @@ impl World {
             len: length,
         };
         if let Err(scenario) = self.check_rkey_rc(rq, device, &req_view) {
+            self.note_access_cause(rq, req, p.cookie, device, &req_view);
             self.responder_error(rq, p, scenario, None);
             return;
         }
@@ -219,6 +220,7 @@ impl World {
         let (slot, off) = match self.check_rkey_rc(rq, device, &req_view) {
             Ok((slot, off)) => (slot, off as usize),
             Err(scenario) => {
+                self.note_access_cause(rq, req, p.cookie, device, &req_view);
                 self.responder_error(rq, p, scenario, None);
                 return;
             }
