@@ -109,6 +109,7 @@ pub mod fabric;
 mod handles;
 mod memory;
 mod perfetto;
+mod link;
 mod profile;
 pub mod rng;
 mod sim;
@@ -122,6 +123,7 @@ pub use handles::{
     MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
 pub use memory::ExternalMemory;
+pub use link::{link_mbps, LinkSpeed, ProfileChoice};
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};
