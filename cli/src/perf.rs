@@ -30,7 +30,8 @@ verbsim perf: perftest-like benchmarks on the simulator or on hardware
 Usage:
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [-s SIZE] [-n ITERS]
                [-q QPS] [-c RC|UC|UD] [--tx-depth N] [--post-list N]
-               [--atomic fetch_add|cmp_swap]
+               [--atomic fetch_add|cmp_swap] [--device-profile cx6|cx7|rxe]
+               [--link-speed SPEED]
 
 Tests:
   write_bw      RDMA WRITE bandwidth and message rate (RC or UC)
@@ -50,10 +51,12 @@ and for SEND the receive's too: not half a round trip), control-path tests
 `#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
 `wall` row (how fast the simulator runs on this machine) and a `simulated`
 row (virtual time, read with `sim_control(Now)` around the measured part:
-what the modelled device and fabric would do); RC latency tests add a
-`perftest` row: what perftest reports, in virtual time (half a ping-pong
-round trip for WRITE and SEND, the peer polling the last byte or its
-receive CQ; the round trip of one READ; docs/calibration.md). Exits 2 on a usage error,
+what the modelled device and fabric would do); latency tests over RC
+(and send_lat over UD) add a `perftest` row: what perftest reports, in
+virtual time (half a ping-pong round trip for WRITE and SEND, the peer
+polling the last byte or its receive CQ, inline up to perftest's default:
+220 B WRITE, 236 B SEND, 188 B UD SEND on mlx5, none on rxe; the round trip
+of one READ; docs/calibration.md). Exits 2 on a usage error,
 when the backend is missing, or when the backend cannot run the test (for
 instance atomics on a device without them); 1 when a workload fails.
 
@@ -80,6 +83,12 @@ Options:
                      1..=16 (default 16 for write_bw and send_bw, 4 for read_bw
                      and atomic_rate, 1 for *_lat)
   --atomic OP        fetch_add (default) or cmp_swap, for atomic_rate
+  --device-profile P the simulated devices: cx6 (default, ConnectX-6 HDR
+                     InfiniBand), cx7 (ConnectX-7, 400 Gb/s RoCE) or rxe
+                     (Soft-RoCE on 10 GbE)
+  --link-speed S     the simulated ports' rate: ndr|400, hdr|200,
+                     hdr100|edr|100, hdr50|50, fdr|56, edr25|25, qdr|40, 10
+                     (up to 200 on cx6, 400 on cx7, 100 on rxe)
   -h, --help         print this help
 
 perftest's flags, with perftest's meaning (docs/perftest-flags.md lists
@@ -87,7 +96,8 @@ every perftest flag and its state here):
   -a, --all          every size from 2 to 2^23 bytes (*_bw and *_lat), one
                      header, a row block per size
   -d, --ib-dev NAME  the device (hw: as ibv_devices lists it; sim: the
-                     workloads' device 0, named sim_cx6_0)
+                     profile whose device it is: mlx5_* -> cx6, rxe* -> rxe,
+                     sim_cx7_* -> cx7; --device-profile wins)
   -i, --ib-port 1    the port (only 1)
   -x, --gid-index 0  the GID index (only 0)
   -t N, -l N         --tx-depth, --post-list
@@ -248,8 +258,13 @@ struct Args {
     test: PerfTest,
     /// perftest's `-a`: every size from 2 to 2^23 bytes.
     all_sizes: bool,
-    /// perftest's `-d`: the device by name.
+    /// perftest's `-d`: the device by name (on the simulator, a
+    /// profile's device: `ProfileChoice::from_device_name`).
     device: Option<String>,
+    /// `--device-profile`: the simulated devices' profile.
+    profile: Option<backend_sim::ProfileChoice>,
+    /// `--link-speed`: the simulated ports' rate.
+    link_speed: Option<backend_sim::LinkSpeed>,
     /// perftest's `--out_json_file`: the JSON also goes to this file.
     json_file: Option<std::path::PathBuf>,
     /// `--plot FILE` (with `-a`): the chart of the sizes, SVG or PNG.
@@ -286,6 +301,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
     let mut connection = None;
     let mut all_sizes = false;
     let mut device = None;
+    let mut profile = None;
+    let mut link_speed = None;
     let mut json_file = None;
     let mut plot = None;
     let mut it = args.iter();
@@ -329,6 +346,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
             // perftest's flags (docs/perftest-flags.md has each one's state).
             "-a" | "--all" => all_sizes = true,
             "-d" | "--ib-dev" => device = Some(value()?),
+            "--device-profile" => profile = Some(value()?.parse()?),
+            "--link-speed" => link_speed = Some(value()?.parse()?),
             "-i" | "--ib-port" => {
                 let p = number(value()?, "-i")?;
                 if p != 1 {
@@ -483,6 +502,8 @@ fn parse_args(args: &[String]) -> Result<Option<Args>, String> {
         json,
         all_sizes,
         device,
+        profile,
+        link_speed,
         json_file,
         plot,
         rows_only: false,
@@ -1082,20 +1103,61 @@ fn run_collect<V: Verbs>(
     }
 }
 
-/// perftest's latency figure for a latency test over RC on the simulator
-/// (two ConnectX-6 devices, as `SimConfig::default()`): half a ping-pong
-/// round trip for WRITE (inline up to 64 bytes, as perftest's default) and
-/// SEND, the round trip of one READ (docs/calibration.md).
-fn perftest_latency(t: &PerfTest, seed: u64) -> Option<Figures> {
-    if t.connection != Connection::Rc {
-        return None;
+/// The simulated devices' profile: `--device-profile`, else the profile
+/// `-d NAME` names (`mlx5_0` is a ConnectX-6, `rxe0` Soft-RoCE,
+/// `sim_cx7_0` the cx7 profile), else cx6; at `--link-speed` when given.
+fn sim_profile(args: &Args) -> Result<backend_sim::DeviceProfile, String> {
+    let choice = match (&args.profile, &args.device) {
+        (Some(p), _) => p.clone(),
+        (None, Some(name)) => backend_sim::ProfileChoice::from_device_name(name).ok_or_else(|| {
+            format!("-d {name}: no simulated profile has this device (cx6: mlx5_*, sim_cx6_*; cx7: sim_cx7_*; rxe: rxe*, sim_rxe_*)")
+        })?,
+        (None, None) => backend_sim::ProfileChoice {
+            profile: backend_sim::DeviceProfile::connectx6(),
+        },
+    };
+    match args.link_speed {
+        Some(speed) => choice.with_link_speed(speed).map(|c| c.profile),
+        None => Ok(choice.profile),
     }
-    let p = backend_sim::DeviceProfile::connectx6();
+}
+
+/// perftest's latency figure for a latency test on the simulator (two
+/// devices of `profile`): half a ping-pong round trip for WRITE and SEND
+/// (RC, and SEND over UD), inline up to perftest's default for the device
+/// (`calibrate::perftest_inline`), the round trip of one READ
+/// (docs/calibration.md). `None` over UC (not built).
+fn perftest_latency(
+    t: &PerfTest,
+    seed: u64,
+    p: &backend_sim::DeviceProfile,
+) -> Option<Figures> {
+    use crate::calibrate::{perftest_inline, LatTest};
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
-    let mut samples_ns = match t.kind {
-        TestKind::WriteLat => crate::calibrate::write_lat_samples(&p, seed, t.size, n, true),
-        TestKind::SendLat => crate::calibrate::send_lat_samples(&p, seed, t.size, n),
-        TestKind::ReadLat => crate::calibrate::read_lat_samples(&p, seed, t.size, n),
+    let mut samples_ns = match (t.kind, t.connection) {
+        (TestKind::SendLat, Connection::Ud) => crate::calibrate::ud_send_lat_samples(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::SendUd),
+        ),
+        (_, Connection::Uc | Connection::Ud) => return None,
+        (TestKind::WriteLat, _) => crate::calibrate::write_lat_samples(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::Write),
+        ),
+        (TestKind::SendLat, _) => crate::calibrate::send_lat_samples(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::Send),
+        ),
+        (TestKind::ReadLat, _) => crate::calibrate::read_lat_samples(p, seed, t.size, n),
         _ => return None,
     };
     samples_ns.sort_unstable();
@@ -1155,30 +1217,27 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 },
                 ..args
             };
+            let profile = match sim_profile(&args) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("verbsim perf: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
             let config = SimConfig {
                 seed,
                 // A benchmark measures the verbs, not the trace recorder.
                 trace_enabled: false,
-                ..SimConfig::default()
+                ..SimConfig::with_devices(vec![profile.clone(), profile.clone()])
             };
-            if let Some(name) = &args.device {
-                // The workloads run on device 0 (and its peer, device 1).
-                let mut probe = SimVerbs::new(config.clone());
-                let names: Vec<String> = probe
-                    .get_device_list()
-                    .map(|l| l.into_iter().map(|d| d.name).collect())
-                    .unwrap_or_default();
-                if names.first() != Some(name) {
-                    eprintln!(
-                        "verbsim perf: -d {name}: the simulator's workloads run on {} (its devices: {names:?})",
-                        names.first().map_or("device 0", String::as_str)
-                    );
-                    return ExitCode::from(EXIT_USAGE);
-                }
-            }
             for_each_size(&args, |args, collect| {
                 let mut sim = SimVerbs::new(config.clone());
-                run_collect(&mut sim, args, |t| perftest_latency(t, seed), collect)
+                run_collect(
+                    &mut sim,
+                    args,
+                    |t| perftest_latency(t, seed, &profile),
+                    collect,
+                )
             })
         }
         Backend::Hw => run_hw(&args),
