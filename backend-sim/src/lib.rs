@@ -107,9 +107,9 @@ mod config;
 pub mod datapath;
 pub mod fabric;
 mod handles;
+mod link;
 mod memory;
 mod perfetto;
-mod link;
 mod profile;
 pub mod rng;
 mod sim;
@@ -122,8 +122,8 @@ pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, DmHandle,
     MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
-pub use memory::ExternalMemory;
 pub use link::{link_mbps, LinkSpeed, ProfileChoice};
+pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;
 pub use trace::{Trace, TraceEvent, TraceRecord};

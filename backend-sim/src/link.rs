@@ -208,7 +208,9 @@ mod tests {
         assert_eq!("100".parse::<LinkSpeed>().unwrap().mbps, 100_000);
         assert_eq!("400g".parse::<LinkSpeed>().unwrap().mbps, 400_000);
         assert_eq!("25 Gb/s".parse::<LinkSpeed>().unwrap().mbps, 25_000);
-        for s in ["ndr", "hdr", "hdr100", "edr", "hdr50", "fdr", "edr25", "qdr", "10"] {
+        for s in [
+            "ndr", "hdr", "hdr100", "edr", "hdr50", "fdr", "edr25", "qdr", "10",
+        ] {
             let l: LinkSpeed = s.parse().unwrap();
             // The encodings give back the rate.
             assert_eq!(
@@ -218,7 +220,10 @@ mod tests {
             );
         }
         let err = "xdr".parse::<LinkSpeed>().unwrap_err();
-        assert!(err.contains("unknown link speed `xdr`") && err.contains("hdr100"), "{err}");
+        assert!(
+            err.contains("unknown link speed `xdr`") && err.contains("hdr100"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -231,13 +236,22 @@ mod tests {
         assert_eq!(cx7.link_mbps(), 400_000);
         let mlx: ProfileChoice = "mlx5_0".parse().unwrap();
         assert_eq!(mlx.profile.name, "cx6");
-        assert_eq!("sim_cx7_1".parse::<ProfileChoice>().unwrap().profile.name, "cx7");
+        assert_eq!(
+            "sim_cx7_1".parse::<ProfileChoice>().unwrap().profile.name,
+            "cx7"
+        );
         assert_eq!("rxe0".parse::<ProfileChoice>().unwrap().profile.name, "rxe");
-        assert!("bnxt_re0".parse::<ProfileChoice>().unwrap_err().contains("unknown device profile"));
+        assert!("bnxt_re0"
+            .parse::<ProfileChoice>()
+            .unwrap_err()
+            .contains("unknown device profile"));
 
         let edr = mlx.clone().with_link_speed("edr".parse().unwrap()).unwrap();
         assert_eq!(edr.link_mbps(), 100_000);
-        assert_eq!((edr.profile.port.active_width, edr.profile.port.active_speed), (2, 32));
+        assert_eq!(
+            (edr.profile.port.active_width, edr.profile.port.active_speed),
+            (2, 32)
+        );
         let err = mlx.with_link_speed("ndr".parse().unwrap()).unwrap_err();
         assert!(err.contains("up to 200 Gb/s"), "{err}");
         let rxe25 = "rxe"

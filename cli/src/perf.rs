@@ -1127,11 +1127,7 @@ fn sim_profile(args: &Args) -> Result<backend_sim::DeviceProfile, String> {
 /// (RC, and SEND over UD), inline up to perftest's default for the device
 /// (`calibrate::perftest_inline`), the round trip of one READ
 /// (docs/calibration.md). `None` over UC (not built).
-fn perftest_latency(
-    t: &PerfTest,
-    seed: u64,
-    p: &backend_sim::DeviceProfile,
-) -> Option<Figures> {
+fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
     use crate::calibrate::{perftest_inline, LatTest};
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
     let mut samples_ns = match (t.kind, t.connection) {

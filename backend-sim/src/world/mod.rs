@@ -156,9 +156,6 @@ impl Device {
     pub(crate) fn engine_hold_ns(&self, payload: u64, npkts: u32) -> u64 {
         let a = &self.profile.adapter;
         let engine = a.wqe_ns + u64::from(npkts) * a.packet_ns;
-        if a.msg_ns == 0 {
-            return engine;
-        }
         engine.max(a.msg_ns + self.wire_ns(payload, npkts))
     }
 
