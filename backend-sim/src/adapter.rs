@@ -28,7 +28,7 @@
 //!   payload at `rx_mbps`: store and forward at the receiver), which is
 //!   where data placement, ACK generation and completions happen.
 //! * A READ responder reads the data from host memory before answering
-//!   (`responder_read_ns`) and serves the READs of a QP one at a time,
+//!   (`responder_read_ns`) and serves READs one at a time,
 //!   each for `read_msg_ns` plus its responses' time on the wire.
 //! * Each WQE gets a seeded jitter (exponential, mean `jitter_mean_ns`,
 //!   capped at 16 times the mean) from its own RNG stream, so latency
@@ -62,9 +62,8 @@ pub struct AdapterModel {
     /// the port's rate, when that is longer than `wqe_ns`): what keeps one
     /// QP below line rate at mid sizes.
     pub msg_ns: u64,
-    /// A READ responder's per-request cost, per QP, added to its
-    /// responses' time on the wire (the responder serves one READ of a QP
-    /// at a time).
+    /// A READ responder's per-request cost, added to its responses' time
+    /// on the wire (the device's responder serves one READ at a time).
     pub read_msg_ns: u64,
     /// Host memory write bandwidth of the receiver in Mb/s (0 =
     /// unlimited): a packet's payload is written to memory after the whole

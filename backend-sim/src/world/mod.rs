@@ -100,6 +100,10 @@ pub(crate) struct Device {
     pub(crate) qp_count: u32,
     /// The adapter model's DMA engine is busy until then (ns).
     pub(crate) dma_free_ns: u64,
+    /// The adapter model's READ responder is free from then on (ns): one
+    /// per device (kept out of the QP, whose size the DC and scale targets
+    /// bound).
+    pub(crate) read_free_ns: u64,
     /// The last `(bytes, ns)` of [`Self::dma_ns`].
     dma_memo: (u64, u64),
     /// The port's serialisation time per byte, ps in 48.16 fixed point
@@ -403,6 +407,7 @@ impl World {
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
                 dma_free_ns: 0,
+                read_free_ns: 0,
                 // `dma_ns(0)` is 0 on every model.
                 dma_memo: (0, 0),
                 wire_ps_per_byte_q16: (8_000_000u64 << 16) / crate::link::link_mbps(profile).max(1),

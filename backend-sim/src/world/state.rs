@@ -406,8 +406,6 @@ pub(crate) struct Rx {
     /// share of `sim_dc_fanout`'s heap per DCT) never execute one.
     pub(crate) atomics: Option<Box<[(u32, u64); ATOMIC_REPLAY]>>,
     pub(crate) atomic_next: u8,
-    /// Adapter model: this QP's READ responder is free from then on (ns).
-    pub(crate) read_free_ns: u64,
 }
 
 impl Rx {

@@ -205,23 +205,21 @@ impl World {
     }
 
     /// The adapter model's READ responder for a READ of `len` bytes in
-    /// `n` responses at QP `rq`: when its first response may leave (after
-    /// the responder's memory read, and after the QP's previous READ has
-    /// had its `read_msg_ns` and time on the wire). Advances the QP's
-    /// READ responder.
+    /// `n` responses at QP `_rq` of `device`: when its first response may
+    /// leave (after the responder's memory read, and after the previous
+    /// READ the device answered has had its `read_msg_ns` and time on the
+    /// wire). Advances the device's READ responder.
     #[inline(always)]
-    fn read_first(&mut self, rq: QpHandle, device: u32, len: u32, n: u32) -> u64 {
+    fn read_first(&mut self, _rq: QpHandle, device: u32, len: u32, n: u32) -> u64 {
         let d = &self.devices[device as usize];
         let first = self.now_ns + d.profile.adapter.responder_read_ns;
         let hold = d.read_hold_ns(u64::from(len), n);
         if hold == 0 {
             return first;
         }
-        let Some(r) = self.qps.get_mut(rq.index, rq.generation) else {
-            return first;
-        };
-        let first = first.max(r.rx.read_free_ns);
-        r.rx.read_free_ns = first + hold;
+        let d = &mut self.devices[device as usize];
+        let first = first.max(d.read_free_ns);
+        d.read_free_ns = first + hold;
         first
     }
 
