@@ -974,14 +974,31 @@ pub(crate) fn render(rows: &[CalibrationRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<42} {:<4} {:>10} {:>10} {:>9} {:>6}  {:<6} source",
+        "{:<42} {:<7} {:>10} {:>10} {:>9} {:>6}  {:<6} source",
         "workload", "prof", "published", "simulated", "p99", "ratio", "band"
     );
     for r in rows {
         let p99 = r.p99.map_or_else(|| "-".to_owned(), |p| format!("{p:.2}"));
+        if r.published.is_nan() {
+            // A prediction: nothing published to compare with.
+            let _ = writeln!(
+                s,
+                "{:<42} {:<7} {:>7} {:>7.2} {:<2} {:>9} {:>6}  {:<6} {}",
+                r.workload,
+                r.profile,
+                "-",
+                r.simulated,
+                short(r.unit),
+                p99,
+                "-",
+                "",
+                r.source
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
-            "{:<42} {:<4} {:>7.2} {:<2} {:>7.2} {:<2} {:>9} {:>6.2}  {:<6} {}",
+            "{:<42} {:<7} {:>7.2} {:<2} {:>7.2} {:<2} {:>9} {:>6.2}  {:<6} {}",
             r.workload,
             r.profile,
             r.published,
@@ -1100,5 +1117,58 @@ pub(crate) fn main(args: &[String]) -> std::process::ExitCode {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: perftest's default inline sizes (its ctx_set_max_inline): 220 B
+    // WRITE, 236 B SEND, 188 B UD SEND on mlx5 devices, none on rxe.
+    #[test]
+    fn perftest_inline_defaults() {
+        let cx6 = DeviceProfile::connectx6();
+        assert_eq!(perftest_inline(&cx6, LatTest::Write), 220);
+        assert_eq!(perftest_inline(&cx6, LatTest::Send), 236);
+        assert_eq!(perftest_inline(&cx6, LatTest::SendUd), 188);
+        assert_eq!(
+            perftest_inline(&DeviceProfile::connectx7(), LatTest::Write),
+            220
+        );
+        assert_eq!(perftest_inline(&DeviceProfile::rxe(), LatTest::Send), 0);
+    }
+
+    // Goal: latency grows with size by the store and forward at both
+    // ends: a non-inline 4 KiB WRITE's half round trip exceeds a 64 B one's
+    // by at least the wire time plus a DMA read at the sender and a DMA
+    // write at the receiver (3 × ~150 ns at 200 Gb/s and PCIe Gen4).
+    #[test]
+    fn latency_grows_with_size_by_store_and_forward() {
+        let cx6 = DeviceProfile::connectx6();
+        let small = percentiles(write_lat_samples(&cx6, 1, 64, 50, 0)).0;
+        let big = percentiles(write_lat_samples(&cx6, 1, 4096, 50, 0)).0;
+        assert!(big - small > 0.40, "64 B {small} us, 4 KiB {big} us");
+    }
+
+    // Goal: READ has its own per-request throughput cost: one QP's READ
+    // bandwidth is below its WRITE bandwidth at 4 KiB and close to it at
+    // 1 MiB; and one QP without post lists is below line rate at 4 KiB
+    // and at it at 1 MiB.
+    #[test]
+    fn read_throughput_trails_write_at_mid_sizes() {
+        let cx6 = DeviceProfile::connectx6();
+        let at = |op, size| rate(&cx6, op, size, 1, total_for(size)).1;
+        let (w4, r4) = (at(WrOpcode::RdmaWrite, 4096), at(WrOpcode::RdmaRead, 4096));
+        let (w1m, r1m) = (
+            at(WrOpcode::RdmaWrite, 1 << 20),
+            at(WrOpcode::RdmaRead, 1 << 20),
+        );
+        assert!(r4 < 0.9 * w4, "4 KiB: READ {r4} WRITE {w4}");
+        assert!(
+            r1m > 0.95 * w1m && r1m <= w1m * 1.001,
+            "1 MiB: READ {r1m} WRITE {w1m}"
+        );
+        assert!(w4 < 0.85 * 200.0 && w1m > 0.97 * 200.0, "{w4} {w1m}");
     }
 }
