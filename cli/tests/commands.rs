@@ -61,7 +61,7 @@ fn calibrate_prints_every_anchor_in_band() {
     let (anchors, held) = stdout.split_once("held-out points").expect("two tables");
     assert!(!anchors.contains("MISS"), "{stdout}");
     assert!(
-        held.contains("8 of 17 held-out points within 0.75-1.33"),
+        held.contains("13 of 27 held-out points within 0.75-1.33"),
         "{stdout}"
     );
 }
