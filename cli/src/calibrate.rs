@@ -485,8 +485,8 @@ pub(crate) fn ud_send_lat_samples(
             lkey: info.lkey,
         }]
     };
-    for i in 0..2 {
-        recv(&mut v, &sides[i].0, &rsge(i), 0);
+    for (i, side) in sides.iter().enumerate() {
+        recv(&mut v, &side.0, &rsge(i), 0);
     }
     let mut samples = Vec::with_capacity(iters as usize);
     for it in 0..iters {

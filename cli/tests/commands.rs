@@ -296,12 +296,7 @@ fn perf_runs_every_profile_and_link_speed() {
             .unwrap_or_else(|| panic!("{stdout}"));
         let rest = &stdout[at..];
         let k = rest.find("\"bw_gbps\":").unwrap() + 10;
-        rest[k..]
-            .split(|c| c == ',' || c == '}')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
+        rest[k..].split([',', '}']).next().unwrap().parse().unwrap()
     };
     let cx7 = gbps(&["--device-profile", "cx7", "write_bw", "-n", "300"]);
     assert!(cx7 > 210.0, "cx7 {cx7}");

@@ -46,7 +46,7 @@ impl World {
             };
             let a = self.devices[device as usize].profile.adapter;
             let first = self.read_first(rq, device, len, n);
-            let dep = (!a.is_none()).then(|| Departure {
+            let dep = (!a.is_none()).then_some(Departure {
                 first,
                 packet_ns: a.packet_ns,
                 dma_start: None,
