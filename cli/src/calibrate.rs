@@ -73,6 +73,19 @@ fn rc_pair(
     mr_bytes: usize,
     depth: u32,
 ) -> (SimVerbs, Side, Side) {
+    pair(profile, seed, mr_bytes, depth, QpType::Rc)
+}
+
+/// Two devices of `profile`, a connected QP of `qp_type` (RC or UC) on
+/// each; `mr_bytes` each.
+fn pair(
+    profile: &DeviceProfile,
+    seed: u64,
+    mr_bytes: usize,
+    depth: u32,
+    qp_type: QpType,
+) -> (SimVerbs, Side, Side) {
+    let uc = qp_type == QpType::Uc;
     let mut v = SimVerbs::new(SimConfig {
         seed,
         ..SimConfig::with_devices(vec![profile.clone(), profile.clone()])
@@ -98,7 +111,7 @@ fn rc_pair(
         let mr = v.reg_mr(&pd, mr_bytes, access).expect("mr");
         let info = v.mr_info(&mr).expect("mr info");
         let mut init = QpInitAttrEx::<SimVerbs> {
-            qp_type: QpType::Rc,
+            qp_type,
             send_cq: Some(&cq),
             recv_cq: Some(&cq),
             cap: QpCap {
@@ -141,10 +154,25 @@ fn rc_pair(
         let mut a = QpAttr {
             qp_state: QpState::Init,
             port_num: 1,
-            qp_access_flags: AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC,
+            qp_access_flags: if uc {
+                AccessFlags::REMOTE_WRITE
+            } else {
+                AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+            },
             ..QpAttr::default()
+        };
+        // UC takes exactly the required attributes (no retransmission or
+        // RDMA-read ones).
+        let (rtr_extra, rts_extra) = if uc {
+            (QpAttrMask::empty(), QpAttrMask::empty())
+        } else {
+            (
+                QpAttrMask::MAX_DEST_RD_ATOMIC | QpAttrMask::MIN_RNR_TIMER,
+                QpAttrMask::TIMEOUT
+                    | QpAttrMask::RETRY_CNT
+                    | QpAttrMask::RNR_RETRY
+                    | QpAttrMask::MAX_QP_RD_ATOMIC,
+            )
         };
         v.modify_qp(
             qp,
@@ -170,8 +198,7 @@ fn rc_pair(
                 | QpAttrMask::PATH_MTU
                 | QpAttrMask::DEST_QPN
                 | QpAttrMask::RQ_PSN
-                | QpAttrMask::MAX_DEST_RD_ATOMIC
-                | QpAttrMask::MIN_RNR_TIMER,
+                | rtr_extra,
         )
         .expect("rtr");
         a.qp_state = QpState::ReadyToSend;
@@ -180,17 +207,8 @@ fn rc_pair(
         a.retry_cnt = 7;
         a.rnr_retry = 7;
         a.max_rd_atomic = 16;
-        v.modify_qp(
-            qp,
-            &a,
-            QpAttrMask::STATE
-                | QpAttrMask::TIMEOUT
-                | QpAttrMask::RETRY_CNT
-                | QpAttrMask::RNR_RETRY
-                | QpAttrMask::SQ_PSN
-                | QpAttrMask::MAX_QP_RD_ATOMIC,
-        )
-        .expect("rts");
+        v.modify_qp(qp, &a, QpAttrMask::STATE | QpAttrMask::SQ_PSN | rts_extra)
+            .expect("rts");
     }
     let b = sides.pop().expect("two sides");
     let a = sides.pop().expect("two sides");
@@ -266,9 +284,21 @@ pub(crate) fn write_lat_samples(
     iters: u32,
     inline_max: u32,
 ) -> Vec<u64> {
+    write_lat_samples_on(profile, seed, size, iters, inline_max, QpType::Rc)
+}
+
+/// [`write_lat_samples`] over `qp_type` (RC or UC).
+pub(crate) fn write_lat_samples_on(
+    profile: &DeviceProfile,
+    seed: u64,
+    size: u32,
+    iters: u32,
+    inline_max: u32,
+    qp_type: QpType,
+) -> Vec<u64> {
     let size = size.max(1);
     let buf = (size as usize).max(64) * 2 + 4096;
-    let (mut v, a, b) = rc_pair(profile, seed, buf, 16);
+    let (mut v, a, b) = pair(profile, seed, buf, 16, qp_type);
     let flags = if size <= inline_max {
         SendFlags::INLINE
     } else {
@@ -368,9 +398,21 @@ pub(crate) fn send_lat_samples(
     iters: u32,
     inline_max: u32,
 ) -> Vec<u64> {
+    send_lat_samples_on(profile, seed, size, iters, inline_max, QpType::Rc)
+}
+
+/// [`send_lat_samples`] over `qp_type` (RC or UC).
+pub(crate) fn send_lat_samples_on(
+    profile: &DeviceProfile,
+    seed: u64,
+    size: u32,
+    iters: u32,
+    inline_max: u32,
+    qp_type: QpType,
+) -> Vec<u64> {
     let size = size.max(1);
     let buf = (size as usize) * 2 + 4096;
-    let (mut v, a, b) = rc_pair(profile, seed, buf, 16);
+    let (mut v, a, b) = pair(profile, seed, buf, 16, qp_type);
     let flags = if size <= inline_max {
         SendFlags::INLINE | SendFlags::SIGNALED
     } else {
@@ -601,6 +643,19 @@ pub(crate) fn rate(
     list: u32,
     total: u32,
 ) -> (f64, f64) {
+    let secs = rate_ns(profile, opcode, size, list, total) as f64 / 1e9;
+    let msgs = f64::from(total) / secs;
+    (msgs / 1e6, msgs * f64::from(size) * 8.0 / 1e9)
+}
+
+/// [`rate`]'s run: the virtual ns `total` requests took.
+pub(crate) fn rate_ns(
+    profile: &DeviceProfile,
+    opcode: WrOpcode,
+    size: u32,
+    list: u32,
+    total: u32,
+) -> u64 {
     let window = 128.max(2 * list);
     let (mut v, a, b) = rc_pair(profile, 4, (size as usize).max(4096) * 2, window + 16);
     let t0 = now(&mut v);
@@ -635,14 +690,18 @@ pub(crate) fn rate(
         }
         done += reap(&mut v, &a.cq, 1) as u32 * list;
     }
-    let secs = (now(&mut v) - t0) as f64 / 1e9;
-    let msgs = f64::from(total) / secs;
-    (msgs / 1e6, msgs * f64::from(size) * 8.0 / 1e9)
+    now(&mut v) - t0
 }
 
 /// `ib_send_bw -s size` on rxe: receives posted ahead, Gb/s.
 fn send_bw(profile: &DeviceProfile, size: u32, total: u32) -> f64 {
-    let depth = 64;
+    let secs = send_bw_ns(profile, size, total, 64) as f64 / 1e9;
+    f64::from(total) * f64::from(size) * 8.0 / secs / 1e9
+}
+
+/// `ib_send_bw -s size` over RC: the virtual ns `total` SENDs took, with
+/// `depth` receives posted ahead and `depth / 2` SENDs in flight.
+pub(crate) fn send_bw_ns(profile: &DeviceProfile, size: u32, total: u32, depth: u32) -> u64 {
     let (mut v, a, b) = rc_pair(profile, 5, size as usize * 2, depth + 8);
     let rsg = [verbs_api::Sge {
         addr: b.addr,
@@ -684,8 +743,7 @@ fn send_bw(profile: &DeviceProfile, size: u32, total: u32) -> f64 {
         done += k as u32;
         let _ = v.poll_cq(&a.cq, &mut wc);
     }
-    let secs = (now(&mut v) - t0) as f64 / 1e9;
-    f64::from(total) * f64::from(size) * 8.0 / secs / 1e9
+    now(&mut v) - t0
 }
 
 /// Which set a row belongs to.

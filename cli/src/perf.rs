@@ -51,12 +51,14 @@ and for SEND the receive's too: not half a round trip), control-path tests
 `#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
 `wall` row (how fast the simulator runs on this machine) and a `simulated`
 row (virtual time, read with `sim_control(Now)` around the measured part:
-what the modelled device and fabric would do); latency tests over RC
-(and send_lat over UD) add a `perftest` row: what perftest reports, in
-virtual time (half a ping-pong round trip for WRITE and SEND, the peer
-polling the last byte or its receive CQ, inline up to perftest's default:
-220 B WRITE, 236 B SEND, 188 B UD SEND on mlx5, none on rxe; the round trip
-of one READ; docs/calibration.md). Exits 2 on a usage error,
+what the modelled device and fabric would do); the tests perftest has add
+a `perftest` row: what perftest reports, in virtual time, with its
+defaults: latency over RC and UC (and send_lat over UD) as half a
+ping-pong round trip for WRITE and SEND, the peer polling the last byte or
+its receive CQ, inline up to 220 B WRITE, 236 B SEND, 188 B UD SEND on
+mlx5 and none on rxe; the round trip of one READ; write_bw, read_bw and
+send_bw over RC on one QP with 128 in flight and no post list
+(docs/calibration.md). atomic_rate has none. Exits 2 on a usage error,
 when the backend is missing, or when the backend cannot run the test (for
 instance atomics on a device without them); 1 when a workload fails.
 
@@ -1122,12 +1124,16 @@ fn sim_profile(args: &Args) -> Result<backend_sim::DeviceProfile, String> {
     }
 }
 
-/// perftest's latency figure for a latency test on the simulator (two
-/// devices of `profile`): half a ping-pong round trip for WRITE and SEND
-/// (RC, and SEND over UD), inline up to perftest's default for the device
-/// (`calibrate::perftest_inline`), the round trip of one READ
-/// (docs/calibration.md). `None` over UC (not built).
-fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
+/// What perftest reports for `t` on the simulator (two devices of
+/// `profile`, docs/calibration.md): for a latency test half a ping-pong
+/// round trip of WRITE and SEND (over RC and UC, and SEND over UD), inline
+/// up to perftest's default for the device (`calibrate::perftest_inline`),
+/// the round trip of one READ; for `write_bw`, `read_bw` and `send_bw`
+/// over RC on one QP the bandwidth with perftest's defaults (128 in
+/// flight, no post list, no inline; READ 16 outstanding). `None` for
+/// `atomic_rate` (`ib_atomic_bw`: not built), more QPs, or UC/UD
+/// bandwidth.
+fn perftest_figures(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
     use crate::calibrate::{perftest_inline, LatTest};
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
     let mut samples_ns = match (t.kind, t.connection) {
@@ -1138,22 +1144,40 @@ fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> 
             n,
             perftest_inline(p, LatTest::SendUd),
         ),
-        (_, Connection::Uc | Connection::Ud) => return None,
-        (TestKind::WriteLat, _) => crate::calibrate::write_lat_samples(
+        (TestKind::WriteLat, c) => crate::calibrate::write_lat_samples_on(
             p,
             seed,
             t.size,
             n,
             perftest_inline(p, LatTest::Write),
+            c.qp_type(),
         ),
-        (TestKind::SendLat, _) => crate::calibrate::send_lat_samples(
+        (TestKind::SendLat, c) => crate::calibrate::send_lat_samples_on(
             p,
             seed,
             t.size,
             n,
             perftest_inline(p, LatTest::Send),
+            c.qp_type(),
         ),
-        (TestKind::ReadLat, _) => crate::calibrate::read_lat_samples(p, seed, t.size, n),
+        (TestKind::ReadLat, Connection::Rc) => {
+            crate::calibrate::read_lat_samples(p, seed, t.size, n)
+        }
+        // The bandwidth tests with perftest's defaults: one QP, 128 in
+        // flight, no post list, no inline (READ: 16 outstanding).
+        (TestKind::WriteBw | TestKind::ReadBw, Connection::Rc) if t.qps == 1 => {
+            let op = if t.kind == TestKind::WriteBw {
+                verbs_api::WrOpcode::RdmaWrite
+            } else {
+                verbs_api::WrOpcode::RdmaRead
+            };
+            let ns = crate::calibrate::rate_ns(p, op, t.size, 1, n);
+            return Some(Figures::Bw { ns });
+        }
+        (TestKind::SendBw, Connection::Rc) if t.qps == 1 => {
+            let ns = crate::calibrate::send_bw_ns(p, t.size, n, 256);
+            return Some(Figures::Bw { ns });
+        }
         _ => return None,
     };
     samples_ns.sort_unstable();
@@ -1231,7 +1255,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 run_collect(
                     &mut sim,
                     args,
-                    |t| perftest_latency(t, seed, &profile),
+                    |t| perftest_figures(t, seed, &profile),
                     collect,
                 )
             })

@@ -315,3 +315,43 @@ fn perf_runs_every_profile_and_link_speed() {
     ]);
     assert!(cx7_100 > 50.0 && cx7_100 < 100.0, "cx7 at 100 {cx7_100}");
 }
+
+// Goal: the perftest row exists for the tests perftest has: UD and UC
+// latency and the RC bandwidth tests, below the line rate; atomic_rate has
+// none.
+#[test]
+fn perftest_rows_cover_ud_uc_and_bandwidth() {
+    let perftest = |args: &[&str]| -> String {
+        let mut all = vec!["perf", "--json"];
+        all.extend_from_slice(args);
+        let (code, stdout, stderr) = verbsim(&all);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let at = stdout
+            .find("\"perftest\":")
+            .unwrap_or_else(|| panic!("{stdout}"));
+        stdout[at + 11..].split('}').next().unwrap().to_owned()
+    };
+    for args in [
+        &["send_lat", "-c", "UD", "-n", "50"][..],
+        &["write_lat", "-c", "UC", "-n", "50"],
+        &["send_lat", "-c", "UC", "-n", "50"],
+    ] {
+        let p = perftest(args);
+        assert!(p.contains("t_typical_us"), "{args:?}: {p}");
+    }
+    for args in [
+        &["write_bw", "-n", "300"][..],
+        &["read_bw", "-n", "300"],
+        &["send_bw", "-n", "300"],
+    ] {
+        let p = perftest(args);
+        let gbps: f64 = p
+            .split("\"bw_gbps\":")
+            .nth(1)
+            .and_then(|x| x.split(',').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{args:?}: {p}"));
+        assert!(gbps > 100.0 && gbps < 200.0, "{args:?}: {gbps}");
+    }
+    assert!(perftest(&["atomic_rate", "-n", "100"]).starts_with("null"));
+}
