@@ -1260,6 +1260,12 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 )
             })
         }
+        Backend::Hw if args.profile.is_some() || args.link_speed.is_some() => {
+            eprintln!(
+                "verbsim perf: --device-profile and --link-speed choose the simulated devices; the hardware backend runs the device -d names"
+            );
+            ExitCode::from(EXIT_USAGE)
+        }
         Backend::Hw => run_hw(&args),
     }
 }

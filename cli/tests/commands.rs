@@ -202,6 +202,17 @@ fn perftest_flags_are_accepted_or_refused_by_name() {
             &["perf", "write_bw", "--link-speed", "ndr"],
             "up to 200 Gb/s",
         ),
+        (
+            &[
+                "perf",
+                "--backend",
+                "hw",
+                "write_bw",
+                "--device-profile",
+                "cx7",
+            ],
+            "simulated devices",
+        ),
         (&["perf", "write_bw", "-a", "-s", "64"], "-a"),
         (&["perf", "write_bw", "--bogus"], "--bogus"),
     ] {
