@@ -16,14 +16,20 @@
 //!   the WQEs of the doorbell over PCIe (`wqe_fetch_ns`), and the QP's
 //!   send engine waits for them.
 //! * The send engine serves one WQE at a time per QP: `wqe_ns` per WQE and
-//!   `packet_ns` per packet. A non-inline payload is read by DMA
+//!   `packet_ns` per packet, or `msg_ns` plus the message's time on the
+//!   wire when that is longer (a per-message cost that adds to the wire at
+//!   mid sizes); each doorbell costs it `doorbell_gap_ns` (the fetch
+//!   itself is pipelined). A non-inline payload is read by DMA
 //!   (`payload_fetch_ns` of latency, then the device's DMA bandwidth,
-//!   shared by its QPs).
+//!   shared by its QPs); a packet leaves when all its bytes are read
+//!   (store and forward at the sender).
 //! * Every packet reaching a port goes through the receive pipeline and a
-//!   host memory write before anything can see it (`rx_ns`), which is where
-//!   data placement, ACK generation and completions happen.
+//!   host memory write before anything can see it (`rx_ns`, plus its
+//!   payload at `rx_mbps`: store and forward at the receiver), which is
+//!   where data placement, ACK generation and completions happen.
 //! * A READ responder reads the data from host memory before answering
-//!   (`responder_read_ns`).
+//!   (`responder_read_ns`) and serves READs one at a time,
+//!   each for `read_msg_ns` plus its responses' time on the wire.
 //! * Each WQE gets a seeded jitter (exponential, mean `jitter_mean_ns`,
 //!   capped at 16 times the mean) from its own RNG stream, so latency
 //!   percentiles have a tail and runs stay reproducible.
@@ -40,12 +46,30 @@ pub struct AdapterModel {
     /// Doorbell (MMIO write) until the adapter acts on it.
     pub doorbell_ns: u64,
     /// PCIe read of the WQEs of a doorbell (not for one inline WQE, which
-    /// BlueFlame writes with the doorbell); the QP's send engine waits.
+    /// BlueFlame writes with the doorbell): latency before the QP's send
+    /// engine can start on them; fetches of successive doorbells overlap.
     pub wqe_fetch_ns: u64,
     /// Send engine time per WQE, per QP.
     pub wqe_ns: u64,
     /// Send engine time per packet, per QP (software devices).
     pub packet_ns: u64,
+    /// Send engine time per doorbell, per QP: the doorbell's WQE fetch is
+    /// pipelined (its latency is `wqe_fetch_ns`), this is what each
+    /// doorbell costs the engine's throughput.
+    pub doorbell_gap_ns: u64,
+    /// Per-message cost that adds to the message's time on the wire (the
+    /// send engine holds a message for `msg_ns` plus its serialisation at
+    /// the port's rate, when that is longer than `wqe_ns`): what keeps one
+    /// QP below line rate at mid sizes.
+    pub msg_ns: u64,
+    /// A READ responder's per-request cost, added to its responses' time
+    /// on the wire (the device's responder serves one READ at a time).
+    pub read_msg_ns: u64,
+    /// Host memory write bandwidth of the receiver in Mb/s (0 =
+    /// unlimited): a packet's payload is written to memory after the whole
+    /// packet arrived (store and forward), so its effect is visible
+    /// `payload / rx_mbps` after its last bit.
+    pub rx_mbps: u64,
     /// Extra latency of reading a non-inline payload by DMA.
     pub payload_fetch_ns: u64,
     /// DMA read bandwidth of the device in Mb/s (0 = unlimited): payloads
@@ -76,6 +100,10 @@ impl AdapterModel {
         wqe_fetch_ns: 0,
         wqe_ns: 0,
         packet_ns: 0,
+        doorbell_gap_ns: 0,
+        msg_ns: 0,
+        read_msg_ns: 0,
+        rx_mbps: 0,
         payload_fetch_ns: 0,
         dma_mbps: 0,
         rx_ns: 0,
@@ -87,11 +115,27 @@ impl AdapterModel {
 
     /// A ConnectX-6/ConnectX-7-class adapter on PCIe Gen4 x16.
     ///
-    /// Fitted to published perftest figures (perf.md "Anchors"):
-    /// * `wqe_ns` 131 and `wqe_fetch_ns` 254: one QP reaches ~7.5 M msg/s
-    ///   with post lists of 128 (linux-rdma/perftest issue 273: 1/7.5 M =
-    ///   133 ns a WQE, the fetch amortised over 128) and ~2.6 M msg/s
-    ///   without (perftest issue 132: 385 ns = fetch + WQE).
+    /// Fitted to published perftest figures (docs/calibration.md, fitted
+    /// anchors; the held-out points there were not used):
+    /// * `wqe_ns` 131: one QP reaches ~7.5 M msg/s with post lists of 128
+    ///   (linux-rdma/perftest issue 273: 1/7.5 M = 133 ns a WQE).
+    /// * `doorbell_gap_ns` 52: one QP without post lists, 64 B
+    ///   `ib_write_bw` on a ConnectX-6 HDR host, 5.48 M msg/s (182.5 ns =
+    ///   WQE + doorbell; calibration.md source A). The 2.6 M msg/s of
+    ///   perftest issue 132 is a slower host's post rate: a held-out miss.
+    /// * `wqe_fetch_ns` 254: latency only (pipelined), the difference of
+    ///   non-inline and inline WRITE latency (issue 131) less
+    ///   `payload_fetch_ns`.
+    /// * `msg_ns` 0: fitted to 4 KiB `ib_write_bw` on the same host,
+    ///   156.6 Gb/s: 209 ns a message = 165 ns on the wire + the 52 ns
+    ///   of its doorbell (source A), which leaves nothing for `msg_ns` on
+    ///   this host; the engine's hold of a message for its time on the
+    ///   wire is what makes the doorbell add to the wire instead of
+    ///   overlapping it.
+    /// * `read_msg_ns` 100: an *estimate* (no published READ curve of one
+    ///   QP with its WRITE curve on the same host was found).
+    /// * `rx_mbps` 220 000: the receiver's PCIe write, as `dma_mbps` (an
+    ///   *estimate*).
     /// * `doorbell_ns` 100: an MMIO write reaching the device (an
     ///   *estimate*; it only shifts latencies, which the next fit absorbs).
     /// * `rx_ns` 650: inline RDMA WRITE latency 0.93 µs one way (perftest
@@ -111,6 +155,10 @@ impl AdapterModel {
         wqe_fetch_ns: 254,
         wqe_ns: 131,
         packet_ns: 0,
+        doorbell_gap_ns: 52,
+        msg_ns: 0,
+        read_msg_ns: 100,
+        rx_mbps: 220_000,
         payload_fetch_ns: 135,
         dma_mbps: 220_000,
         rx_ns: 650,
@@ -126,6 +174,7 @@ impl AdapterModel {
     /// the port, is the bottleneck.
     pub const CONNECTX7: Self = Self {
         dma_mbps: 352_000,
+        rx_mbps: 352_000,
         ..Self::CONNECTX6
     };
 
@@ -139,6 +188,10 @@ impl AdapterModel {
         wqe_fetch_ns: 0,
         wqe_ns: 500,
         packet_ns: 1_670,
+        doorbell_gap_ns: 0,
+        msg_ns: 0,
+        read_msg_ns: 0,
+        rx_mbps: 0,
         payload_fetch_ns: 0,
         dma_mbps: 0,
         rx_ns: 2_000,

@@ -108,6 +108,7 @@ pub mod datapath;
 pub mod fabric;
 pub mod fault_spec;
 mod handles;
+mod link;
 mod memory;
 mod perfetto;
 mod profile;
@@ -122,6 +123,7 @@ pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, DmHandle,
     MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
+pub use link::{link_mbps, LinkSpeed, ProfileChoice};
 pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;

@@ -44,15 +44,17 @@ Commands and their main options (`verbsim COMMAND --help` for all):
   verbsim perf [--backend sim|hw] [--seed N] [--json] TEST [-s SIZE] [-n N]
                [-q N] [-c RC|UC|UD] [-t N] [-l N] [-a] [--plot FILE]
                [--out_json] [--report_gbits] [-d DEV]
+               [--device-profile cx6|cx7|rxe] [--link-speed S]
       perftest-like benchmarks with perftest's flags (docs/perftest-flags.md)
   verbsim fuzz [--seeds A..B] [--calls N] [--coverage] [--twice]
       swarm testing: random calls with invariants, failures shrunk to a
       .verbs script (docs/swarm.md)
-  verbsim calibrate
-      the simulator's timing against published perftest figures
+  verbsim calibrate [--device-profile P] [--link-speed S]
+      the simulator's timing against published perftest figures (fitted
+      anchors and held-out points), or one profile's predictions
   verbsim exec [--seed N] [--devices cx6,cx6] [--log] [--faults SPEC]
                [--fabric NAME] [--trace FILE] [--chrome-trace FILE]
-               -- PROGRAM ARGS...
+               [--no-device-files] -- PROGRAM ARGS...
       run an unmodified RDMA program on the simulator through the drop-in
       libibverbs.so.1; --fabric joins programs in several processes
       (docs/drop-in.md)

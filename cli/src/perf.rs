@@ -48,10 +48,14 @@ Bandwidth tests print `#bytes #iterations BW average[MB/sec] MsgRate[Mpps]`
 the receive's too: not half a round trip), control-path tests
 `#iterations time[usec] rate[Mops/sec]`. On the simulator each table has a
 `wall` row (how fast the simulator runs on this machine) and a `simulated`
-row (virtual time: what the modelled device and fabric would do); RC
-latency tests add a `perftest` row: what perftest reports, in virtual time
-(half a ping-pong round trip for WRITE and SEND, the peer polling the last
-byte or its receive CQ; the round trip of one READ; docs/calibration.md).
+row (virtual time: what the modelled device and fabric would do); the
+tests perftest has add a `perftest` row: what perftest reports, in virtual
+time, with its defaults: latency over RC and UC (and send_lat over UD) as
+half a ping-pong round trip for WRITE and SEND, the peer polling the last
+byte or its receive CQ, inline up to 220 B WRITE, 236 B SEND, 188 B UD
+SEND on mlx5 and none on rxe; the round trip of one READ; write_bw,
+read_bw and send_bw over RC on one QP with 128 in flight and no post list
+(docs/calibration.md). atomic_rate has none.
 
 Every argument is checked before the test starts. Exit status: 2 on a
 usage error, when the backend is missing, or when the backend cannot run
@@ -86,13 +90,16 @@ pub(crate) struct PerfArgs {
     /// TrueType font: fonts-dejavu-core, or VERBSIM_PLOT_FONT=path).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Simulator: the device profile of both simulated adapters (cx6, cx7
-    /// or rxe; default cx6).
-    #[arg(long, value_name = "NAME", value_parser = ["cx6", "cx7", "rxe"])]
-    device_profile: Option<String>,
-    /// Simulator: the link speed of the simulated ports.
+    /// Simulator: the profile of both simulated adapters: cx6 (default,
+    /// ConnectX-6 HDR InfiniBand), cx7 (ConnectX-7, 400 Gb/s RoCE) or rxe
+    /// (Soft-RoCE on 10 GbE).
+    #[arg(long, value_name = "NAME")]
+    device_profile: Option<backend_sim::ProfileChoice>,
+    /// Simulator: the simulated ports' rate: ndr|400, hdr|200,
+    /// hdr100|edr|100, hdr50|50, fdr|56, edr25|25, qdr|40, 10 (up to 200
+    /// on cx6, 400 on cx7, 100 on rxe).
     #[arg(long, value_name = "SPEC")]
-    link_speed: Option<String>,
+    link_speed: Option<backend_sim::LinkSpeed>,
 
     /// Bytes per message (K, M, G suffixes; default 65536 for *_bw, 2 for
     /// *_lat, 8 and fixed for atomic_rate; at most 1G).
@@ -321,7 +328,8 @@ struct Args {
     test: PerfTest,
     /// perftest's `-a`: every size from 2 to 2^23 bytes.
     all_sizes: bool,
-    /// perftest's `-d`: the device by name.
+    /// perftest's `-d`: the device by name (on the simulator, a
+    /// profile's device: `ProfileChoice::from_device_name`).
     device: Option<String>,
     /// perftest's `--out_json` / `--out_json_file`: the JSON report's file.
     json_file: Option<PathBuf>,
@@ -330,10 +338,9 @@ struct Args {
     /// perftest's `--report_gbits`: bandwidth in Gb/sec, else MB/sec.
     gbits: bool,
     /// `--device-profile`: the simulated adapters' profile.
-    device_profile: Option<String>,
-    /// `--link-speed`: the simulated ports' speed (applied by the timing
-    /// model; carried here as given).
-    link_speed: Option<String>,
+    device_profile: Option<backend_sim::ProfileChoice>,
+    /// `--link-speed`: the simulated ports' rate.
+    link_speed: Option<backend_sim::LinkSpeed>,
     /// Internal: print the table's rows only (the sizes after the first
     /// of `-a`).
     rows_only: bool,
@@ -1133,19 +1140,95 @@ fn run_collect<V: Verbs>(
     }
 }
 
-/// perftest's latency figure for a latency test over RC on the simulator
-/// (two devices of profile `p`, ConnectX-6 unless --device-profile): half a ping-pong
-/// round trip for WRITE (inline up to 64 bytes, as perftest's default) and
-/// SEND, the round trip of one READ (docs/calibration.md).
-fn perftest_latency(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
-    if t.connection != Connection::Rc {
-        return None;
+/// The simulated devices' profile: `--device-profile`, else the profile
+/// `-d NAME` names (`mlx5_0` is a ConnectX-6, `rxe0` Soft-RoCE,
+/// `sim_cx7_0` the cx7 profile; any other name runs cx6, with a note),
+/// else cx6; at `--link-speed` when given.
+fn sim_profile(args: &Args) -> Result<backend_sim::DeviceProfile, String> {
+    let cx6 = || backend_sim::ProfileChoice {
+        profile: backend_sim::DeviceProfile::connectx6(),
+    };
+    let choice = match (&args.device_profile, &args.device) {
+        (Some(p), _) => p.clone(),
+        // perftest's -d names a real device; a perftest line runs
+        // unchanged, on the profile of that kind of device, else cx6.
+        (None, Some(name)) => match backend_sim::ProfileChoice::from_device_name(name) {
+            Some(c) => {
+                eprintln!(
+                    "verbsim perf: note: -d {name}: simulated as profile {}",
+                    c.profile.name
+                );
+                c
+            }
+            None => {
+                eprintln!(
+                    "verbsim perf: note: -d {name}: no simulated profile has this device (cx6: mlx5_*, sim_cx6_*; cx7: sim_cx7_*; rxe: rxe*, sim_rxe_*); the workloads run on cx6"
+                );
+                cx6()
+            }
+        },
+        (None, None) => cx6(),
+    };
+    match args.link_speed {
+        Some(speed) => choice.with_link_speed(speed).map(|c| c.profile),
+        None => Ok(choice.profile),
     }
+}
+
+/// What perftest reports for `t` on the simulator (two devices of
+/// `profile`, docs/calibration.md): for a latency test half a ping-pong
+/// round trip of WRITE and SEND (over RC and UC, and SEND over UD), inline
+/// up to perftest's default for the device (`calibrate::perftest_inline`),
+/// the round trip of one READ; for `write_bw`, `read_bw` and `send_bw`
+/// over RC on one QP the bandwidth with perftest's defaults (128 in
+/// flight, no post list, no inline; READ 16 outstanding). `None` for
+/// `atomic_rate` (`ib_atomic_bw`: not built), more QPs, or UC/UD
+/// bandwidth.
+fn perftest_figures(t: &PerfTest, seed: u64, p: &backend_sim::DeviceProfile) -> Option<Figures> {
+    use crate::calibrate::{perftest_inline, LatTest};
     let n = u32::try_from(t.iterations).unwrap_or(u32::MAX).min(100_000);
-    let mut samples_ns = match t.kind {
-        TestKind::WriteLat => crate::calibrate::write_lat_samples(p, seed, t.size, n, true),
-        TestKind::SendLat => crate::calibrate::send_lat_samples(p, seed, t.size, n),
-        TestKind::ReadLat => crate::calibrate::read_lat_samples(p, seed, t.size, n),
+    let mut samples_ns = match (t.kind, t.connection) {
+        (TestKind::SendLat, Connection::Ud) => crate::calibrate::ud_send_lat_samples(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::SendUd),
+        ),
+        (TestKind::WriteLat, c) => crate::calibrate::write_lat_samples_on(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::Write),
+            c.qp_type(),
+        ),
+        (TestKind::SendLat, c) => crate::calibrate::send_lat_samples_on(
+            p,
+            seed,
+            t.size,
+            n,
+            perftest_inline(p, LatTest::Send),
+            c.qp_type(),
+        ),
+        (TestKind::ReadLat, Connection::Rc) => {
+            crate::calibrate::read_lat_samples(p, seed, t.size, n)
+        }
+        // The bandwidth tests with perftest's defaults: one QP, 128 in
+        // flight, no post list, no inline (READ: 16 outstanding).
+        (TestKind::WriteBw | TestKind::ReadBw, Connection::Rc) if t.qps == 1 => {
+            let op = if t.kind == TestKind::WriteBw {
+                verbs_api::WrOpcode::RdmaWrite
+            } else {
+                verbs_api::WrOpcode::RdmaRead
+            };
+            let ns = crate::calibrate::rate_ns(p, op, t.size, 1, n);
+            return Some(Figures::Bw { ns });
+        }
+        (TestKind::SendBw, Connection::Rc) if t.qps == 1 => {
+            let ns = crate::calibrate::send_bw_ns(p, t.size, n, 256);
+            return Some(Figures::Bw { ns });
+        }
         _ => return None,
     };
     samples_ns.sort_unstable();
@@ -1196,12 +1279,6 @@ pub(crate) fn main(args: PerfArgs) -> ExitCode {
     };
     match args.backend {
         Backend::Sim => {
-            if let Some(spec) = &args.link_speed {
-                return crate::usage_error(
-                    Some("perf"),
-                    &format!("--link-speed {spec}: this build does not model link speeds yet"),
-                );
-            }
             let seed = args.seed.or_else(conformance::seed_from_env).unwrap_or(0);
             let args = Args {
                 seed: Some(seed),
@@ -1211,42 +1288,22 @@ pub(crate) fn main(args: PerfArgs) -> ExitCode {
                 },
                 ..args
             };
-            let mut config = SimConfig {
-                seed,
-                ..SimConfig::default()
+            let profile = match sim_profile(&args) {
+                Ok(p) => p,
+                Err(e) => return crate::usage_error(Some("perf"), &e),
             };
-            // Validated by the parser: cx6, cx7 or rxe.
-            let profile = args
-                .device_profile
-                .as_deref()
-                .and_then(backend_sim::DeviceProfile::by_name)
-                .unwrap_or_else(backend_sim::DeviceProfile::connectx6);
-            if args.device_profile.is_some() {
-                config = SimConfig::for_profiles(seed, vec![profile.clone(), profile.clone()]);
-            }
-            // A benchmark measures the verbs, not the trace recorder.
-            config.trace_enabled = false;
-            if let Some(name) = &args.device {
-                // perftest's -d names a real device; on the simulator the
-                // workloads run on device 0 (and its peer, device 1).
-                let mut probe = SimVerbs::new(config.clone());
-                let first = probe
-                    .get_device_list()
-                    .ok()
-                    .and_then(|l| l.into_iter().next())
-                    .map_or_else(|| "device 0".to_owned(), |d| d.name);
-                if *name != first {
-                    eprintln!(
-                        "verbsim perf: note: -d {name}: the simulator has no such device; the workloads run on {first}"
-                    );
-                }
-            }
+            let config = SimConfig {
+                seed,
+                // A benchmark measures the verbs, not the trace recorder.
+                trace_enabled: false,
+                ..SimConfig::with_devices(vec![profile.clone(), profile.clone()])
+            };
             for_each_size(&args, |args, collect| {
                 let mut sim = SimVerbs::new(config.clone());
                 run_collect(
                     &mut sim,
                     args,
-                    |t| perftest_latency(t, seed, &profile),
+                    |t| perftest_figures(t, seed, &profile),
                     collect,
                 )
             })

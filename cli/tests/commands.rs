@@ -55,16 +55,47 @@ fn calibrate_prints_every_anchor_in_band() {
     let (code, stdout, _) = verbsim(&["calibrate"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(
-        stdout.contains("8 of 8 anchors within 0.75-1.33"),
+        stdout.contains("9 of 9 anchors within 0.75-1.33"),
         "{stdout}"
     );
-    assert!(!stdout.contains("MISS"), "{stdout}");
+    let (anchors, held) = stdout.split_once("held-out points").expect("two tables");
+    assert!(!anchors.contains("MISS"), "{stdout}");
+    assert!(
+        held.contains("13 of 27 held-out points within 0.75-1.33"),
+        "{stdout}"
+    );
 }
 
-// Goal: RC latency tests print perftest's figure beside post-to-completion
+// Goal: `calibrate --device-profile P --link-speed S` prints what that
+// profile predicts, at that rate; a speed the profile cannot run is a
+// usage error naming the limit.
+#[test]
+fn calibrate_predicts_for_a_chosen_profile_and_link_speed() {
+    let (code, stdout, stderr) = verbsim(&[
+        "calibrate",
+        "--device-profile",
+        "cx7",
+        "--link-speed",
+        "hdr",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("profile cx7 at 200 Gb/s"), "{stdout}");
+    let bw64k: f64 = stdout
+        .lines()
+        .find(|l| l.starts_with("ib_write_bw -s 65536"))
+        .and_then(|l| l.split_whitespace().nth(5))
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(bw64k > 150.0 && bw64k < 200.0, "{bw64k}: {stdout}");
+    let (code, _, stderr) = verbsim(&["calibrate", "-d", "mlx5_0", "--link-speed", "ndr"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("up to 200 Gb/s"), "{stderr}");
+}
+
+// Goal: latency tests print perftest's figure beside post-to-completion
 // (issue #19 item 2): half a ping-pong round trip for WRITE, below the
 // post-to-completion time (which waits for the ACK), within the calibrated
-// band of the 0.93 µs anchor.
+// band of the 0.93 µs anchor; over UC as well.
 #[test]
 fn latency_tests_report_perftest_semantics() {
     let (code, stdout, _) = verbsim(&["perf", "--json", "write_lat", "-n", "100"]);
@@ -83,12 +114,10 @@ fn latency_tests_report_perftest_semantics() {
         "perftest {perftest} vs post-to-completion {sim}"
     );
     assert!((0.70..=1.24).contains(&perftest), "{perftest} µs");
+    // UC has its perftest row too (half a ping-pong of UC WRITEs).
     let (code, stdout, _) = verbsim(&["perf", "write_lat", "-c", "UC", "-n", "10"]);
     assert_eq!(code, 0);
-    assert!(
-        !stdout.contains("perftest"),
-        "no perftest row over UC:\n{stdout}"
-    );
+    assert!(stdout.contains("perftest"), "{stdout}");
 }
 
 // Goal: issue #20 item 1: every data-path test ran into "bad offset table
@@ -167,6 +196,23 @@ fn perftest_flags_are_accepted_or_refused_by_name() {
         (&["perf", "write_bw", "-x", "3"], "-x 3"),
         (&["perf", "write_bw", "-I", "64"], "-I 64"),
         (&["perf", "write_bw", "-a", "-s", "64"], "--size"),
+        (&["perf", "write_bw", "--device-profile", "cx9"], "cx9"),
+        (&["perf", "write_bw", "--link-speed", "xdr"], "xdr"),
+        (
+            &["perf", "write_bw", "--link-speed", "ndr"],
+            "up to 200 Gb/s",
+        ),
+        (
+            &[
+                "perf",
+                "--backend",
+                "hw",
+                "write_bw",
+                "--device-profile",
+                "cx7",
+            ],
+            "simulator's model",
+        ),
         (&["perf", "write_bw", "--bogus"], "--bogus"),
     ] {
         let (code, _, stderr) = verbsim(args);
@@ -241,4 +287,80 @@ fn perf_all_sizes_plots_svg_and_png() {
     assert_eq!(code, 2);
     assert!(stderr.contains(".svg or .png"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// Goal: every profile and link speed is selectable in `verbsim perf`, and
+// the simulated bandwidth follows the chosen link: one QP of 64 KiB WRITEs
+// on cx7 (400 Gb/s) beats the 200 Gb/s line of cx6, cx6 at EDR stays under
+// 100 Gb/s, rxe under 10 Gb/s; perftest's `-d` picks a profile by device.
+#[test]
+fn perf_runs_every_profile_and_link_speed() {
+    let gbps = |args: &[&str]| -> f64 {
+        let mut all = vec!["perf", "--json"];
+        all.extend_from_slice(args);
+        let (code, stdout, stderr) = verbsim(&all);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let at = stdout
+            .find("\"sim\":{")
+            .unwrap_or_else(|| panic!("{stdout}"));
+        let rest = &stdout[at..];
+        let k = rest.find("\"bw_gbps\":").unwrap() + 10;
+        rest[k..].split([',', '}']).next().unwrap().parse().unwrap()
+    };
+    let cx7 = gbps(&["--device-profile", "cx7", "write_bw", "-n", "300"]);
+    assert!(cx7 > 210.0, "cx7 {cx7}");
+    let edr = gbps(&["--link-speed", "edr", "write_bw", "-n", "300"]);
+    assert!(edr > 50.0 && edr < 100.0, "edr {edr}");
+    let rxe = gbps(&["-d", "rxe0", "write_bw", "-n", "100"]);
+    assert!(rxe > 0.5 && rxe < 10.0, "rxe {rxe}");
+    let cx7_100 = gbps(&[
+        "-d",
+        "sim_cx7_0",
+        "--link-speed",
+        "100",
+        "write_bw",
+        "-n",
+        "300",
+    ]);
+    assert!(cx7_100 > 50.0 && cx7_100 < 100.0, "cx7 at 100 {cx7_100}");
+}
+
+// Goal: the perftest row exists for the tests perftest has: UD and UC
+// latency and the RC bandwidth tests, below the line rate; atomic_rate has
+// none.
+#[test]
+fn perftest_rows_cover_ud_uc_and_bandwidth() {
+    let perftest = |args: &[&str]| -> String {
+        let mut all = vec!["perf", "--json"];
+        all.extend_from_slice(args);
+        let (code, stdout, stderr) = verbsim(&all);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let at = stdout
+            .find("\"perftest\":")
+            .unwrap_or_else(|| panic!("{stdout}"));
+        stdout[at + 11..].split('}').next().unwrap().to_owned()
+    };
+    for args in [
+        &["send_lat", "-c", "UD", "-n", "50"][..],
+        &["write_lat", "-c", "UC", "-n", "50"],
+        &["send_lat", "-c", "UC", "-n", "50"],
+    ] {
+        let p = perftest(args);
+        assert!(p.contains("t_typical_us"), "{args:?}: {p}");
+    }
+    for args in [
+        &["write_bw", "-n", "300"][..],
+        &["read_bw", "-n", "300"],
+        &["send_bw", "-n", "300"],
+    ] {
+        let p = perftest(args);
+        let gbps: f64 = p
+            .split("\"bw_gbps\":")
+            .nth(1)
+            .and_then(|x| x.split(',').next())
+            .and_then(|x| x.parse().ok())
+            .unwrap_or_else(|| panic!("{args:?}: {p}"));
+        assert!(gbps > 100.0 && gbps < 200.0, "{args:?}: {gbps}");
+    }
+    assert!(perftest(&["atomic_rate", "-n", "100"]).starts_with("null"));
 }

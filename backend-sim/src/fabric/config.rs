@@ -24,6 +24,11 @@ pub struct PortConfig {
     /// extension headers (link, network and base transport headers, CRCs,
     /// and on Ethernet the preamble and inter-frame gap).
     pub header_overhead_bytes: u32,
+    /// The far NIC writes a packet's payload to host memory after the whole
+    /// packet arrived, at this rate in Mb/s (0 = no such cost): the
+    /// packet's effect is `payload / rx_store_mbps` later than its last
+    /// bit plus `propagation_ns`. Arrivals from one port stay in order.
+    pub rx_store_mbps: u64,
 }
 
 impl PortConfig {
@@ -48,6 +53,7 @@ impl PortConfig {
             rate_mbps,
             propagation_ns: Self::PROPAGATION_NS_DEFAULT,
             header_overhead_bytes: Self::IB_HEADER_OVERHEAD_BYTES,
+            rx_store_mbps: 0,
         }
     }
 
@@ -60,6 +66,7 @@ impl PortConfig {
             rate_mbps,
             propagation_ns: Self::PROPAGATION_NS_DEFAULT,
             header_overhead_bytes: Self::ROCE_V2_HEADER_OVERHEAD_BYTES,
+            rx_store_mbps: 0,
         }
     }
 

@@ -530,3 +530,31 @@ fn link_down_drops_and_link_up_delivers() {
 }
 
 mod more;
+
+#[test]
+fn store_and_forward_at_the_receiver_delays_by_payload_and_keeps_order() {
+    // Goal: with `rx_store_mbps`, a packet's arrival is its last bit plus
+    // its payload at that rate (store and forward at the receiver), and a
+    // small packet sent after a large one still arrives after it.
+    // Method: 10 Gb/s wire, receiver writes at 5 Gb/s, no propagation: a
+    // 1000-byte SEND is 1026 B = 820.8 ns on the wire, then 1000 B = 1600
+    // ns in memory; a 0-byte one behind it leaves the wire at 841.6 ns and
+    // would arrive then, but waits for the first.
+    let port = PortConfig {
+        propagation_ns: 0,
+        rx_store_mbps: 5_000,
+        ..PortConfig::infiniband(1, 10_000)
+    };
+    let (mut fabric, a, b) = pair_with(FabricConfig::with_seed(3), port);
+    let mut trace = Vec::new();
+    fabric
+        .send(SimInstant::ZERO, send_only(a, b, 0, 1000), &mut trace)
+        .unwrap();
+    fabric
+        .send(SimInstant::ZERO, send_only(a, b, 1, 0), &mut trace)
+        .unwrap();
+    let got = deliveries(&mut fabric, &mut trace);
+    assert_eq!(psns(&got), vec![0, 1]);
+    assert_eq!(got[0].0, 2421, "{got:?}");
+    assert_eq!(got[1].0, 2421, "{got:?}");
+}

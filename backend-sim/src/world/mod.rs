@@ -101,8 +101,17 @@ pub(crate) struct Device {
     pub(crate) qp_count: u32,
     /// The adapter model's DMA engine is busy until then (ns).
     pub(crate) dma_free_ns: u64,
+    /// The adapter model's READ responder is free from then on (ns): one
+    /// per device (kept out of the QP, whose size the DC and scale targets
+    /// bound).
+    pub(crate) read_free_ns: u64,
     /// The last `(bytes, ns)` of [`Self::dma_ns`].
     dma_memo: (u64, u64),
+    /// The port's serialisation time per byte, ps in 48.16 fixed point
+    /// (as the fabric's), and its per-packet header bytes: the adapter
+    /// model's time on the wire of a message.
+    wire_ps_per_byte_q16: u64,
+    wire_overhead_bytes: u64,
 }
 
 impl Device {
@@ -136,6 +145,36 @@ impl Device {
         ns
     }
 
+    /// Nanoseconds `bytes` of payload in `npkts` packets take on this
+    /// device's port (headers included).
+    #[inline]
+    pub(crate) fn wire_ns(&self, bytes: u64, npkts: u32) -> u64 {
+        let wire = bytes + u64::from(npkts) * self.wire_overhead_bytes;
+        ((wire * self.wire_ps_per_byte_q16) >> 16).div_ceil(1_000)
+    }
+
+    /// How long the adapter model's send engine is busy with one WQE
+    /// (module `adapter`): `wqe_ns` and `packet_ns` per packet, or
+    /// `msg_ns` plus the time on the wire of its `payload` bytes when that
+    /// is longer.
+    #[inline]
+    pub(crate) fn engine_hold_ns(&self, payload: u64, npkts: u32) -> u64 {
+        let a = &self.profile.adapter;
+        let engine = a.wqe_ns + u64::from(npkts) * a.packet_ns;
+        engine.max(a.msg_ns + self.wire_ns(payload, npkts))
+    }
+
+    /// The READ responder's time per READ of `len` bytes in `npkts`
+    /// responses (module `adapter`).
+    #[inline]
+    pub(crate) fn read_hold_ns(&self, len: u64, npkts: u32) -> u64 {
+        let a = &self.profile.adapter;
+        if a.read_msg_ns == 0 {
+            return 0;
+        }
+        a.read_msg_ns + self.wire_ns(len, npkts)
+    }
+
     pub(crate) fn port_valid(&self, port: u8) -> bool {
         port >= 1 && port <= self.profile.attr.phys_port_cnt
     }
@@ -150,10 +189,7 @@ fn build_fabric(config: &SimConfig) -> Fabric {
     for (i, profile) in config.devices.iter().enumerate() {
         let port = &profile.port;
         let a = &profile.adapter;
-        let rate = match a.wire_mbps {
-            0 => PortConfig::ib_rate_mbps(port.active_width, port.active_speed).unwrap_or(100_000),
-            r => r,
-        };
+        let rate = crate::link::link_mbps(profile);
         let ports: Vec<PortConfig> = (0..profile.attr.phys_port_cnt.max(1))
             .map(|_| match port.link_layer {
                 LinkLayer::Ethernet => PortConfig::roce_v2(rate),
@@ -167,6 +203,7 @@ fn build_fabric(config: &SimConfig) -> Fabric {
                     // an arrival event is when its effect is visible.
                     PortConfig {
                         propagation_ns: a.wire_ns + a.rx_ns,
+                        rx_store_mbps: a.rx_mbps,
                         ..p
                     }
                 }
@@ -375,8 +412,15 @@ impl World {
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
                 dma_free_ns: 0,
+                read_free_ns: 0,
                 // `dma_ns(0)` is 0 on every model.
                 dma_memo: (0, 0),
+                wire_ps_per_byte_q16: (8_000_000u64 << 16) / crate::link::link_mbps(profile).max(1),
+                wire_overhead_bytes: u64::from(if profile.port.link_layer == LinkLayer::Ethernet {
+                    PortConfig::ROCE_V2_HEADER_OVERHEAD_BYTES
+                } else {
+                    PortConfig::IB_HEADER_OVERHEAD_BYTES
+                }),
             })
             .collect();
         let fabric = build_fabric(&config);

@@ -190,11 +190,12 @@ impl World {
         }
         let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
         let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
-        let doorbell_ns = a.doorbell_ns;
-        // The fetch occupies the QP's send engine: unbatched posts pay it
-        // once a WQE, a post list once a list (perftest issues 132, 273).
+        let (doorbell_ns, gap) = (a.doorbell_ns, a.doorbell_gap_ns);
+        // The fetch is latency (fetches of successive doorbells overlap);
+        // each doorbell costs the QP's send engine `doorbell_gap_ns`, so
+        // unbatched posts pay it once a WQE, a post list once a list.
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-            q.tx.engine_free_ns = (now + doorbell_ns).max(q.tx.engine_free_ns) + fetch;
+            q.tx.engine_free_ns = (now + doorbell_ns + fetch).max(q.tx.engine_free_ns + gap);
         }
     }
 

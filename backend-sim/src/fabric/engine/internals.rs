@@ -29,9 +29,17 @@ impl Fabric {
         let serialisation_ps = (wire_bytes * port.ps_per_byte_q16) >> 16;
         let start_ps = now.0.saturating_mul(1_000).max(port.busy_until_ps);
         port.busy_until_ps = start_ps.saturating_add(serialisation_ps);
-        let arrive_ps = port
+        let mut arrive_ps = port
             .busy_until_ps
             .saturating_add(port.config.propagation_ns.saturating_mul(1_000));
+        if port.rx_ps_per_byte_q16 != 0 {
+            // Store and forward at the receiver: the payload is written to
+            // memory after the whole packet is in, in the link's order.
+            arrive_ps = arrive_ps
+                .saturating_add((payload * port.rx_ps_per_byte_q16) >> 16)
+                .max(port.last_arrive_ps);
+            port.last_arrive_ps = arrive_ps;
+        }
         port.counters.tx_packets += 1;
         port.counters.tx_bytes += wire_bytes;
         SimInstant(arrive_ps.div_ceil(1_000))

@@ -91,6 +91,12 @@ struct Port {
     /// Serialisation time per byte in picoseconds, as a 48.16 fixed-point
     /// number (exact for every rate that divides 8 Tb/s evenly).
     ps_per_byte_q16: u64,
+    /// The far NIC's store-and-forward time per payload byte, ps in 48.16
+    /// fixed point (0 = none; `PortConfig::rx_store_mbps`).
+    rx_ps_per_byte_q16: u64,
+    /// The latest arrival handed out from this port, in picoseconds: the
+    /// receive pipeline keeps a link's packets in order.
+    last_arrive_ps: u64,
     up: bool,
     /// When the port finishes serialising what it has been given, in
     /// picoseconds (finer than events, so rounding does not accumulate).
@@ -285,6 +291,11 @@ impl Fabric {
             self.ports.push(Port {
                 config: *p,
                 ps_per_byte_q16: (8_000_000u64 << 16) / p.rate_mbps,
+                rx_ps_per_byte_q16: match p.rx_store_mbps {
+                    0 => 0,
+                    r => (8_000_000u64 << 16) / r,
+                },
+                last_arrive_ps: 0,
                 up: true,
                 busy_until_ps: 0,
                 arrivals: VecDeque::new(),

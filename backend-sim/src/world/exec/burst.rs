@@ -231,7 +231,9 @@ impl World {
                 let jitter = adapter.jitter_ns(draw);
                 let start = now.max(q.tx.engine_free_ns);
                 let ready = start + adapter.wqe_ns + jitter;
-                q.tx.engine_free_ns = start + adapter.wqe_ns + adapter.packet_ns;
+                let payload = if rd_atomic { 0 } else { u64::from(len) };
+                q.tx.engine_free_ns =
+                    start + self.devices[device as usize].engine_hold_ns(payload, 1);
                 // `Departure::at(0, ..)` of the one packet: the DMA of its
                 // payload, when it has one, after the WQE's fetch.
                 if !rd_atomic && !send_flags.contains(SendFlags::INLINE) && len > 0 {

@@ -46,8 +46,9 @@ impl World {
                 cookie: p.cookie,
             };
             let a = self.devices[device as usize].profile.adapter;
-            let dep = (!a.is_none()).then(|| Departure {
-                first: self.now_ns + a.responder_read_ns,
+            let first = self.read_first(rq, device, len, n);
+            let dep = (!a.is_none()).then_some(Departure {
+                first,
                 packet_ns: a.packet_ns,
                 dma_start: None,
                 dma_mbps: a.dma_mbps,
@@ -65,8 +66,7 @@ impl World {
         // Adapter model: the responder reads the data from host memory
         // (latency, then its DMA bandwidth) before the responses leave.
         let a = self.devices[device as usize].profile.adapter;
-        let now = self.now_ns;
-        let first = now + a.responder_read_ns;
+        let first = self.read_first(rq, device, len, n);
         let dma_start = {
             let d = &mut self.devices[device as usize];
             let start = first.max(d.dma_free_ns);
@@ -137,7 +137,7 @@ impl World {
             Some((device, len)) => {
                 // `rc_read`: the expected PSN moves past its one response.
                 r.rx.epsn = p.psn.add(1);
-                self.rc_read_one(p, device, len);
+                self.rc_read_one(rq, p, device, len);
             }
             None => self.rc_read(rq, req, p, false),
         }
@@ -195,14 +195,33 @@ impl World {
     /// accepted it (`device`, `len`: its answer), the expected PSN already
     /// moved past it: the adapter's read and the one response.
     #[inline(always)]
-    fn rc_read_one(&mut self, p: &Packet, device: u32, len: u32) {
+    fn rc_read_one(&mut self, rq: QpHandle, p: &Packet, device: u32, len: u32) {
+        let first = self.read_first(rq, device, len, 1);
         let d = &mut self.devices[device as usize];
-        let first = self.now_ns + d.profile.adapter.responder_read_ns;
         let dma = d.dma_ns(u64::from(len));
         let dma_start = first.max(d.dma_free_ns);
         d.dma_free_ns = dma_start + dma;
         let depart = first.max(dma_start + dma);
         self.wire_read_response_one(p, len, depart);
+    }
+
+    /// The adapter model's READ responder for a READ of `len` bytes in
+    /// `n` responses at QP `_rq` of `device`: when its first response may
+    /// leave (after the responder's memory read, and after the previous
+    /// READ the device answered has had its `read_msg_ns` and time on the
+    /// wire). Advances the device's READ responder.
+    #[inline(always)]
+    fn read_first(&mut self, _rq: QpHandle, device: u32, len: u32, n: u32) -> u64 {
+        let d = &self.devices[device as usize];
+        let first = self.now_ns + d.profile.adapter.responder_read_ns;
+        let hold = d.read_hold_ns(u64::from(len), n);
+        if hold == 0 {
+            return first;
+        }
+        let d = &mut self.devices[device as usize];
+        let first = first.max(d.read_free_ns);
+        d.read_free_ns = first + hold;
+        first
     }
 
     pub(super) fn rc_atomic(&mut self, rq: QpHandle, req: QpHandle, p: &Packet) {

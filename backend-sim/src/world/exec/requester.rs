@@ -131,14 +131,17 @@ impl World {
         device: u32,
         reads_payload: bool,
         len: u64,
+        payload: u64,
         npkts: u32,
     ) -> Option<Departure> {
-        let a = &self.devices.get(device as usize)?.profile.adapter;
+        let dev = self.devices.get(device as usize)?;
+        let a = &dev.profile.adapter;
         if a.is_none() {
             return None;
         }
         let (wqe_ns, packet_ns, payload_fetch_ns, dma_mbps) =
             (a.wqe_ns, a.packet_ns, a.payload_fetch_ns, a.dma_mbps);
+        let hold = dev.engine_hold_ns(payload, npkts);
         let draw = self.rng_adapter.next_u64();
         let jitter = self.devices[device as usize]
             .profile
@@ -148,7 +151,7 @@ impl World {
         let q = self.qps.get_mut(qp.index, qp.generation)?;
         let start = now.max(q.tx.engine_free_ns);
         let ready = start + wqe_ns + jitter;
-        q.tx.engine_free_ns = start + wqe_ns + u64::from(npkts) * packet_ns;
+        q.tx.engine_free_ns = start + hold;
         let (first, dma_start) = if reads_payload && len > 0 {
             let fetched = ready + payload_fetch_ns;
             let d = &mut self.devices[device as usize];
@@ -221,7 +224,14 @@ impl World {
         let device = q.device;
         let reads_payload = matches!(class, OpClass::Send | OpClass::Write)
             && !send_flags.contains(SendFlags::INLINE);
-        let dep = self.adapter_departure(qp, device, reads_payload, u64::from(len), npkts);
+        // The bytes this request carries (a READ's come back in its
+        // responses).
+        let payload = if matches!(class, OpClass::Send | OpClass::Write) {
+            u64::from(len)
+        } else {
+            0
+        };
+        let dep = self.adapter_departure(qp, device, reads_payload, u64::from(len), payload, npkts);
         let at = |i: u32, end: u32| dep.map_or(now, |d| d.at(i, end));
         let info = opcode_info(opcode);
         let with_imm = info.is_some_and(|i| i.with_imm);
