@@ -25,7 +25,8 @@ Options:
   --chrome-trace FILE write a Chrome/Perfetto JSON trace to FILE
   --faults SPEC       fabric faults: drop=PPM,dup=PPM,reorder=PPM,delay=PPM:NS
   --fabric NAME       join the shared fabric NAME (a socket path, or a name
-                      for /tmp/verbsim-fabric-NAME.sock), starting it if
+                      for verbsim-fabric-NAME.sock in $XDG_RUNTIME_DIR or
+                      the 0700 directory /tmp/verbsim-UID), starting it if
                       nobody has: programs run this way with the same NAME
                       reach each other (server and client as two processes)
   --log               log every failing verb (name, errno, why) to stderr
@@ -86,7 +87,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 if v.is_empty() {
                     return Err("--fabric needs a name or a socket path".into());
                 }
-                a.env.push(("VERBSIM_FABRIC", fabric_socket(&v)));
+                a.env.push(("VERBSIM_FABRIC", fabric_socket(&v)?));
                 let exe = std::env::current_exe()
                     .map_err(|e| format!("--fabric: cannot find this executable: {e}"))?;
                 a.env
@@ -111,13 +112,65 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
-/// The socket of fabric `name`: a path as given, a bare name under /tmp.
-pub(crate) fn fabric_socket(name: &str) -> String {
+/// The socket of fabric `name`: a path as given, a bare name in this
+/// user's own directory ([`user_dir`]).
+pub(crate) fn fabric_socket(name: &str) -> Result<String, String> {
     if name.contains('/') {
-        name.to_owned()
-    } else {
-        format!("/tmp/verbsim-fabric-{name}.sock")
+        return Ok(name.to_owned());
     }
+    let dir = user_dir()?;
+    Ok(dir
+        .join(format!("verbsim-fabric-{name}.sock"))
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// A directory only this user can enter, for the fabric's sockets:
+/// `$XDG_RUNTIME_DIR` when it is set, ours and closed to others, else
+/// `/tmp/verbsim-UID`, made with mode 0700 and refused unless it is a
+/// directory (not a link) of ours that no one else can enter.
+pub(crate) fn user_dir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // This process's effective uid: the owner the kernel gives
+    // /proc/self (no FFI needed in this crate).
+    let me = std::fs::metadata("/proc/self")
+        .map_err(|e| format!("--fabric: cannot tell this user's uid from /proc/self: {e}"))?
+        .uid();
+    let private = |p: &Path| -> Result<(), String> {
+        let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if !m.file_type().is_dir() {
+            return Err(format!("{} is not a directory", p.display()));
+        }
+        if m.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, not to this user (uid {me})",
+                p.display(),
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o077 != 0 {
+            return Err(format!(
+                "{} has mode {:o}: others may enter it (it must be 0700)",
+                p.display(),
+                m.mode() & 0o777
+            ));
+        }
+        Ok(())
+    };
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+        let x = PathBuf::from(x);
+        if x.is_absolute() && private(&x).is_ok() {
+            return Ok(x);
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("verbsim-{me}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("--fabric: cannot make {}: {e}", dir.display())),
+    }
+    private(&dir).map_err(|why| format!("--fabric: refusing the socket directory: {why}"))?;
+    Ok(dir)
 }
 
 /// Where the shim is: `--shim`, `$VERBSIM_SHIM`, or next to this executable.
@@ -232,9 +285,10 @@ mod tests {
         let a = parse(&["--fabric".to_string(), "ci".into(), "p".into()])
             .unwrap()
             .unwrap();
+        let want = user_dir().unwrap().join("verbsim-fabric-ci.sock");
         assert!(a
             .env
-            .contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
+            .contains(&("VERBSIM_FABRIC", want.to_string_lossy().into_owned())));
         assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
     }
 

@@ -269,6 +269,7 @@ fn reg_implicit(
                 pid,
                 0,
                 usize::MAX,
+                Default::default(),
             ))
         })
         .at(v)?;

@@ -351,14 +351,18 @@ fn copy_piece(mrs: &mut Arena<Mr>, src: u32, src_off: usize, dst: u32, dst_off: 
                 // hold both views at once, and read all before writing
                 // (as memmove). Small pieces bounce on the stack, so the
                 // common small copy allocates nothing.
+                // Memory that cannot be read (its process died) puts
+                // nothing in the target: never made-up bytes.
                 if n <= BOUNCE {
                     let mut bounce = [0u8; BOUNCE];
-                    a.read(from.start, &mut bounce[..n]);
-                    b.write(to.start, &bounce[..n]);
+                    if a.try_read(from.start, &mut bounce[..n]) {
+                        b.write(to.start, &bounce[..n]);
+                    }
                 } else {
                     let mut bounce = vec![0u8; n];
-                    a.read(from.start, &mut bounce);
-                    b.write(to.start, &bounce);
+                    if a.try_read(from.start, &mut bounce) {
+                        b.write(to.start, &bounce);
+                    }
                 }
             }
         }
