@@ -130,7 +130,7 @@ pub(crate) fn fabric_socket(name: &str) -> Result<String, String> {
 /// `/tmp/verbsim-UID`, made with mode 0700 and refused unless it is a
 /// directory (not a link) of ours that no one else can enter.
 pub(crate) fn user_dir() -> Result<PathBuf, String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::MetadataExt;
     // This process's effective uid: the owner the kernel gives
     // /proc/self (no FFI needed in this crate).
     let me = std::fs::metadata("/proc/self")
@@ -157,13 +157,30 @@ pub(crate) fn user_dir() -> Result<PathBuf, String> {
         }
         Ok(())
     };
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+    user_dir_in(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        &std::env::temp_dir(),
+        me,
+        private,
+    )
+}
+
+/// [`user_dir`] with its inputs given: the runtime directory, the
+/// temporary one, our uid and the check that a directory is ours alone.
+fn user_dir_in(
+    xdg: Option<OsString>,
+    tmp: &Path,
+    me: u32,
+    private: impl Fn(&Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(x) = xdg.filter(|x| !x.is_empty()) {
         let x = PathBuf::from(x);
         if x.is_absolute() && private(&x).is_ok() {
             return Ok(x);
         }
     }
-    let dir = std::env::temp_dir().join(format!("verbsim-{me}"));
+    let dir = tmp.join(format!("verbsim-{me}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -290,6 +307,46 @@ mod tests {
             .env
             .contains(&("VERBSIM_FABRIC", want.to_string_lossy().into_owned())));
         assert!(a.env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
+    }
+
+    /// Goal: the socket directory is one only this user can enter. Method:
+    /// a runtime directory others may enter is passed over for
+    /// `TMP/verbsim-UID` (made 0700); a private one is taken; a
+    /// `TMP/verbsim-UID` others may enter, or a link, is refused.
+    #[test]
+    fn the_socket_directory_is_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = std::env::temp_dir().join(format!("verbsim-exec-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let me = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap());
+        let private = |p: &Path| {
+            let m = std::fs::symlink_metadata(p).map_err(|e| e.to_string())?;
+            let mode = std::os::unix::fs::MetadataExt::mode(&m);
+            if m.file_type().is_dir() && mode & 0o077 == 0 {
+                Ok(())
+            } else {
+                Err(format!("{} is open to others or no directory", p.display()))
+            }
+        };
+        let runtime = tmp.join("run");
+        std::fs::create_dir(&runtime).unwrap();
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let d = user_dir_in(Some(runtime.clone().into()), &tmp, me, private).unwrap();
+        assert_eq!(d, tmp.join(format!("verbsim-{me}")));
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(
+            user_dir_in(Some(runtime.clone().into()), &tmp, me, private).unwrap(),
+            runtime
+        );
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(user_dir_in(None, &tmp, me, private).is_err());
+        std::fs::remove_dir(&d).unwrap();
+        std::os::unix::fs::symlink(&runtime, &d).unwrap();
+        assert!(user_dir_in(None, &tmp, me, private).is_err());
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

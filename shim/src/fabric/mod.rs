@@ -24,6 +24,8 @@
 
 pub(crate) mod client;
 pub(crate) mod extra;
+#[cfg(test)]
+mod hostile;
 pub(crate) mod memory;
 pub(crate) mod rpc;
 pub mod server;

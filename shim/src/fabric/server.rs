@@ -281,6 +281,31 @@ impl Client {
         Ok((self.inbuf.len() >= 4 + len).then_some(len))
     }
 
+    /// What is wrong with the bytes a connection left unserved when it
+    /// closed, if anything: a length over the limit, a frame cut short, or
+    /// a frame that is not what this stage expects.
+    fn garbage(&self) -> Option<String> {
+        let len = match self.frame_ready() {
+            Err(why) => return Some(why),
+            Ok(None) => {
+                return Some(format!(
+                    "a frame cut short ({} bytes of it)",
+                    self.inbuf.len()
+                ))
+            }
+            Ok(Some(len)) => len,
+        };
+        let frame = &self.inbuf[4..4 + len];
+        match self.stage {
+            Stage::Greeting => postcard::from_bytes::<Hello>(frame)
+                .err()
+                .map(|e| format!("a first frame that is no greeting ({e})")),
+            Stage::Member(_) => postcard::from_bytes::<Call>(frame)
+                .err()
+                .map(|e| format!("{len} bytes that are no call ({e})")),
+        }
+    }
+
     /// Reads what the socket holds (up to [`READ_TURN`]) without waiting.
     fn fill(&mut self) {
         let mut chunk = [0u8; 64 * 1024];
@@ -701,7 +726,14 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
                     refuse(c, &mut stats, "to wait longer for it to read its reply");
                 }
                 // A hung-up process's last frames are not served: what it
-                // asked for dies with it.
+                // asked for dies with it (garbage among them is still
+                // refused and logged).
+                if c.closed && !c.inbuf.is_empty() {
+                    if let Some(why) = c.garbage() {
+                        refuse(c, &mut stats, &why);
+                    }
+                    c.inbuf.clear();
+                }
                 (c.closed || c.gone.load(Ordering::Relaxed)).then_some(*id)
             })
             .collect();

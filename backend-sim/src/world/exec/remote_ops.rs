@@ -356,7 +356,10 @@ impl World {
             copy_bytes(&mut self.mrs, &grh, &dst[..n]);
         }
         if let Some(n) = self.recv_extents(rq, recv, UD_GRH_BYTES, p.payload_len, &mut dst) {
-            self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]);
+            if !self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]) {
+                // The sender's memory is gone: the datagram is lost.
+                return;
+            }
         }
         self.record(TraceEvent::Placement {
             device,
