@@ -27,9 +27,12 @@ use core::ops::Range;
 /// deregistered MR is released).
 ///
 /// Memory in another process (the shared fabric's clients) implements only
-/// the copies; a copy that cannot be made (the process is gone) reads
-/// zeroes and writes nothing, as a NIC's DMA to unmapped memory would
-/// fault without corrupting the NIC.
+/// the copies; a copy that cannot be made (the process is gone) writes
+/// nothing, and a read says so ([`try_read`]): the simulator then delivers
+/// nothing of it (a SEND's receive does not complete, a READ response or
+/// an atomic's answer is lost), never made-up bytes.
+///
+/// [`try_read`]: ExternalMemory::try_read
 ///
 /// [`read`]: ExternalMemory::read
 /// [`write`]: ExternalMemory::write

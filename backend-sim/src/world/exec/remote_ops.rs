@@ -229,7 +229,11 @@ impl World {
         let original = match self.mrs.get_by_index_mut(slot) {
             Some((_, m)) => {
                 let mut word = [0u8; 8];
-                m.bytes.read(off, &mut word);
+                if !m.bytes.try_read(off, &mut word) {
+                    // The responder's memory is gone (its process died):
+                    // no answer, as from a dead node.
+                    return;
+                }
                 let original = apply_atomic(op, &mut word);
                 m.bytes.write(off, &word);
                 original
