@@ -20,7 +20,7 @@
 //!   time out with `IBV_WC_RETRY_EXC_ERR`.
 //! * **Isolation**: a process and the children it forks (which present the
 //!   family token it was given, inherited in memory) reach only their own
-//!   objects: any other handle is `EINVAL` ([`server::Session::check`]);
+//!   objects: any other handle is `EINVAL` (`Session::check` in `server`);
 //!   registration checks the pages (`EFAULT`); the socket is the user's
 //!   own and peers of another uid are refused; no client can stall another
 //!   (non-blocking reads, a deadline per frame). docs/drop-in.md

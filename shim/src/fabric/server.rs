@@ -577,7 +577,7 @@ fn refuse(c: &mut Client, stats: &mut FabricStats, what: &str) {
 ///
 /// One thread serves every process: sockets are never read or written
 /// with a wait, each connection keeps its own buffers, a frame must arrive
-/// within [`FRAME_DEADLINE`], and each turn serves at most one call per
+/// within `FRAME_DEADLINE` (2 s), and each turn serves at most one call per
 /// process, so no process can hold up another's verbs.
 pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
     let listener = bind(&opts.socket)?;
