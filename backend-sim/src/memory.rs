@@ -27,9 +27,12 @@ use core::ops::Range;
 /// deregistered MR is released).
 ///
 /// Memory in another process (the shared fabric's clients) implements only
-/// the copies; a copy that cannot be made (the process is gone) reads
-/// zeroes and writes nothing, as a NIC's DMA to unmapped memory would
-/// fault without corrupting the NIC.
+/// the copies; a copy that cannot be made (the process is gone) writes
+/// nothing, and a read says so ([`try_read`]): the simulator then delivers
+/// nothing of it (a SEND's receive does not complete, a READ response or
+/// an atomic's answer is lost), never made-up bytes.
+///
+/// [`try_read`]: ExternalMemory::try_read
 ///
 /// [`read`]: ExternalMemory::read
 /// [`write`]: ExternalMemory::write
@@ -47,6 +50,15 @@ pub trait ExternalMemory: Send + fmt::Debug {
     fn read(&self, offset: usize, dst: &mut [u8]);
     /// Copies `src` to `offset` (`offset + src.len() <= len()`).
     fn write(&mut self, offset: usize, src: &[u8]);
+    /// [`read`], saying whether the bytes could be read at all: false when
+    /// the memory is gone (its process died), so that the simulator puts
+    /// nothing in their place. The default reads and says true.
+    ///
+    /// [`read`]: ExternalMemory::read
+    fn try_read(&self, offset: usize, dst: &mut [u8]) -> bool {
+        self.read(offset, dst);
+        true
+    }
     /// The bytes in place, if they are in this address space.
     fn as_slice(&self) -> Option<&[u8]> {
         None
@@ -117,6 +129,19 @@ impl MrMemory {
         match self {
             Self::Owned(v) => dst.copy_from_slice(&v[offset..offset + dst.len()]),
             Self::External(e) => e.read(offset, dst),
+        }
+    }
+
+    /// Copies bytes at `offset` into `dst`; false (and `dst` unspecified)
+    /// when the lender's memory could not be read ([`ExternalMemory::try_read`]).
+    #[inline]
+    pub(crate) fn try_read(&self, offset: usize, dst: &mut [u8]) -> bool {
+        match self {
+            Self::Owned(v) => {
+                dst.copy_from_slice(&v[offset..offset + dst.len()]);
+                true
+            }
+            Self::External(e) => e.try_read(offset, dst),
         }
     }
 

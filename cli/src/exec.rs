@@ -43,7 +43,8 @@ pub(crate) struct ExecArgs {
     #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
     faults: Option<String>,
     /// Join the shared fabric NAME (a socket path, or a name for
-    /// /tmp/verbsim-fabric-NAME.sock), starting it if nobody has: programs
+    /// verbsim-fabric-NAME.sock in $XDG_RUNTIME_DIR or the 0700 directory
+    /// /tmp/verbsim-UID), starting it if nobody has: programs
     /// run this way with the same NAME reach each other (server and client
     /// as two processes).
     #[arg(long, value_name = "NAME", value_parser = clap::builder::NonEmptyStringValueParser::new())]
@@ -109,7 +110,7 @@ fn environment(a: &ExecArgs) -> Result<Vec<(&'static str, String)>, String> {
         env.push(("VERBSIM_SHIM_LOG", "1".into()));
     }
     if let Some(v) = &a.fabric {
-        env.push(("VERBSIM_FABRIC", fabric_socket(v)));
+        env.push(("VERBSIM_FABRIC", fabric_socket(v)?));
         let exe = std::env::current_exe()
             .map_err(|e| format!("--fabric: cannot find this executable: {e}"))?;
         env.push(("VERBSIM_FABRIC_CMD", exe.to_string_lossy().into_owned()));
@@ -117,13 +118,82 @@ fn environment(a: &ExecArgs) -> Result<Vec<(&'static str, String)>, String> {
     Ok(env)
 }
 
-/// The socket of fabric `name`: a path as given, a bare name under /tmp.
-pub(crate) fn fabric_socket(name: &str) -> String {
+/// The socket of fabric `name`: a path as given, a bare name in this
+/// user's own directory ([`user_dir`]).
+pub(crate) fn fabric_socket(name: &str) -> Result<String, String> {
     if name.contains('/') {
-        name.to_owned()
-    } else {
-        format!("/tmp/verbsim-fabric-{name}.sock")
+        return Ok(name.to_owned());
     }
+    let dir = user_dir()?;
+    Ok(dir
+        .join(format!("verbsim-fabric-{name}.sock"))
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// A directory only this user can enter, for the fabric's sockets:
+/// `$XDG_RUNTIME_DIR` when it is set, ours and closed to others, else
+/// `/tmp/verbsim-UID`, made with mode 0700 and refused unless it is a
+/// directory (not a link) of ours that no one else can enter.
+pub(crate) fn user_dir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt;
+    // This process's effective uid: the owner the kernel gives
+    // /proc/self (no FFI needed in this crate).
+    let me = std::fs::metadata("/proc/self")
+        .map_err(|e| format!("--fabric: cannot tell this user's uid from /proc/self: {e}"))?
+        .uid();
+    let private = |p: &Path| -> Result<(), String> {
+        let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if !m.file_type().is_dir() {
+            return Err(format!("{} is not a directory", p.display()));
+        }
+        if m.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, not to this user (uid {me})",
+                p.display(),
+                m.uid()
+            ));
+        }
+        if m.mode() & 0o077 != 0 {
+            return Err(format!(
+                "{} has mode {:o}: others may enter it (it must be 0700)",
+                p.display(),
+                m.mode() & 0o777
+            ));
+        }
+        Ok(())
+    };
+    user_dir_in(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        &std::env::temp_dir(),
+        me,
+        private,
+    )
+}
+
+/// [`user_dir`] with its inputs given: the runtime directory, the
+/// temporary one, our uid and the check that a directory is ours alone.
+fn user_dir_in(
+    xdg: Option<OsString>,
+    tmp: &Path,
+    me: u32,
+    private: impl Fn(&Path) -> Result<(), String>,
+) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(x) = xdg.filter(|x| !x.is_empty()) {
+        let x = PathBuf::from(x);
+        if x.is_absolute() && private(&x).is_ok() {
+            return Ok(x);
+        }
+    }
+    let dir = tmp.join(format!("verbsim-{me}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("--fabric: cannot make {}: {e}", dir.display())),
+    }
+    private(&dir).map_err(|why| format!("--fabric: refusing the socket directory: {why}"))?;
+    Ok(dir)
 }
 
 /// Where the shim is: `--shim`, `$VERBSIM_SHIM`, or next to this executable.
@@ -271,7 +341,8 @@ mod tests {
             vec![OsString::from("p"), "--seed".into(), "3".into()]
         );
         let env = environment(&a).unwrap();
-        assert!(env.contains(&("VERBSIM_FABRIC", "/tmp/verbsim-fabric-ci.sock".into())));
+        let want = user_dir().unwrap().join("verbsim-fabric-ci.sock");
+        assert!(env.contains(&("VERBSIM_FABRIC", want.to_string_lossy().into_owned())));
         assert!(env.iter().any(|(k, _)| *k == "VERBSIM_FABRIC_CMD"));
         assert!(!a.no_device_files, "device files are on by default");
         let a = parse(&["--no-device-files", "p"]).unwrap();

@@ -8,7 +8,7 @@ set -u
 bin="$(cd "$1" && pwd)/verbsim"
 report="${2:-/dev/null}"
 tmp=$(mktemp -d)
-trap 'pkill -f "verbsim fabric --socket /tmp/verbsim-fabric-ci-" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'pkill -f -- "--socket [^ ]*verbsim-fabric-ci-" 2>/dev/null; rm -rf "$tmp"' EXIT
 export VERBSIM_FABRIC_LOG="$tmp/fabric.log"
 failed=0
 n=0

@@ -273,6 +273,7 @@ fn reg_implicit(
                 pid,
                 0,
                 usize::MAX,
+                Default::default(),
             ))
         })
         .at(v)?;

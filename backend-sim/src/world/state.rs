@@ -387,6 +387,9 @@ pub(crate) struct RxMsg {
     /// RDMA WRITE target: MR arena index and offset in it.
     pub(crate) write: Option<(u32, u64)>,
     pub(crate) byte_len: u32,
+    /// A piece of the message could not be read from the sender's memory
+    /// (its process died): the message completes nothing.
+    pub(crate) faulted: bool,
 }
 
 /// The responder side of a QP.

@@ -3,13 +3,14 @@
 
 use std::cell::RefCell;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use verbs_api::Result;
 
 use super::rpc::Call;
+use super::server::{Hello, PROTOCOL};
 use super::{lost, read_frame, write_frame};
 
 /// How long a process waits for a fabric it started to listen.
@@ -22,35 +23,47 @@ pub(crate) struct Remote {
     /// The stream and the pid that opened it: a forked child opens its own
     /// (the parent's stream carries the parent's calls).
     conn: RefCell<Option<(UnixStream, libc::pid_t)>>,
+    /// The family's token the fabric gave: a forked child inherits it with
+    /// this memory and presents it to reach its parent's objects (after
+    /// `exec` it is gone, as a uverbs fd opened `O_CLOEXEC` is).
+    family: RefCell<Option<[u8; 16]>>,
 }
 
 impl Remote {
     /// Connects to the fabric at `path`, starting it with `start` (the
     /// `verbsim` command, `VERBSIM_FABRIC_CMD`) if nobody listens yet.
     pub(crate) fn connect(path: PathBuf, start: Option<&str>) -> std::io::Result<Self> {
-        let stream = match UnixStream::connect(&path) {
+        let stream = match open(&path) {
             Ok(s) => s,
             Err(first) => {
                 let Some(cmd) = start else {
                     return Err(first);
                 };
+                if first.kind() == std::io::ErrorKind::PermissionDenied {
+                    return Err(first);
+                }
                 spawn_fabric(cmd, &path)?;
                 let t0 = Instant::now();
                 loop {
-                    match UnixStream::connect(&path) {
+                    match open(&path) {
                         Ok(s) => break s,
+                        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                            return Err(e)
+                        }
                         Err(e) if t0.elapsed() > START_WAIT => return Err(e),
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                 }
             }
         };
+        let mut stream = stream;
+        let token = greet(&mut stream, None)?;
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
-        allow_fabric_access();
         Ok(Self {
             path,
             conn: RefCell::new(Some((stream, pid))),
+            family: RefCell::new(Some(token)),
         })
     }
 
@@ -70,6 +83,7 @@ impl Remote {
                 Self {
                     path,
                     conn: RefCell::new(None),
+                    family: RefCell::new(None),
                 }
             }
         }
@@ -84,9 +98,11 @@ impl Remote {
         // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
         if conn.as_ref().is_none_or(|(_, pid)| *pid != me) {
-            let s = UnixStream::connect(&self.path)
+            let mut s = open(&self.path)
                 .map_err(|e| lost(verb, &format!("{}: {e}", self.path.display())))?;
-            allow_fabric_access();
+            let parent = *self.family.borrow();
+            let token = greet(&mut s, parent).map_err(|e| lost(verb, &e.to_string()))?;
+            *self.family.borrow_mut() = Some(token);
             *conn = Some((s, me));
         }
         let Some((stream, _)) = conn.as_mut() else {
@@ -105,18 +121,82 @@ impl Remote {
     }
 }
 
-/// Lets the fabric process read and write this process's memory under
-/// Yama's `ptrace_scope` 1 (a process that is not our ancestor needs our
-/// leave); a no-op elsewhere, and harmless when it fails (root, scope 0).
-fn allow_fabric_access() {
-    // SAFETY: PR_SET_PTRACER takes an integer; no memory is passed.
-    unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+/// Connects to the fabric's socket after checking that it is this user's:
+/// the socket file is owned by us, and the process listening on it runs
+/// as us (another user could have made either first). Then gives that
+/// process, and only it, leave to reach our memory.
+pub(crate) fn open(path: &Path) -> std::io::Result<UnixStream> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.uid() != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to uid {}, not to this user (uid {me}): refusing it",
+                path.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    let s = UnixStream::connect(path)?;
+    let Some(cred) = super::server::peer_cred(&s) else {
+        return Err(std::io::Error::other(
+            "the fabric's credentials are unknown",
+        ));
+    };
+    if cred.uid != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "the fabric at {} runs as uid {}, not as this user (uid {me}): refusing it",
+                path.display(),
+                cred.uid
+            ),
+        ));
+    }
+    allow_fabric_access(cred.pid);
+    // A stalled fabric is as good as gone: a call waits at most this.
+    s.set_read_timeout(Some(CALL_WAIT))?;
+    s.set_write_timeout(Some(CALL_WAIT))?;
+    Ok(s)
+}
+
+/// How long a call waits for the fabric before calling it lost.
+const CALL_WAIT: Duration = Duration::from_secs(120);
+
+/// The first frame: which family this process joins (`parent`: the token
+/// it inherited over fork); the family's token.
+fn greet(s: &mut UnixStream, parent: Option<[u8; 16]>) -> std::io::Result<[u8; 16]> {
+    let hello = Hello {
+        protocol: PROTOCOL,
+        family: parent,
+    };
+    write_frame(s, &super::encode(&hello))?;
+    let reply = read_frame(s)?;
+    match postcard::from_bytes::<Result<[u8; 16]>>(&reply) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(std::io::Error::other(e.to_string())),
+        Err(e) => Err(std::io::Error::other(format!(
+            "the fabric's greeting is unreadable ({e})"
+        ))),
+    }
+}
+
+/// Lets the fabric process (`fabric`, and no other) read and write this
+/// process's memory under Yama's `ptrace_scope` 1, where a process that is
+/// not our ancestor needs our leave; a no-op elsewhere, and harmless when
+/// it fails (root, scope 0).
+fn allow_fabric_access(fabric: libc::pid_t) {
+    // SAFETY: PR_SET_PTRACER takes an integer (a pid); no memory is passed.
+    unsafe { libc::prctl(libc::PR_SET_PTRACER, fabric as libc::c_ulong, 0, 0, 0) };
 }
 
 /// Starts `cmd fabric --socket PATH --exit-when-idle` detached (its own
 /// session, no inherited stdio), inheriting the environment's
 /// `VERBSIM_SEED`, `VERBSIM_DEVICES` and `VERBSIM_FAULTS`.
-fn spawn_fabric(cmd: &str, path: &std::path::Path) -> std::io::Result<()> {
+fn spawn_fabric(cmd: &str, path: &Path) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     let log = std::env::var_os("VERBSIM_FABRIC_LOG");

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use verbs_api::*;
 
 use super::client::Remote;
-use super::memory::ProcessMemory;
+use super::memory::{check_mapped, needs_write, ProcessMemory};
 use super::rpc::Engine;
 use super::server::{Owned, Session};
-use super::wire::{MwBindInfoW, SendWrW};
+use super::wire::{Handles, MwBindInfoW, SendWrW};
 
 /// The calls beside the trait's.
 #[derive(Debug, Serialize, Deserialize)]
@@ -81,22 +81,66 @@ impl ExtraCall {
 
 /// The client's `len` bytes at `addr` as an MR's memory, read and written
 /// in its process; `EINVAL` for `verb` when they do not fit this host's
-/// addresses.
+/// addresses, `EFAULT` when a page of them is not mapped with the access
+/// asked for (as pinning the pages fails in the kernel). ODP MRs are not
+/// pinned: their pages fault when the NIC reaches them.
 fn process_memory(
-    session: &Session,
+    session: &Session<'_>,
     verb: Verb,
     addr: u64,
     len: u64,
+    access: AccessFlags,
 ) -> Result<Box<ProcessMemory>, Error> {
     let (Ok(addr), Ok(len)) = (usize::try_from(addr), usize::try_from(len)) else {
         return Err(Error::invalid(verb, "address or length out of range"));
     };
-    Ok(Box::new(ProcessMemory::new(session.pid(), addr, len)))
+    if !access.contains(AccessFlags::ON_DEMAND) {
+        check_mapped(Some(session.pid()), addr, len, needs_write(access))
+            .map_err(|why| Error::from_errno(verb, libc::EFAULT, why))?;
+    }
+    Ok(Box::new(ProcessMemory::new(
+        session.pid(),
+        addr,
+        len,
+        session.gone_flag(),
+    )))
+}
+
+/// The handles an [`ExtraCall`] names, each of which must be the caller's.
+fn handles(call: &ExtraCall) -> Vec<Owned> {
+    let mut hs = Vec::new();
+    match call {
+        ExtraCall::RegMr { pd, .. } => hs.push(Owned::Pd(*pd)),
+        ExtraCall::ReregMr { mr, pd, .. } => {
+            hs.push(Owned::Mr(*mr));
+            hs.extend(pd.map(Owned::Pd));
+        }
+        ExtraCall::PostSendWithBinds(qp, wrs, binds) => {
+            hs.push(Owned::Qp(*qp));
+            wrs.handles(&mut hs);
+            for (_, mw, _, info) in binds {
+                hs.push(Owned::Mw(*mw));
+                info.handles(&mut hs);
+            }
+        }
+        ExtraCall::ContextDevice(ctx)
+        | ExtraCall::AsyncPending(ctx)
+        | ExtraCall::GetAsyncEvent(ctx) => hs.push(Owned::Context(*ctx)),
+        ExtraCall::CompChannelPending(ch) => hs.push(Owned::Channel(*ch)),
+        ExtraCall::CmChannelPending(ch) => hs.push(Owned::CmChannel(*ch)),
+        ExtraCall::QpOutOfOrder(qp) => hs.push(Owned::Qp(*qp)),
+        ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
+        ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) => {}
+    }
+    hs
 }
 
 /// Serves one [`ExtraCall`].
-pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCall) -> Vec<u8> {
+pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: ExtraCall) -> Vec<u8> {
     use super::encode;
+    if let Err(e) = session.check(call.verb(), &handles(&call)) {
+        return encode(&Err::<(), _>(e));
+    }
     match call {
         ExtraCall::RegMr {
             pd,
@@ -105,7 +149,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
             len,
             access,
         } => {
-            let mem = match process_memory(session, Verb::RegMr, addr, len) {
+            let mem = match process_memory(session, Verb::RegMr, addr, len, access) {
                 Ok(mem) => mem,
                 Err(e) => return encode(&Err::<MrHandle, _>(e)),
             };
@@ -124,7 +168,17 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
             len,
             access,
         } => {
-            let mem = match process_memory(session, Verb::ReregMr, addr, len) {
+            // The new translation is pinned with the access the MR will
+            // have: the new one with CHANGE_ACCESS, else its current one.
+            let pinned = if flags.contains(ReregMrFlags::CHANGE_ACCESS) {
+                access
+            } else {
+                match sim.world().mr_info(mr) {
+                    Ok(i) => i.access,
+                    Err(e) => return encode(&Err::<(), _>(e)),
+                }
+            };
+            let mem = match process_memory(session, Verb::ReregMr, addr, len, pinned) {
                 Ok(mem) => mem,
                 Err(e) => return encode(&Err::<(), _>(e)),
             };
@@ -146,8 +200,24 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session, call: ExtraCal
         ExtraCall::CompChannelPending(ch) => encode(&sim.world().comp_channel_pending(ch)),
         ExtraCall::AsyncPending(ctx) => encode(&sim.world().async_pending(ctx)),
         ExtraCall::CmChannelPending(ch) => encode(&sim.world().cm_channel_pending(ch)),
-        ExtraCall::GetAsyncEvent(ctx) => encode(&sim.world_mut().get_async_event(ctx)),
-        ExtraCall::AckAsyncEvent(token) => encode(&sim.world_mut().ack_async_event(token)),
+        ExtraCall::GetAsyncEvent(ctx) => {
+            let r = sim.world_mut().get_async_event(ctx);
+            if let Ok(Some((_, _, token))) = &r {
+                session.note_async_token(*token);
+            }
+            encode(&r)
+        }
+        ExtraCall::AckAsyncEvent(token) => {
+            // An event another process was handed is not this one's to
+            // acknowledge: the same answer as for one never handed out.
+            if !session.take_async_token(token) {
+                return encode(&Err::<(), _>(Error::invalid(
+                    Verb::AckAsyncEvent,
+                    format!("async event #{token} was never handed out or is already acknowledged"),
+                )));
+            }
+            encode(&sim.world_mut().ack_async_event(token))
+        }
         ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
         ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
     }
@@ -157,6 +227,17 @@ fn is_mlx5(world: &World, index: usize) -> bool {
     world
         .device_profile(index)
         .is_some_and(|p| p.mlx5.is_some())
+}
+
+/// `ibv_reg_mr`'s check in this process: `EFAULT` unless every page of
+/// `[addr, addr + len)` is mapped with the access asked for (ODP MRs
+/// excepted: the kernel does not pin them).
+fn local_check(verb: Verb, addr: usize, len: usize, access: AccessFlags) -> Result<()> {
+    if access.contains(AccessFlags::ON_DEMAND) {
+        return Ok(());
+    }
+    check_mapped(None, addr, len, needs_write(access))
+        .map_err(|why| Error::from_errno(verb, libc::EFAULT, why))
 }
 
 impl Remote {
@@ -180,7 +261,10 @@ impl Engine {
         local: impl FnOnce() -> Box<dyn ExternalMemory>,
     ) -> Result<MrHandle> {
         match self {
-            Self::Local(s) => s.world_mut().reg_mr_external(pd, iova, local(), access),
+            Self::Local(s) => {
+                local_check(Verb::RegMr, addr, len, access)?;
+                s.world_mut().reg_mr_external(pd, iova, local(), access)
+            }
             Self::Remote(r) => r.extra(ExtraCall::RegMr {
                 pd,
                 iova,
@@ -205,9 +289,16 @@ impl Engine {
         local: impl FnOnce() -> Box<dyn ExternalMemory>,
     ) -> Result<()> {
         match self {
-            Self::Local(s) => s
-                .world_mut()
-                .rereg_mr_external(mr, flags, pd, iova, local(), access),
+            Self::Local(s) => {
+                let pinned = if flags.contains(ReregMrFlags::CHANGE_ACCESS) {
+                    access
+                } else {
+                    Verbs::mr_info(&mut **s, &mr)?.access
+                };
+                local_check(Verb::ReregMr, addr, len, pinned)?;
+                s.world_mut()
+                    .rereg_mr_external(mr, flags, pd, iova, local(), access)
+            }
             Self::Remote(r) => r.extra(ExtraCall::ReregMr {
                 mr,
                 flags,

@@ -18,12 +18,21 @@
 //!   and is destroyed when the connection closes (exit, crash or kill), so
 //!   its peers see what a vanished node gives on hardware: their requests
 //!   time out with `IBV_WC_RETRY_EXC_ERR`.
+//! * **Isolation**: a process and the children it forks (which present the
+//!   family token it was given, inherited in memory) reach only their own
+//!   objects: any other handle is `EINVAL` (`Session::check` in `server`);
+//!   registration checks the pages (`EFAULT`); the socket is the user's
+//!   own and peers of another uid are refused; no client can stall another
+//!   (non-blocking reads, a deadline per frame). docs/drop-in.md
+//!   ("Isolation and failure model") states the guarantees.
 //!
 //! docs/architecture.md ("One fabric across processes") gives the design,
 //! its cost per verb, and where runs stop being reproducible.
 
 pub(crate) mod client;
 pub(crate) mod extra;
+#[cfg(test)]
+mod hostile;
 pub(crate) mod memory;
 pub(crate) mod rpc;
 pub mod server;

@@ -2,17 +2,19 @@
 //! that joins, served a call at a time over a Unix socket.
 
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backend_sim::*;
 use verbs_api::*;
 
 use super::rpc::{dispatch, Call};
-use super::{read_frame, write_frame};
+use super::MAX_FRAME;
 
 /// How virtual time relates to the wall clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +59,8 @@ pub struct FabricStats {
     pub reclaimed: u64,
 }
 
-/// What a session owns, destroyed when its process leaves.
+/// What a family of processes reaches, and what it destroys when the
+/// process that made it leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Owned {
     Qp(QpHandle),
@@ -76,36 +79,127 @@ pub(crate) enum Owned {
     CmChannel(CmChannelHandle),
 }
 
-/// One connected process.
-#[derive(Debug)]
-pub(crate) struct Session {
-    pid: libc::pid_t,
-    owned: Vec<Owned>,
+impl Owned {
+    /// The handle's kind, as an error names it.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Qp(_) => "QP",
+            Self::CmId(_) => "rdma_cm id",
+            Self::Srq(_) => "SRQ",
+            Self::Ah(_) => "AH",
+            Self::Mw(_) => "MW",
+            Self::Mr(_) => "MR",
+            Self::Dm(_) => "DM",
+            Self::Cq(_) => "CQ",
+            Self::Channel(_) => "completion channel",
+            Self::Pd(_) => "PD",
+            Self::Xrcd(_) => "XRCD",
+            Self::Context(_) => "context",
+            Self::CmChannel(_) => "rdma_cm event channel",
+        }
+    }
 }
 
-impl Session {
+/// Who made an object: a connection (its objects go when it closes) or
+/// the world itself (rdma_cm's device contexts, default PDs and automatic
+/// CQs, reached through an id the family owns and destroyed with it).
+type Maker = Option<u64>;
+
+/// A process and the processes it forked: one object namespace, as the
+/// uverbs file a process opens and its forked children inherit.
+#[derive(Debug)]
+pub(crate) struct Family {
+    /// The secret a forked child presents to join (the parent's memory,
+    /// inherited over fork; gone after exec, as an `O_CLOEXEC` fd).
+    token: [u8; 16],
+    /// Connections in the family.
+    members: usize,
+    /// The process id the world's contexts of this family carry.
+    process: ProcessId,
+    /// Every object the family reaches, with its maker.
+    objects: BTreeMap<Owned, Maker>,
+    /// Async events handed to the family, not yet acknowledged.
+    async_tokens: std::collections::BTreeSet<u64>,
+}
+
+/// One connected process, as the fabric serves one call of it.
+#[derive(Debug)]
+pub(crate) struct Session<'a> {
+    pid: libc::pid_t,
+    conn: u64,
+    family: &'a mut Family,
+    /// Raised by the process's memory when a copy from or to it failed:
+    /// the process is gone (or unmapped what it registered).
+    gone: &'a Arc<AtomicBool>,
+}
+
+impl Session<'_> {
     /// The process's pid (from the socket's peer credentials).
     pub(crate) fn pid(&self) -> libc::pid_t {
         self.pid
     }
+    /// The process id the world gives this family's contexts.
+    pub(crate) fn process(&self) -> ProcessId {
+        self.family.process
+    }
+    /// The flag a failed copy of this process's memory raises.
+    pub(crate) fn gone_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(self.gone)
+    }
     /// Records an object the process created.
     pub(crate) fn own(&mut self, o: Owned) {
-        self.owned.push(o);
+        self.family.objects.insert(o, Some(self.conn));
+    }
+    /// Records an object the world made for one the family owns (reached,
+    /// destroyed with its owner by the world).
+    pub(crate) fn adopt(&mut self, o: Owned) {
+        self.family.objects.entry(o).or_insert(None);
     }
     /// Forgets an object the process destroyed.
     pub(crate) fn disown(&mut self, o: Owned) {
-        if let Some(i) = self.owned.iter().rposition(|x| *x == o) {
-            self.owned.swap_remove(i);
+        self.family.objects.remove(&o);
+    }
+    /// Whether the family reaches `o`.
+    pub(crate) fn reaches(&self, o: Owned) -> bool {
+        self.family.objects.contains_key(&o)
+    }
+    /// `Ok` when the family reaches every handle in `hs`; otherwise what the
+    /// kernel says of a handle not in the caller's uverbs file: `EINVAL`,
+    /// as the simulator says of a stale handle (nothing about the object
+    /// another process may have behind that number).
+    pub(crate) fn check(&self, verb: Verb, hs: &[Owned]) -> Result<(), Error> {
+        match hs.iter().find(|h| !self.reaches(**h)) {
+            None => Ok(()),
+            Some(h) => Err(Error::invalid(
+                verb,
+                format!("no such {} in this process ({h:?})", h.what()),
+            )),
         }
     }
-    /// Destroys what the process left behind, as closing a uverbs file
-    /// does: QPs first (so peers' requests to them go unanswered), then
-    /// what they used, contexts last.
-    fn close(mut self, sim: &mut SimVerbs) -> usize {
-        self.owned.sort();
-        let n = self.owned.len();
-        for o in self.owned {
-            let _ = match o {
+    /// Remembers an async event handed to the family.
+    pub(crate) fn note_async_token(&mut self, token: u64) {
+        self.family.async_tokens.insert(token);
+    }
+    /// Whether the family was handed async event `token` (and forgets it).
+    pub(crate) fn take_async_token(&mut self, token: u64) -> bool {
+        self.family.async_tokens.remove(&token)
+    }
+}
+
+impl Family {
+    /// Destroys what connection `conn` made, as closing a uverbs file
+    /// does: QPs first (peers' requests to them go unanswered; nothing more
+    /// leaves on their behalf), then what they used, contexts last.
+    fn close(&mut self, conn: u64, sim: &mut SimVerbs) -> usize {
+        let mine: Vec<Owned> = self
+            .objects
+            .iter()
+            .filter(|(_, m)| **m == Some(conn))
+            .map(|(o, _)| *o)
+            .collect();
+        for o in &mine {
+            self.objects.remove(o);
+            let _ = match *o {
                 Owned::Qp(h) => sim.destroy_qp(&h),
                 Owned::Srq(h) => sim.destroy_srq(&h),
                 Owned::Ah(h) => sim.destroy_ah(&h),
@@ -121,32 +215,180 @@ impl Session {
                 Owned::CmChannel(h) => sim.rdma_destroy_event_channel(&h),
             };
         }
-        n
+        mine.len()
     }
+}
+
+/// The first frame a process sends: which family it belongs to.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Hello {
+    /// [`PROTOCOL`].
+    pub(crate) protocol: u32,
+    /// The family token of the process this one was forked from, if any.
+    pub(crate) family: Option<[u8; 16]>,
+}
+
+/// The wire protocol's version: a process and a fabric of different
+/// builds refuse each other at the first frame.
+pub(crate) const PROTOCOL: u32 = 2;
+
+/// How long a frame may take to arrive once its first byte has, and a
+/// reply to leave once it is ready: a client that trickles is dropped
+/// after this, and never holds anyone else up meanwhile.
+pub(crate) const FRAME_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The most a client's socket is read per turn of the loop, so one client
+/// streaming a long frame shares the loop with the others.
+const READ_TURN: usize = 1 << 20;
+
+/// Where a connection stands.
+#[derive(Debug)]
+enum Stage {
+    /// Connected; the first frame must be a [`Hello`].
+    Greeting,
+    /// A member of a family.
+    Member(u64),
 }
 
 struct Client {
     stream: UnixStream,
-    session: Session,
+    pid: libc::pid_t,
+    stage: Stage,
+    /// Bytes read and not yet served: frames, the last one maybe partial.
+    inbuf: Vec<u8>,
+    /// When the first byte of the frame at the head of `inbuf` arrived.
+    frame_since: Option<Instant>,
+    /// Reply bytes not yet written, and since when they wait.
+    outbuf: Vec<u8>,
+    out_since: Option<Instant>,
+    /// Raised when a copy of the process's memory failed.
+    gone: Arc<AtomicBool>,
+    /// The peer hung up (or the socket failed).
+    closed: bool,
+}
+
+impl Client {
+    /// A complete frame at the head of `inbuf`, if there is one: its
+    /// length; `Err` for a length over [`MAX_FRAME`].
+    fn frame_ready(&self) -> Result<Option<usize>, String> {
+        let Some(head) = self.inbuf.get(..4) else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(format!("a frame of {len} bytes (at most {MAX_FRAME})"));
+        }
+        Ok((self.inbuf.len() >= 4 + len).then_some(len))
+    }
+
+    /// What is wrong with the bytes a connection left unserved when it
+    /// closed, if anything: a length over the limit, a frame cut short, or
+    /// a frame that is not what this stage expects.
+    fn garbage(&self) -> Option<String> {
+        let len = match self.frame_ready() {
+            Err(why) => return Some(why),
+            Ok(None) => {
+                return Some(format!(
+                    "a frame cut short ({} bytes of it)",
+                    self.inbuf.len()
+                ))
+            }
+            Ok(Some(len)) => len,
+        };
+        let frame = &self.inbuf[4..4 + len];
+        match self.stage {
+            Stage::Greeting => postcard::from_bytes::<Hello>(frame)
+                .err()
+                .map(|e| format!("a first frame that is no greeting ({e})")),
+            Stage::Member(_) => postcard::from_bytes::<Call>(frame)
+                .err()
+                .map(|e| format!("{len} bytes that are no call ({e})")),
+        }
+    }
+
+    /// Reads what the socket holds (up to [`READ_TURN`]) without waiting.
+    fn fill(&mut self) {
+        let mut chunk = [0u8; 64 * 1024];
+        let mut got = 0usize;
+        while got < READ_TURN {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    if self.inbuf.is_empty() {
+                        self.frame_since = Some(Instant::now());
+                    }
+                    self.inbuf.extend_from_slice(&chunk[..n]);
+                    got += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.closed = true;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Writes what waits in `outbuf` without waiting.
+    fn flush(&mut self) {
+        while !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => {
+                    self.closed = true;
+                    return;
+                }
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                    self.out_since = Some(Instant::now());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.closed = true;
+                    return;
+                }
+            }
+        }
+        self.out_since = None;
+    }
+
+    /// Queues a reply frame and writes what it can of it.
+    fn reply(&mut self, bytes: &[u8]) {
+        let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        self.outbuf.extend_from_slice(&len.to_le_bytes());
+        self.outbuf.extend_from_slice(bytes);
+        self.out_since = Some(Instant::now());
+        self.flush();
+    }
 }
 
 /// Binds the socket: a live fabric there is `AddrInUse`; a stale socket
-/// file (its fabric died) is replaced.
+/// file (its fabric died) is replaced. The socket is made readable and
+/// writable by its owner only (its directory should be the user's alone
+/// too: see `verbsim exec --fabric`).
 fn bind(path: &Path) -> io::Result<UnixListener> {
-    match UnixListener::bind(path) {
-        Ok(l) => Ok(l),
+    use std::os::unix::fs::PermissionsExt;
+    let l = match UnixListener::bind(path) {
+        Ok(l) => l,
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
             if UnixStream::connect(path).is_ok() {
                 return Err(e);
             }
             std::fs::remove_file(path)?;
-            UnixListener::bind(path)
+            UnixListener::bind(path)?
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
 }
 
-fn peer_pid(s: &UnixStream) -> Option<libc::pid_t> {
+/// The peer's credentials (SO_PEERCRED).
+pub(crate) fn peer_cred(s: &UnixStream) -> Option<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -163,12 +405,180 @@ fn peer_pid(s: &UnixStream) -> Option<libc::pid_t> {
             &mut len,
         )
     };
-    (r == 0 && cred.pid > 0).then_some(cred.pid)
+    (r == 0 && cred.pid > 0).then_some(cred)
+}
+
+/// 16 bytes from the kernel's random source (a family's token).
+fn random_token() -> io::Result<[u8; 16]> {
+    let mut t = [0u8; 16];
+    let mut at = 0;
+    while at < t.len() {
+        // SAFETY: the pointer and length name the unfilled rest of `t`.
+        let n = unsafe { libc::getrandom(t[at..].as_mut_ptr().cast(), t.len() - at, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        at += n as usize;
+    }
+    Ok(t)
+}
+
+/// The fabric's state besides the world: families and their connections.
+#[derive(Default)]
+struct Registry {
+    clients: BTreeMap<u64, Client>,
+    families: BTreeMap<u64, Family>,
+    next_conn: u64,
+    next_family: u64,
+}
+
+impl Registry {
+    /// Closes connection `id`: destroys what it made and leaves its
+    /// family (which ends with its last member).
+    fn close(&mut self, id: u64, sim: &mut SimVerbs, stats: &mut FabricStats) {
+        let Some(c) = self.clients.remove(&id) else {
+            return;
+        };
+        let Stage::Member(f) = c.stage else {
+            return;
+        };
+        let Some(fam) = self.families.get_mut(&f) else {
+            return;
+        };
+        let n = fam.close(id, sim);
+        fam.members -= 1;
+        if fam.members == 0 {
+            self.families.remove(&f);
+        }
+        stats.reclaimed += n as u64;
+        if n > 0 {
+            eprintln!(
+                "verbsim fabric: process {} left; destroyed {n} objects it had not",
+                c.pid
+            );
+        }
+    }
+
+    /// Serves the frame at the head of client `id`'s buffer (one: the
+    /// loop turns to the others before this client's next).
+    fn serve_frame(&mut self, id: u64, len: usize, sim: &mut SimVerbs, stats: &mut FabricStats) {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return;
+        };
+        let frame: Vec<u8> = c.inbuf.drain(..4 + len).skip(4).collect();
+        c.frame_since = (!c.inbuf.is_empty()).then(Instant::now);
+        match c.stage {
+            Stage::Greeting => {
+                let hello: Hello = match postcard::from_bytes(&frame) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        refuse(
+                            c,
+                            stats,
+                            &format!("a first frame that is no greeting ({e})"),
+                        );
+                        return;
+                    }
+                };
+                if hello.protocol != PROTOCOL {
+                    let err = Error::from_errno(
+                        Verb::OpenDevice,
+                        libc::EPROTO,
+                        format!(
+                            "the fabric speaks protocol {PROTOCOL}, the library {}: run both from one build",
+                            hello.protocol
+                        ),
+                    );
+                    c.reply(&super::encode(&Err::<[u8; 16], _>(err)));
+                    c.closed = true;
+                    return;
+                }
+                let joined = hello
+                    .family
+                    .and_then(|t| self.families.iter().find(|(_, f)| f.token == t))
+                    .map(|(k, _)| *k);
+                let f = match joined {
+                    Some(f) => f,
+                    None => {
+                        let token = match random_token() {
+                            Ok(t) => t,
+                            Err(e) => {
+                                refuse(c, stats, &format!("no random token ({e})"));
+                                return;
+                            }
+                        };
+                        self.next_family += 1;
+                        let f = self.next_family;
+                        self.families.insert(
+                            f,
+                            Family {
+                                token,
+                                members: 0,
+                                process: ProcessId(u32::try_from(f).unwrap_or(u32::MAX)),
+                                objects: BTreeMap::new(),
+                                async_tokens: Default::default(),
+                            },
+                        );
+                        f
+                    }
+                };
+                let fam = self.families.get_mut(&f).expect("just found or made");
+                fam.members += 1;
+                c.stage = Stage::Member(f);
+                c.reply(&super::encode(&Ok::<[u8; 16], Error>(fam.token)));
+            }
+            Stage::Member(f) => {
+                let call: Call = match postcard::from_bytes(&frame) {
+                    Ok(call) => call,
+                    Err(e) => {
+                        refuse(
+                            c,
+                            stats,
+                            &format!("{} bytes that are no call ({e})", frame.len()),
+                        );
+                        return;
+                    }
+                };
+                stats.calls += 1;
+                let Some(family) = self.families.get_mut(&f) else {
+                    c.closed = true;
+                    return;
+                };
+                let mut session = Session {
+                    pid: c.pid,
+                    conn: id,
+                    family,
+                    gone: &c.gone,
+                };
+                let reply = dispatch(sim, &mut session, call);
+                c.reply(&reply);
+            }
+        }
+    }
+}
+
+/// Refuses a connection's garbage: logged, counted, the connection closed.
+fn refuse(c: &mut Client, stats: &mut FabricStats, what: &str) {
+    stats.refused += 1;
+    eprintln!(
+        "verbsim fabric: process {}: refused {what}; closing its session",
+        c.pid
+    );
+    c.closed = true;
 }
 
 /// Runs the fabric until it is told to stop (`exit_when_idle`) or fails
 /// to listen. The world's configuration comes from the environment, as
 /// for the library (`VERBSIM_SEED`, `VERBSIM_DEVICES`, `VERBSIM_FAULTS`).
+///
+/// One thread serves every process: sockets are never read or written
+/// with a wait, each connection keeps its own buffers, a frame must arrive
+/// within `FRAME_DEADLINE` (2 s), and each turn serves at most one call per
+/// process, so no process can hold up another's verbs.
 pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
     let listener = bind(&opts.socket)?;
     listener.set_nonblocking(true)?;
@@ -185,6 +595,8 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
     // SAFETY: PR_SET_TIMERSLACK takes an integer: wake within 1 µs of a
     // deadline, as the NIC model's events are microseconds apart.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000, 0, 0, 0) };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
     eprintln!(
         "verbsim fabric: listening on {} (seed {:#x}, pace {:?})",
         opts.socket.display(),
@@ -192,15 +604,14 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
         opts.pace
     );
     let start = Instant::now();
-    let mut clients: BTreeMap<u64, Client> = BTreeMap::new();
-    let mut next_id = 0u64;
+    let mut reg = Registry::default();
     let mut joined = false;
     let mut idle_since = Instant::now();
     let mut stats = FabricStats::default();
+    let wall_now = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     loop {
-        let wall = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        advance(&mut sim, opts.pace, wall);
         // Sleep until a call comes or the next event is due.
+        let wall = wall_now();
         let timeout_ns = match (opts.pace, sim.world().next_event_ns()) {
             (Pace::Wall, Some(t)) => t.saturating_sub(wall).min(10_000_000),
             _ => 10_000_000,
@@ -210,11 +621,19 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
             events: libc::POLLIN,
             revents: 0,
         }];
-        let ids: Vec<u64> = clients.keys().copied().collect();
+        let ids: Vec<u64> = reg.clients.keys().copied().collect();
         for id in &ids {
+            let c = &reg.clients[id];
+            // A client with a reply still queued is not read further
+            // (it reads its replies before it sends again).
+            let events = if c.outbuf.is_empty() {
+                libc::POLLIN
+            } else {
+                libc::POLLOUT
+            };
             fds.push(libc::pollfd {
-                fd: clients[id].stream.as_raw_fd(),
-                events: libc::POLLIN,
+                fd: c.stream.as_raw_fd(),
+                events,
                 revents: 0,
             });
         }
@@ -240,51 +659,122 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
         }
         if fds[0].revents & libc::POLLIN != 0 {
             while let Ok((stream, _)) = listener.accept() {
-                let Some(pid) = peer_pid(&stream) else {
+                let Some(cred) = peer_cred(&stream) else {
+                    stats.refused += 1;
                     eprintln!("verbsim fabric: refused a connection without peer credentials");
                     continue;
                 };
-                // A call is one frame the client writes at once: a client
-                // that stalls mid-frame is dropped, never waited for.
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
-                clients.insert(
-                    next_id,
+                if cred.uid != me {
+                    stats.refused += 1;
+                    eprintln!(
+                        "verbsim fabric: refused process {} of uid {} (this fabric serves uid {me} only)",
+                        cred.pid, cred.uid
+                    );
+                    continue;
+                }
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                reg.next_conn += 1;
+                reg.clients.insert(
+                    reg.next_conn,
                     Client {
                         stream,
-                        session: Session {
-                            pid,
-                            owned: Vec::new(),
-                        },
+                        pid: cred.pid,
+                        stage: Stage::Greeting,
+                        inbuf: Vec::new(),
+                        frame_since: None,
+                        outbuf: Vec::new(),
+                        out_since: None,
+                        gone: Arc::new(AtomicBool::new(false)),
+                        closed: false,
                     },
                 );
-                next_id += 1;
                 stats.sessions += 1;
                 joined = true;
             }
         }
+        // Read every ready socket first, and close the connections that
+        // ended before the world moves on: a process that died is torn
+        // down (its QPs destroyed) before anything more of it is sent.
         for (k, id) in ids.iter().enumerate() {
             let re = fds[k + 1].revents;
             if re == 0 {
                 continue;
             }
-            let wall = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            advance(&mut sim, opts.pace, wall);
-            let keep = serve_one(&mut sim, clients.get_mut(id).expect("listed"), &mut stats);
-            if !keep {
-                let c = clients.remove(id).expect("listed");
-                let pid = c.session.pid;
-                let n = c.session.close(&mut sim);
-                stats.reclaimed += n as u64;
-                if n > 0 {
-                    eprintln!(
-                        "verbsim fabric: process {pid} left; destroyed {n} objects it had not"
-                    );
+            let Some(c) = reg.clients.get_mut(id) else {
+                continue;
+            };
+            if re & libc::POLLOUT != 0 {
+                c.flush();
+            }
+            if re & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && c.outbuf.is_empty() {
+                c.fill();
+            }
+        }
+        let now = Instant::now();
+        let ended: Vec<u64> = reg
+            .clients
+            .iter_mut()
+            .filter_map(|(id, c)| {
+                if c.frame_since.is_some_and(|t| now - t > FRAME_DEADLINE)
+                    && !matches!(c.frame_ready(), Ok(Some(_)))
+                {
+                    refuse(c, &mut stats, "a frame that did not arrive in time");
                 }
+                if c.out_since.is_some_and(|t| now - t > FRAME_DEADLINE) {
+                    refuse(c, &mut stats, "to wait longer for it to read its reply");
+                }
+                // A hung-up process's last frames are not served: what it
+                // asked for dies with it (garbage among them is still
+                // refused and logged).
+                if c.closed && !c.inbuf.is_empty() {
+                    if let Some(why) = c.garbage() {
+                        refuse(c, &mut stats, &why);
+                    }
+                    c.inbuf.clear();
+                }
+                (c.closed || c.gone.load(Ordering::Relaxed)).then_some(*id)
+            })
+            .collect();
+        for id in ended {
+            reg.close(id, &mut sim, &mut stats);
+            idle_since = Instant::now();
+        }
+        advance(&mut sim, opts.pace, wall_now());
+        // One call per process per turn, in connection order.
+        for id in &ids {
+            let Some(c) = reg.clients.get_mut(id) else {
+                continue;
+            };
+            if !c.outbuf.is_empty() || c.closed {
+                continue;
+            }
+            match c.frame_ready() {
+                Ok(None) => continue,
+                Ok(Some(len)) => {
+                    advance(&mut sim, opts.pace, wall_now());
+                    reg.serve_frame(*id, len, &mut sim, &mut stats);
+                }
+                Err(why) => refuse(c, &mut stats, &why),
+            }
+            // A copy from a process that died fails; it is torn down at
+            // once, before the world moves again.
+            let ended: Vec<u64> = reg
+                .clients
+                .iter()
+                .filter(|(_, c)| c.closed || c.gone.load(Ordering::Relaxed))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in ended {
+                reg.close(id, &mut sim, &mut stats);
                 idle_since = Instant::now();
             }
         }
-        if opts.exit_when_idle && joined && clients.is_empty() && idle_since.elapsed() > opts.linger
+        if opts.exit_when_idle
+            && joined
+            && reg.clients.is_empty()
+            && idle_since.elapsed() > opts.linger
         {
             break;
         }
@@ -316,38 +806,6 @@ fn advance(sim: &mut SimVerbs, pace: Pace, wall: u64) {
             let _ = w.run_until_idle();
         }
     }
-}
-
-/// Serves one call from `c`; false when the connection is done (closed,
-/// broken, or garbage: refused and logged).
-fn serve_one(sim: &mut SimVerbs, c: &mut Client, stats: &mut FabricStats) -> bool {
-    let frame = match read_frame(&mut c.stream) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return false,
-        Err(e) => {
-            stats.refused += 1;
-            eprintln!(
-                "verbsim fabric: process {}: refused a frame ({e}); closing its session",
-                c.session.pid
-            );
-            return false;
-        }
-    };
-    let call: Call = match postcard::from_bytes(&frame) {
-        Ok(call) => call,
-        Err(e) => {
-            stats.refused += 1;
-            eprintln!(
-                "verbsim fabric: process {}: refused {} bytes that are no call ({e}); closing its session",
-                c.session.pid,
-                frame.len()
-            );
-            return false;
-        }
-    };
-    stats.calls += 1;
-    let reply = dispatch(sim, &mut c.session, call);
-    write_frame(&mut c.stream, &reply).is_ok()
 }
 
 #[cfg(test)]

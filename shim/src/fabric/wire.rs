@@ -11,6 +11,8 @@ use backend_sim::*;
 use serde::{Deserialize, Serialize};
 use verbs_api::*;
 
+use super::server::Owned;
+
 /// The simulator, whose handle types the wire carries.
 type V = SimVerbs;
 
@@ -527,5 +529,89 @@ impl WrExW {
                 raw_wqe: w.raw_wqe,
             })
             .collect()
+    }
+}
+
+/// The handles a wire form names, for the fabric's ownership check: each
+/// must be one of the calling process's own objects.
+pub(crate) trait Handles {
+    /// Appends every handle this value names to `out`.
+    fn handles(&self, out: &mut Vec<Owned>);
+}
+
+impl<T: Handles> Handles for Vec<T> {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        for x in self {
+            x.handles(out);
+        }
+    }
+}
+
+impl Handles for CqInitW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.channel.map(Owned::Channel));
+    }
+}
+
+impl Handles for CqInitAttrExW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.channel.map(Owned::Channel));
+    }
+}
+
+impl Handles for SrqInitAttrExW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.pd.map(Owned::Pd));
+        out.extend(self.xrcd.map(Owned::Xrcd));
+        out.extend(self.cq.map(Owned::Cq));
+    }
+}
+
+impl Handles for QpInitAttrExW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.send_cq.map(Owned::Cq));
+        out.extend(self.recv_cq.map(Owned::Cq));
+        out.extend(self.srq.map(Owned::Srq));
+        out.extend(self.pd.map(Owned::Pd));
+        out.extend(self.xrcd.map(Owned::Xrcd));
+    }
+}
+
+impl Handles for ReregMrW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.pd.map(Owned::Pd));
+    }
+}
+
+impl Handles for MwBindInfoW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.mr.map(Owned::Mr));
+    }
+}
+
+impl Handles for MwBindW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        self.bind_info.handles(out);
+    }
+}
+
+impl Handles for SendWrW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        out.extend(self.ud.map(|u| Owned::Ah(u.ah)));
+        out.extend(self.dc.map(|d| Owned::Ah(d.ah)));
+    }
+}
+
+impl Handles for RecvWrW {
+    fn handles(&self, _out: &mut Vec<Owned>) {}
+}
+
+impl Handles for WrExW {
+    fn handles(&self, out: &mut Vec<Owned>) {
+        if let WrOpW::BindMw(mw, _, info) = &self.op {
+            out.push(Owned::Mw(*mw));
+            info.handles(out);
+        }
+        out.extend(self.ud.map(|u| Owned::Ah(u.ah)));
     }
 }

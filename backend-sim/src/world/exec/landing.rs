@@ -138,7 +138,11 @@ impl World {
         };
         match (nd, src) {
             (Some(nd), Some(src)) => {
-                copy_extents(&mut self.mrs, &[src], &dst[..nd]);
+                // The responder's memory could not be read (its process
+                // died): the response is lost, as a dead node's is.
+                if !copy_extents(&mut self.mrs, &[src], &dst[..nd]) {
+                    return;
+                }
                 if p.payload_len > 0 {
                     self.record(TraceEvent::Placement {
                         device,
@@ -229,14 +233,18 @@ impl World {
         ) else {
             return false;
         };
-        copy_piece(
+        if !copy_piece(
             &mut self.mrs,
             src.mr,
             src.off,
             lkey >> 8,
             doff as usize,
             len as usize,
-        );
+        ) {
+            // The responder's memory could not be read: the response is
+            // lost (handled: the general path would lose it too).
+            return true;
+        }
         self.record(TraceEvent::Placement {
             device,
             qpn: p.destination.qpn,

@@ -143,14 +143,15 @@ pub(super) fn extents(
 
 /// Copies the bytes of `src` into `dst` (both lists cover the same number
 /// of bytes), MR to MR, without a bounce buffer.
-pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) {
+pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) -> bool {
     let (mut si, mut di) = (0, 0);
     let (mut so, mut d_o) = (0usize, 0usize);
+    let mut ok = true;
     while si < src.len() && di < dst.len() {
         let s = src[si];
         let d = dst[di];
         let n = (s.len - so).min(d.len - d_o);
-        copy_piece(mrs, s.mr, s.off + so, d.mr, d.off + d_o, n);
+        ok &= copy_piece(mrs, s.mr, s.off + so, d.mr, d.off + d_o, n);
         so += n;
         d_o += n;
         if so == s.len {
@@ -162,6 +163,7 @@ pub(super) fn copy_extents(mrs: &mut Arena<Mr>, src: &[Extent], dst: &[Extent]) 
             d_o = 0;
         }
     }
+    ok
 }
 
 /// Copies of a batch of WRITEs ([`World::absorb_writes`]), put off and
@@ -289,7 +291,8 @@ impl PendingCopies {
         }
         core::hint::black_box(touched);
         for &((src, off), d) in &self.list[..self.len] {
-            copy_piece(mrs, src, off, d.mr, d.off, d.len);
+            // A WRITE from memory that cannot be read lands nothing.
+            let _ = copy_piece(mrs, src, off, d.mr, d.off, d.len);
         }
         self.len = 0;
     }
@@ -340,38 +343,61 @@ const BOUNCE: usize = 256;
 /// Copies `n` bytes at `src_off` of MR slot `src` to `dst_off` of MR slot
 /// `dst` (one piece of [`copy_extents`]).
 #[inline]
-fn copy_piece(mrs: &mut Arena<Mr>, src: u32, src_off: usize, dst: u32, dst_off: usize, n: usize) {
+fn copy_piece(
+    mrs: &mut Arena<Mr>,
+    src: u32,
+    src_off: usize,
+    dst: u32,
+    dst_off: usize,
+    n: usize,
+) -> bool {
     if src == dst {
         if let Some((_, m)) = mrs.get_by_index_mut(src) {
             m.bytes.copy_within(src_off..src_off + n, dst_off);
         }
+        true
     } else if let Some((sm, dm)) = mrs.pair_by_index_mut(src, dst) {
         let (from, to) = (src_off..src_off + n, dst_off..dst_off + n);
         match (&sm.bytes, &mut dm.bytes) {
-            (MrMemory::Owned(a), MrMemory::Owned(b)) => b[to].copy_from_slice(&a[from]),
+            (MrMemory::Owned(a), MrMemory::Owned(b)) => {
+                b[to].copy_from_slice(&a[from]);
+                true
+            }
             (a, b) => {
                 // Two MRs over the caller's memory may overlap: never
                 // hold both views at once, and read all before writing
                 // (as memmove). Small pieces bounce on the stack, so the
                 // common small copy allocates nothing.
+                // Memory that cannot be read (its process died) puts
+                // nothing in the target: never made-up bytes; the caller
+                // learns it (false) and delivers nothing.
                 if n <= BOUNCE {
                     let mut bounce = [0u8; BOUNCE];
-                    a.read(from.start, &mut bounce[..n]);
-                    b.write(to.start, &bounce[..n]);
+                    let ok = a.try_read(from.start, &mut bounce[..n]);
+                    if ok {
+                        b.write(to.start, &bounce[..n]);
+                    }
+                    ok
                 } else {
                     let mut bounce = vec![0u8; n];
-                    a.read(from.start, &mut bounce);
-                    b.write(to.start, &bounce);
+                    let ok = a.try_read(from.start, &mut bounce);
+                    if ok {
+                        b.write(to.start, &bounce);
+                    }
+                    ok
                 }
             }
         }
+    } else {
+        true
     }
 }
 
 /// [`extents`] followed by [`copy_extents`] for the common case of one
 /// SGE and one destination piece: the SGE's MR looked up once, no extent
 /// lists. The same outcome: nothing is copied unless `[off, off + len)`
-/// lies in the SGE and the SGE in an MR of `device`.
+/// lies in the SGE and the SGE in an MR of `device`. False when the
+/// source's memory could not be read (nothing was written).
 pub(super) fn copy_one_sge(
     mrs: &mut Arena<Mr>,
     sge: &Sge,
@@ -379,19 +405,19 @@ pub(super) fn copy_one_sge(
     off: u64,
     len: u64,
     dst: Extent,
-) {
+) -> bool {
     if len == 0 || off.saturating_add(len) > u64::from(sge.length) {
         // `extents` resolves nothing past the list's end.
-        return;
+        return true;
     }
     let Some((_, m)) = mrs.get_by_index(sge.lkey >> 8) else {
-        return;
+        return true;
     };
     if m.lkey != sge.lkey || m.device != device {
-        return;
+        return true;
     }
     let Some(mr_off) = mr_view(m).offset_of(sge.addr + off, len) else {
-        return;
+        return true;
     };
     debug_assert_eq!(dst.len as u64, len);
     copy_piece(
@@ -401,7 +427,7 @@ pub(super) fn copy_one_sge(
         dst.mr,
         dst.off,
         dst.len.min(len as usize),
-    );
+    )
 }
 
 /// Copies `bytes` into `dst`.

@@ -200,6 +200,7 @@ impl World {
             recv,
             write: target,
             byte_len: total,
+            faulted: false,
         };
         true
     }
@@ -260,7 +261,12 @@ impl World {
                 None => return None,
             }
         };
-        self.copy_from_request(req, cookie, off, len, dst);
+        if !self.copy_from_request(req, cookie, off, len, dst) {
+            // The sender's memory is gone (its process died): the message
+            // is not delivered (`end_message`).
+            let r = self.qps.get_mut(rq.index, rq.generation).expect("live");
+            r.rx.msg.faulted = true;
+        }
         Some(device)
     }
 
@@ -270,7 +276,7 @@ impl World {
         let msg = core::mem::take(&mut r.rx.msg);
         let qpn = r.qp_num;
         let Some(recv) = msg.recv else { return };
-        if !msg.active {
+        if !msg.active || msg.faulted {
             return;
         }
         let s = self.qps.get(req.index, req.generation).expect("live");

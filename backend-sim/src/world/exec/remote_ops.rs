@@ -250,7 +250,11 @@ impl World {
         let original = match self.mrs.get_by_index_mut(slot) {
             Some((_, m)) => {
                 let mut word = [0u8; 8];
-                m.bytes.read(off, &mut word);
+                if !m.bytes.try_read(off, &mut word) {
+                    // The responder's memory is gone (its process died):
+                    // no answer, as from a dead node.
+                    return;
+                }
                 let original = apply_atomic(op, &mut word);
                 m.bytes.write(off, &word);
                 original
@@ -377,7 +381,10 @@ impl World {
             copy_bytes(&mut self.mrs, &grh, &dst[..n]);
         }
         if let Some(n) = self.recv_extents(rq, recv, UD_GRH_BYTES, p.payload_len, &mut dst) {
-            self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]);
+            if !self.copy_from_request(req, p.cookie, 0, p.payload_len, &dst[..n]) {
+                // The sender's memory is gone: the datagram is lost.
+                return;
+            }
         }
         self.record(TraceEvent::Placement {
             device,

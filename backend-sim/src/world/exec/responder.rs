@@ -342,7 +342,9 @@ impl World {
         }
     }
 
-    /// Copies bytes `[off, off + len)` of request `seq` of `req` to `dst`.
+    /// Copies bytes `[off, off + len)` of request `seq` of `req` to `dst`;
+    /// false when the requester's memory could not be read (its process
+    /// died: nothing was written, and the caller delivers nothing).
     pub(super) fn copy_from_request(
         &mut self,
         req: QpHandle,
@@ -350,26 +352,25 @@ impl World {
         off: u32,
         len: u32,
         dst: &[Extent],
-    ) {
+    ) -> bool {
         if len == 0 {
-            return;
+            return true;
         }
         let Self { qps, mrs, .. } = self;
         let Some(s) = qps.get(req.index, req.generation) else {
-            return;
+            return true;
         };
         let (w, sges, _) = s.sq.get(seq);
         if w.send_flags.contains(SendFlags::INLINE) {
             let bytes = s.sq.inline_bytes(seq, w.length as usize);
             let end = (off as usize + len as usize).min(bytes.len());
             copy_bytes(mrs, &bytes[(off as usize).min(end)..end], dst);
-            return;
+            return true;
         }
         let sges = &sges[..w.num_sge as usize];
         if let ([sge], [d]) = (sges, dst) {
             if d.len == len as usize {
-                copy_one_sge(mrs, sge, s.device, u64::from(off), u64::from(len), *d);
-                return;
+                return copy_one_sge(mrs, sge, s.device, u64::from(off), u64::from(len), *d);
             }
         }
         // One SGE gives at most one extent: no 32-entry scratch to clear.
@@ -381,8 +382,9 @@ impl World {
             many = [Extent::default(); EXTENTS_MAX];
             &mut many
         };
-        if let Some(ns) = extents(sges, mrs, s.device, u64::from(off), u64::from(len), src) {
-            copy_extents(mrs, &src[..ns], dst);
+        match extents(sges, mrs, s.device, u64::from(off), u64::from(len), src) {
+            Some(ns) => copy_extents(mrs, &src[..ns], dst),
+            None => true,
         }
     }
 

@@ -184,8 +184,9 @@ impl World {
         else {
             return false;
         };
-        copy_extents(&mut self.mrs, &src[..ns], &dst[..nd]);
-        true
+        // Memory that could not be read: placed piece by piece instead,
+        // where the message learns it.
+        copy_extents(&mut self.mrs, &src[..ns], &dst[..nd])
     }
 
     /// The source and destination pieces of [`World::place_run`]'s copy
