@@ -4,7 +4,7 @@ use verbs_api::*;
 
 use crate::handles::*;
 use crate::world::cm::CmOwned;
-use crate::world::{AsyncSubject, World};
+use crate::world::{AsyncSubject, World, TIME_HORIZON_NS};
 use crate::{SimConfig, Trace};
 
 /// The simulator backend: one [`World`] behind the [`Verbs`] trait.

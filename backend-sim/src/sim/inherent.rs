@@ -10,6 +10,15 @@ impl SimVerbs {
         match cmd {
             SimCommand::Now => Ok(SimReply::TimeNs(self.world.now_ns())),
             SimCommand::AdvanceNs(ns) => {
+                let now = self.world.now_ns();
+                if now.checked_add(ns).is_none_or(|t| t > TIME_HORIZON_NS) {
+                    return Err(Error::invalid(
+                        Verb::SimControl,
+                        format!(
+                            "advance: {ns} ns from {now} ns passes the virtual-time horizon of {TIME_HORIZON_NS} ns"
+                        ),
+                    ));
+                }
                 if !self.world.advance_ns(ns) {
                     return Err(Error::new(
                         Verb::SimControl,

@@ -44,7 +44,7 @@ impl World {
                 "DC addressing (mlx5dv_wr_set_dc_addr) is not part of WrEx: post on a DCI with post_send",
             ));
         }
-        let (qp_type, device, pd) = (q.qp_type, q.device, q.pd);
+        let (qp_type, device, pd, qp_ctx) = (q.qp_type, q.device, q.pd, q.ctx);
         // Singles of ibv_wr_set_sge, kept alive for the SendWr slices.
         let singles: Vec<[Sge; 1]> = batch
             .iter()
@@ -137,6 +137,9 @@ impl World {
                     bind_info,
                 } => {
                     let m = self.mw(**mw, v)?;
+                    let mw_ctx = self.pd(m.pd, v)?.ctx;
+                    self.same_ctx(v, "QP that binds the window", qp_ctx, mw_ctx)?;
+                    let m = self.mw(**mw, v)?;
                     if m.mw_type != MwType::Type2 {
                         return Err(invalid(v, at("ibv_wr_bind_mw binds type 2 windows; a type 1 window is bound with ibv_bind_mw".into())));
                     }
@@ -155,6 +158,8 @@ impl World {
                             at("bind_info has an address or length but no MR".into()),
                         ));
                     }
+                    self.check_bind_length(qp, bind_info.length, v)
+                        .map_err(|e| err(v, e.errno(), at(e.message().to_owned())))?;
                     binds.push((
                         i,
                         PendingBind {
