@@ -69,6 +69,13 @@ impl SimVerbs {
             SimCommand::Raw {
                 name: "rnr_stalls", ..
             } => Ok(SimReply::Text(self.world.rnr_stalls().join("\n"))),
+            SimCommand::Raw {
+                name: "state_digest",
+                ..
+            } => Ok(SimReply::Text(format!(
+                "{:#018x}",
+                self.world.state_digest()
+            ))),
             _ => Err(Error::not_implemented(
                 Verb::SimControl,
                 "this sim directive",

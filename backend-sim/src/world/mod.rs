@@ -8,6 +8,7 @@ pub(crate) mod cm;
 mod context;
 mod cq;
 mod dc;
+mod digest;
 mod dm;
 mod exec;
 pub(crate) mod ext;

@@ -451,6 +451,11 @@ impl World {
             }));
         }
         self.state_entered(qp, entered);
+        if !self.ext.ece_is_empty() {
+            // ECE options set with ibv_set_ece go to the device with the
+            // next modify (mlx5), whatever it changes.
+            self.ece_on_modify(qp);
+        }
         if UNPARK {
             self.unpark_rnr();
         }

@@ -205,6 +205,7 @@ impl World {
                 self.clean_cq(cq, qp);
             }
         }
+        self.ext_on_destroy_qp(qp);
         self.qps.remove(qp.index, qp.generation);
         self.free_qpn(device, qpn);
         self.devices[device as usize].qp_count -= 1;

@@ -99,6 +99,16 @@ impl World {
         if translation && length == 0 {
             return Err(invalid(v, "CHANGE_TRANSLATION with length 0"));
         }
+        // libibverbs' ibv_rereg_mr refuses access flags without
+        // CHANGE_ACCESS (IBV_REREG_MR_ERR_INPUT) before the kernel sees
+        // them; a PD without CHANGE_PD is not read (the kernel's
+        // ib_uverbs_rereg_mr looks the PD up only under IB_MR_REREG_PD).
+        if !access.is_empty() && !flags.contains(ReregMrFlags::CHANGE_ACCESS) {
+            return Err(invalid(
+                v,
+                format!("access {access} without IBV_REREG_MR_CHANGE_ACCESS"),
+            ));
+        }
         if self.live_mr(mr, v)?.dm.is_some() {
             // The kernel's ib_uverbs_rereg_mr refuses MRs on device memory.
             return Err(invalid(v, "the MR is registered on device memory"));
