@@ -478,12 +478,15 @@ impl World {
     }
 
     /// [`Self::modify_qp_handle`] with requesters parked: they retry after
-    /// the modify, whatever its outcome.
+    /// a modify that succeeded (a refused one changed nothing they could
+    /// wait for, and must leave the world as it found it).
     #[cold]
     #[inline(never)]
     fn modify_qp_parked(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
         let r = self.modify_qp(qp, attr, mask);
-        self.unpark_rnr();
+        if r.is_ok() {
+            self.unpark_rnr();
+        }
         r
     }
 

@@ -377,7 +377,6 @@ impl World {
         self.check_bind_length(qp, length, v)?;
         let new_rkey = inc_rkey(user_rkey);
         let tail = self.qp(qp, v)?.sq.tail;
-        self.prune_binds();
         let key = (qp.index, qp.generation, tail);
         self.ext.binds.insert(
             key,
@@ -401,6 +400,9 @@ impl World {
                 if let Some(m) = self.ext.mws.get_mut(mw.index, mw.generation) {
                     m.user_rkey = new_rkey;
                 }
+                // Binds that will never run go once a post succeeded (a
+                // refused one leaves the world as it found it).
+                self.prune_binds();
                 Ok(())
             }
             Err(e) => {

@@ -251,9 +251,6 @@ impl World {
         let _ = pd;
         // Binds are known to the executor before the post runs them.
         let tail = q.sq.tail;
-        if !binds.is_empty() {
-            self.prune_binds();
-        }
         for (i, b) in &binds {
             self.ext
                 .binds
@@ -282,6 +279,9 @@ impl World {
                     if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
                         m.user_rkey = b.rkey;
                     }
+                }
+                if !binds.is_empty() {
+                    self.prune_binds();
                 }
                 Ok(())
             }
