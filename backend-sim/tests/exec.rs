@@ -483,7 +483,16 @@ fn cq_overrun_on_an_rxe_receive_moves_the_qp_to_err() {
         recv(&mut v, &a, 10 + i, i * 64, 64);
     }
     for i in 0..2u64 {
-        post(&mut v, &b, &a, i, WrOpcode::Send, i * 64, 64, SendFlags::empty());
+        post(
+            &mut v,
+            &b,
+            &a,
+            i,
+            WrOpcode::Send,
+            i * 64,
+            64,
+            SendFlags::empty(),
+        );
     }
     assert!(v.sim_control(SimCommand::RunUntilIdle).is_ok());
     let mut wc = [Wc::default(); 4];

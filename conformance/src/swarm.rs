@@ -387,6 +387,12 @@ enum Op {
         remote: u8,
         send: bool,
     },
+    /// RESET→INIT→RTR(→RTS) of an XRC_INI QP and an XRC_TGT QP towards
+    /// each other, as the script's `connect INI TGT`.
+    ConnectXrc {
+        ini: u8,
+        tgt: u8,
+    },
     /// A signalled SEND on an XRC_INI QP to an XRC SRQ's number.
     PostXrc {
         qp: u8,
@@ -442,6 +448,7 @@ impl Op {
             Self::CmListen { .. } => "rdma_listen",
             Self::CmResolveAddr { .. } => "rdma_resolve_addr",
             Self::ConnectDc { .. } => "connect (DC)",
+            Self::ConnectXrc { .. } => "connect (XRC)",
             Self::CreateAh { .. } => "create_ah",
             Self::PostDc { .. } => "post_send (DC)",
             Self::PostXrc { .. } => "post_send (XRC)",
@@ -589,7 +596,11 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 ns: [100, 10_000, 1_000_000][r.below(3) as usize],
             },
         },
-        F_XRC => match r.below(8) {
+        F_XRC => match r.below(9) {
+            8 => Op::ConnectXrc {
+                ini: s(r),
+                tgt: s(r),
+            },
             7 => Op::PostXrc {
                 qp: s(r),
                 srq: s(r),
@@ -690,10 +701,7 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 mr: s(r),
                 mw: s(r),
             },
-            _ => Op::LocalInvMw {
-                qp: s(r),
-                mw: s(r),
-            },
+            _ => Op::LocalInvMw { qp: s(r), mw: s(r) },
         },
         _ => Op::PollCq { slot: s(r) },
     }
@@ -732,6 +740,8 @@ struct State<V: Verbs> {
     ah: Vec<Option<(V::Ah, u8)>>,
     /// The number of the XRC SRQ in the SRQ slot of the same index.
     srqn: Vec<Option<u32>>,
+    /// The context slot of the XRC_TGT QP in the QP slot of the same index.
+    tgt_ctx: Vec<Option<u8>>,
     /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
     /// completed.
     outstanding: BTreeMap<u64, (u8, u32, bool)>,
@@ -771,6 +781,7 @@ impl<V: Verbs> State<V> {
             mw: (0..n).map(|_| None).collect(),
             ah: (0..n).map(|_| None).collect(),
             srqn: vec![None; n],
+            tgt_ctx: vec![None; n],
             outstanding: BTreeMap::new(),
             ordered: std::collections::BTreeSet::new(),
             next_wr_id: 1,
@@ -1092,7 +1103,10 @@ fn execute_checked<V: Verbs>(
                     if e.is_not_implemented()
                         || matches!(
                             op,
-                            Op::Connect { .. } | Op::ConnectDc { .. } | Op::PollCq { .. }
+                            Op::Connect { .. }
+                                | Op::ConnectDc { .. }
+                                | Op::ConnectXrc { .. }
+                                | Op::PollCq { .. }
                         )
                     {
                         continue;
@@ -1281,7 +1295,9 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
         Op::BindMw { mw, qp, mr, .. } => {
             *mw = used(&st.mw, *mw);
             let pd = st.mw[*mw as usize].as_ref().map(|m| m.1);
-            *qp = find(&st.qp, *qp, |q| q.is_some_and(|q| Some(q.1) == pd && q.2 < 2));
+            *qp = find(&st.qp, *qp, |q| {
+                q.is_some_and(|q| Some(q.1) == pd && q.2 < 2)
+            });
             *qp = used(&st.qp, *qp);
             *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
             *mr = used(&st.mr, *mr);
@@ -1297,7 +1313,9 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
         Op::LocalInvMw { qp, mw } => {
             *mw = used(&st.mw, *mw);
             let pd = st.mw[*mw as usize].as_ref().map(|m| m.1);
-            *qp = find(&st.qp, *qp, |q| q.is_some_and(|q| Some(q.1) == pd && q.2 < 2));
+            *qp = find(&st.qp, *qp, |q| {
+                q.is_some_and(|q| Some(q.1) == pd && q.2 < 2)
+            });
             *qp = used(&st.qp, *qp);
         }
         Op::CmCreateQp { slot, .. }
@@ -1329,6 +1347,10 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
             let tpd = st.qp[*dct as usize].as_ref().map(|q| q.1);
             *remote = find(&st.mr, *remote, |m| m.is_some_and(|m| Some(m.1) == tpd));
             *remote = used(&st.mr, *remote);
+        }
+        Op::ConnectXrc { ini, tgt } => {
+            *ini = find(&st.qp, *ini, |q| q.is_some_and(|q| q.2 == 4));
+            *tgt = find(&st.qp, *tgt, |q| q.is_some_and(|q| q.2 == 6));
         }
         Op::PostXrc { qp, srq, mr } => {
             *qp = find(&st.qp, *qp, |q| q.is_some_and(|q| q.2 == 4));
@@ -1508,6 +1530,10 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 return Step::Skipped;
             };
             let change_pd = flags & 0x2 != 0;
+            // Access flags go with CHANGE_ACCESS, and in one draw of three
+            // without it (libibverbs refuses that: EINVAL).
+            let pass_access = flags & 0x4 != 0 || access == 0xf;
+            let access = if pass_access { access } else { 0 };
             let new_pd = if change_pd {
                 match &st.pd[pd as usize] {
                     Some((p, _)) => Some(p),
@@ -1532,7 +1558,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             if change_pd {
                 line.push_str(&format!(" pd=pd{pd}"));
             }
-            if flags & 0x4 != 0 {
+            if access != 0 {
                 line.push_str(&format!(" access={access}"));
             }
             ran(r, line)
@@ -2040,9 +2066,11 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
         | Op::CmDestroyQp { .. }
         | Op::CmListen { .. }
         | Op::CmResolveAddr { .. } => exec_cm(v, st, op),
-        Op::ConnectDc { .. } | Op::CreateAh { .. } | Op::PostDc { .. } | Op::PostXrc { .. } => {
-            exec_dc_xrc(v, st, op)
-        }
+        Op::ConnectDc { .. }
+        | Op::ConnectXrc { .. }
+        | Op::CreateAh { .. }
+        | Op::PostDc { .. }
+        | Op::PostXrc { .. } => exec_dc_xrc(v, st, op),
     }
 }
 
@@ -2208,6 +2236,7 @@ fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 Ok(q) => {
                     let qpn = v.qp_num(&q).unwrap_or(0);
                     st.qp[slot as usize] = Some((q, pd, if tgt { 6 } else { 4 }, qpn));
+                    st.tgt_ctx[slot as usize] = tgt.then_some(ctx);
                     st.rts[slot as usize] = false;
                     ran(Ok(()), line)
                 }
@@ -2245,7 +2274,10 @@ fn exec_mw_srq<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 max_sge: 1,
                 srq_limit: limit,
             };
-            ran(v.modify_srq(s, &attr, mask), format!("modify_srq s{slot} {args}"))
+            ran(
+                v.modify_srq(s, &attr, mask),
+                format!("modify_srq s{slot} {args}"),
+            )
         }
         Op::AllocMw { slot, pd, type2 } => {
             if st.mw[slot as usize].is_some() {
@@ -2289,7 +2321,11 @@ fn exec_mw_srq<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let (Some((w, ..)), Some((q, ..))) = (&st.mw[mw as usize], &st.qp[qp as usize]) else {
                 return Step::Skipped;
             };
-            let m = if unbind { None } else { st.mr[mr as usize].as_ref() };
+            let m = if unbind {
+                None
+            } else {
+                st.mr[mr as usize].as_ref()
+            };
             if !unbind && m.is_none() {
                 return Step::Skipped;
             }
@@ -2444,7 +2480,9 @@ fn exec_cm<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let (r, line) = if xrc {
                 (
                     v.rdma_create_qp_ex(id, &mut attr),
-                    format!("rdma_create_qp_ex id{slot} qp_type={name} max_send_wr=4 max_send_sge=1"),
+                    format!(
+                        "rdma_create_qp_ex id{slot} qp_type={name} max_send_wr=4 max_send_sge=1"
+                    ),
                 )
             } else {
                 (
@@ -2474,7 +2512,10 @@ fn exec_cm<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let Some(id) = &st.cm_id[slot as usize] else {
                 return Step::Skipped;
             };
-            ran(v.rdma_listen(id, 4), format!("rdma_listen id{slot} backlog=4"))
+            ran(
+                v.rdma_listen(id, 4),
+                format!("rdma_listen id{slot} backlog=4"),
+            )
         }
         Op::CmResolveAddr { slot, dev } => {
             let Some(id) = &st.cm_id[slot as usize] else {
@@ -2490,6 +2531,57 @@ fn exec_cm<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
     }
 }
 
+/// The attributes the script's `connect` gives a QP towards a peer on a
+/// port like `port` (its defaults: MTU 1024 clamped to the port, timeout
+/// 14, retry 7, RNR retry 6, RNR timer 12, one read/atomic; a GRH on
+/// Ethernet ports), so that the rendered `connect` line replays.
+fn runner_attr(
+    port: &verbs_api::PortAttr,
+    gid: Option<verbs_api::Gid>,
+    dlid: u16,
+    dest_qp_num: u32,
+    responder: bool,
+    atomics: bool,
+) -> QpAttr {
+    let access = match (responder, atomics) {
+        (false, _) => AccessFlags::empty(),
+        (true, true) => {
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+        }
+        (true, false) => AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+    };
+    let mtu =
+        if port.active_mtu.bytes().is_some() && port.active_mtu.to_raw() < Mtu::Mtu1024.to_raw() {
+            port.active_mtu
+        } else {
+            Mtu::Mtu1024
+        };
+    let mut attr = QpAttr {
+        port_num: 1,
+        qp_access_flags: access,
+        path_mtu: mtu,
+        qkey: 0x1111_1111,
+        dest_qp_num,
+        min_rnr_timer: 12,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 6,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    attr.ah_attr.dlid = dlid;
+    attr.ah_attr.port_num = 1;
+    if port.link_layer == verbs_api::LinkLayer::Ethernet
+        || port.flags & verbs_api::QPF_GRH_REQUIRED != 0
+    {
+        attr.ah_attr.is_global = true;
+        attr.ah_attr.grh.dgid = gid.unwrap_or_default();
+        attr.ah_attr.grh.hop_limit = 64;
+    }
+    attr
+}
+
 /// Posts on DC and XRC QPs: a DCI or DCT brought up alone, an address
 /// handle, a WRITE or SEND from a DCI to a DCT, a SEND from an XRC_INI QP
 /// to an XRC SRQ's number.
@@ -2497,7 +2589,7 @@ fn exec_dc_xrc<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
     use verbs_api::transitions::{transition_masks, TableFlavor};
     match *op {
         Op::ConnectDc { slot } => {
-            let Some((q, pd, qt, _)) = &st.qp[slot as usize] else {
+            let Some((q, pd, qt, own_qpn)) = &st.qp[slot as usize] else {
                 return Step::Skipped;
             };
             if *qt != 3 && *qt != 5 {
@@ -2518,22 +2610,15 @@ fn exec_dc_xrc<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             } else {
                 verbs_api::QpClass::Dci
             };
-            let mut attr = QpAttr {
-                port_num: 1,
-                qp_access_flags: AccessFlags::REMOTE_WRITE
-                    | AccessFlags::REMOTE_READ
-                    | AccessFlags::REMOTE_ATOMIC,
-                path_mtu: Mtu::Mtu1024,
-                min_rnr_timer: 12,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                max_rd_atomic: 1,
-                max_dest_rd_atomic: 1,
-                ..QpAttr::default()
-            };
-            attr.ah_attr.dlid = port.lid;
-            attr.ah_attr.port_num = 1;
+            // The attributes of the script's `connect` (its defaults, the
+            // QP's own port as the peer): replaying the line gives the
+            // same answer.
+            let atomics = v
+                .query_device(c)
+                .map(|a| a.atomic_cap != verbs_api::AtomicCap::None)
+                .unwrap_or(false);
+            let gid = v.query_gid(c, 1, 0).ok();
+            let mut attr = runner_attr(&port, gid, port.lid, *own_qpn, dct, atomics);
             let mut result = Ok(());
             for (from, to) in [
                 (QpState::Reset, QpState::Init),
@@ -2553,6 +2638,87 @@ fn exec_dc_xrc<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 }
             }
             ran(result, format!("connect q{slot}"))
+        }
+        Op::ConnectXrc { ini, tgt } => {
+            let (Some((qi, pi, 4, ni)), Some((qt, _, 6, nt)), Some(tc)) = (
+                &st.qp[ini as usize],
+                &st.qp[tgt as usize],
+                st.tgt_ctx[tgt as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let Some((_, ic)) = &st.pd[*pi as usize] else {
+                return Step::Skipped;
+            };
+            let (Some((ci, _)), Some((ct, _))) = (&st.ctx[*ic as usize], &st.ctx[tc as usize])
+            else {
+                return Step::Skipped;
+            };
+            let (Ok(pi_), Ok(pt)) = (v.query_port(ci, 1), v.query_port(ct, 1)) else {
+                return Step::Skipped;
+            };
+            let (gi, gt) = (v.query_gid(ci, 1, 0).ok(), v.query_gid(ct, 1, 0).ok());
+            let atomics = |v: &mut V, c: &V::Context| {
+                v.query_device(c)
+                    .map(|a| a.atomic_cap != verbs_api::AtomicCap::None)
+                    .unwrap_or(false)
+            };
+            let (ai, at) = (atomics(v, ci), atomics(v, ct));
+            // Each side's attributes towards the other, as the script's
+            // `connect INI TGT` makes them (MTU clamped to both ports).
+            let mut attr_i = runner_attr(&pt, gt, pt.lid, *nt, true, ai);
+            let mut attr_t = runner_attr(&pi_, gi, pi_.lid, *ni, true, at);
+            for a in [&mut attr_i, &mut attr_t] {
+                for p in [&pi_, &pt] {
+                    if p.active_mtu.bytes().is_some() && p.active_mtu.to_raw() < a.path_mtu.to_raw()
+                    {
+                        a.path_mtu = p.active_mtu;
+                    }
+                }
+            }
+            if pi_.link_layer == verbs_api::LinkLayer::Ethernet
+                || (pi_.flags | pt.flags) & verbs_api::QPF_GRH_REQUIRED != 0
+            {
+                attr_i.ah_attr.is_global = true;
+                attr_i.ah_attr.grh.dgid = gt.unwrap_or_default();
+                attr_i.ah_attr.grh.hop_limit = 64;
+            }
+            if pt.link_layer == verbs_api::LinkLayer::Ethernet
+                || (pi_.flags | pt.flags) & verbs_api::QPF_GRH_REQUIRED != 0
+            {
+                attr_t.ah_attr.is_global = true;
+                attr_t.ah_attr.grh.dgid = gi.unwrap_or_default();
+                attr_t.ah_attr.grh.hop_limit = 64;
+            }
+            let plan = [
+                (qi, verbs_api::QpClass::XrcIni, attr_i),
+                (qt, verbs_api::QpClass::XrcTgt, attr_t),
+            ];
+            let mut result = Ok(());
+            'steps: for (from, to) in [
+                (QpState::Reset, QpState::Init),
+                (QpState::Init, QpState::ReadyToReceive),
+                (QpState::ReadyToReceive, QpState::ReadyToSend),
+            ] {
+                for (q, class, attr) in &plan {
+                    if *class == verbs_api::QpClass::XrcTgt && to == QpState::ReadyToSend {
+                        continue;
+                    }
+                    let Some(masks) = transition_masks(*class, from, to, TableFlavor::Kernel)
+                    else {
+                        continue;
+                    };
+                    let attr = QpAttr {
+                        qp_state: to,
+                        ..*attr
+                    };
+                    if let Err(e) = v.modify_qp(q, &attr, masks.required | QpAttrMask::STATE) {
+                        result = Err(e);
+                        break 'steps;
+                    }
+                }
+            }
+            ran(result, format!("connect q{ini} q{tgt}"))
         }
         Op::CreateAh { slot, pd } => {
             if st.ah[slot as usize].is_some() {
@@ -2609,7 +2775,13 @@ fn exec_dc_xrc<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             else {
                 return Step::Skipped;
             };
-            let (qpn, dctn) = (*qpn, *dctn);
+            // A DCT's number is given at RTR (read it live, as the
+            // script's `q.qp_num` does).
+            let dctn = st.qp[dct as usize]
+                .as_ref()
+                .and_then(|d| v.qp_num(&d.0).ok())
+                .unwrap_or(*dctn);
+            let qpn = *qpn;
             let wr_id = st.next_wr_id;
             st.next_wr_id += 1;
             let sg = [Sge {

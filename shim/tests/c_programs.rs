@@ -142,7 +142,10 @@ fn providers_decide_parent_domains_rereg_inputs_and_ece() {
     // the kernel's refusal (IBV_REREG_MR_ERR_CMD); mlx5's ECE does not
     // rewrite the caller's struct and reads 0 until a modify.
     // Method: a C program on an rxe and a ConnectX-6 device.
-    if let Some(out) = run_c_env("provider_rules", &[("VERBSIM_DEVICES", Path::new("rxe,cx6"))]) {
+    if let Some(out) = run_c_env(
+        "provider_rules",
+        &[("VERBSIM_DEVICES", Path::new("rxe,cx6"))],
+    ) {
         assert_eq!(out.trim(), "ok");
     }
 }

@@ -102,10 +102,16 @@ impl World {
     /// `send_ops_flags`, ECE options, pending binds and raw-WQE marks.
     pub(crate) fn ext_on_destroy_qp(&mut self, qp: QpHandle) {
         let e = &mut self.ext;
-        if e.qp_ops.get(&qp.index).is_some_and(|(g, _)| *g == qp.generation) {
+        if e.qp_ops
+            .get(&qp.index)
+            .is_some_and(|(g, _)| *g == qp.generation)
+        {
             e.qp_ops.remove(&qp.index);
         }
-        if e.ece.get(&qp.index).is_some_and(|(g, _)| *g == qp.generation) {
+        if e.ece
+            .get(&qp.index)
+            .is_some_and(|(g, _)| *g == qp.generation)
+        {
             e.ece.remove(&qp.index);
         }
         e.binds
@@ -117,7 +123,10 @@ impl World {
     /// Forgets the `wc_flags` of a destroyed extended CQ.
     pub(crate) fn ext_on_destroy_cq(&mut self, cq: crate::handles::CqHandle) {
         let e = &mut self.ext;
-        if e.cq_ex.get(&cq.index).is_some_and(|(g, _)| *g == cq.generation) {
+        if e.cq_ex
+            .get(&cq.index)
+            .is_some_and(|(g, _)| *g == cq.generation)
+        {
             e.cq_ex.remove(&cq.index);
         }
     }

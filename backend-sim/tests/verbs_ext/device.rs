@@ -72,7 +72,10 @@ fn ece_on_mlx5_and_eopnotsupp_on_rxe() {
         ..e
     };
     sim.set_ece(&a.qp, &mut want).unwrap();
-    assert_eq!(want.options, 0xffff_0001, "the caller's struct is not rewritten");
+    assert_eq!(
+        want.options, 0xffff_0001,
+        "the caller's struct is not rewritten"
+    );
     assert_eq!(sim.query_ece(&a.qp).unwrap().options, 0, "0 until a modify");
     let attr = QpAttr {
         qp_state: QpState::Error,

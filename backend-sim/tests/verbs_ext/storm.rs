@@ -80,7 +80,9 @@ fn refused_posts_ring_no_doorbell() {
     let mw = sim.alloc_mw(&a.pd, MwType::Type1).unwrap();
     let foreign = sim.reg_mr(&b.pd, 64, rw() | AccessFlags::MW_BIND).unwrap();
     for _ in 0..100 {
-        let e = sim.bind_mw(&a.qp, &mw, &bind_of(&foreign, 0, 8)).unwrap_err();
+        let e = sim
+            .bind_mw(&a.qp, &mw, &bind_of(&foreign, 0, 8))
+            .unwrap_err();
         assert_eq!(e.errno(), errno::EPERM, "the MR is of another PD: {e}");
     }
     let after = write_latency_ns(&mut sim, &a, &isrc, &idst, 3);
@@ -99,7 +101,9 @@ fn bind_through_a_qp_of_another_context_is_refused() {
     // to be bound, granting remote access through the other device).
     // Method: a type 1 and a type 2 window of b's PD, bound through a's QP.
     let (mut sim, a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
-    let mr = sim.reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
     let imr = sim.mr_info(&mr).unwrap();
     let w1 = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
     let k1 = sim.mw_info(&w1).unwrap().rkey;
@@ -123,7 +127,11 @@ fn bind_through_a_qp_of_another_context_is_refused() {
     assert_eq!(sim.mw_info(&w2).unwrap().rkey, k2);
     sim.sim_control(SimCommand::RunUntilIdle).unwrap();
     let mut wc = [Wc::default(); 4];
-    assert_eq!(sim.poll_cq(&a.cq, &mut wc).unwrap(), 0, "nothing was posted");
+    assert_eq!(
+        sim.poll_cq(&a.cq, &mut wc).unwrap(),
+        0,
+        "nothing was posted"
+    );
 }
 
 #[test]
@@ -135,7 +143,9 @@ fn mlx5_refuses_binds_over_two_gib_at_post() {
     // is outside the MR).
     // Method: binds of 2^31 + 1 bytes on cx6 and rxe; one of 2^31 on cx6.
     let (mut sim, _a, b) = pair(DeviceProfile::connectx6, Some(ALL_OPS), WcExFlags::empty());
-    let mr = sim.reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
     let imr = sim.mr_info(&mr).unwrap();
     let w1 = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
     let e = sim
@@ -159,7 +169,9 @@ fn mlx5_refuses_binds_over_two_gib_at_post() {
         .unwrap();
 
     let (mut sim, _a, b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
-    let mr = sim.reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
     let imr = sim.mr_info(&mr).unwrap();
     let w1 = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
     sim.bind_mw(&b.qp, &w1, &bind_of(&mr, imr.addr, (1 << 31) + 1))
@@ -184,10 +196,13 @@ fn side_tables_go_with_their_objects() {
         comp_mask: 0,
     };
     sim.set_ece(&a.qp, &mut ece).unwrap();
-    let mr = sim.reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND).unwrap();
+    let mr = sim
+        .reg_mr(&b.pd, 4096, rw() | AccessFlags::MW_BIND)
+        .unwrap();
     let imr = sim.mr_info(&mr).unwrap();
     let mw = sim.alloc_mw(&b.pd, MwType::Type1).unwrap();
-    sim.bind_mw(&b.qp, &mw, &bind_of(&mr, imr.addr, 64)).unwrap();
+    sim.bind_mw(&b.qp, &mw, &bind_of(&mr, imr.addr, 64))
+        .unwrap();
     let live = sim.live_objects();
     assert!(
         live.side_entries >= 4,
@@ -300,7 +315,11 @@ fn srq_resize_keeps_the_pins_of_consumed_receives_exact() {
     let mut wc = [Wc::default(); 4];
     let n = sim.poll_cq(&cq, &mut wc).unwrap();
     assert_eq!((n, wc[0].wr_id, wc[0].status), (1, 10, WcStatus::Success));
-    assert_eq!(sim.live_objects().mr_pins, 2, "polling it frees nothing more");
+    assert_eq!(
+        sim.live_objects().mr_pins,
+        2,
+        "polling it frees nothing more"
+    );
     sim.destroy_qp(&qp).unwrap();
     sim.destroy_srq(&srq).unwrap();
     sim.destroy_cq(&cq).unwrap();
