@@ -532,7 +532,12 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 cq: s(r),
                 qp_type: r.below(3) as u8,
                 srq: (weights[F_SRQ] > 0 && r.chance(30)).then(|| s(r)),
-                wr: if bad { 1 << 20 } else { 1 + r.below(16) as u32 },
+                // Past every profile's max_qp_wr (mlx5 32768, rxe 2^20).
+                wr: if bad {
+                    (1 << 20) + 1
+                } else {
+                    1 + r.below(16) as u32
+                },
                 sge: 1 + r.below(2) as u32,
             },
             2..=4 => Op::Connect {

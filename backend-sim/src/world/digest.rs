@@ -11,21 +11,28 @@ use core::hash::{Hash, Hasher};
 
 use super::World;
 
-/// FNV-1a over 64-bit words (and, as a [`Hasher`], over enum
-/// discriminants).
+/// An FNV-style fold a 64-bit word at a time (the swarm asks for the
+/// digest before every call, so it must be cheap), and, as a [`Hasher`],
+/// over enum discriminants.
 struct Fold(u64);
 
 impl Fold {
     fn add(&mut self, x: u64) {
-        self.write(&x.to_le_bytes());
+        self.0 = (self.0 ^ x)
+            .wrapping_mul(0x0000_0100_0000_01b3)
+            .rotate_left(29);
     }
 }
 
 impl Hasher for Fold {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+            self.add(u64::from(b));
         }
+    }
+
+    fn write_isize(&mut self, i: isize) {
+        self.add(i as u64);
     }
 
     fn finish(&self) -> u64 {
