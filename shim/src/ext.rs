@@ -42,7 +42,7 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         if f == 0 {
             // Passed to the kernel, which refuses no flags
             // (ib_uverbs_rereg_mr): a command error.
-            crate::guard::log_err(v, libc::EINVAL, "flags 0: the kernel refuses an empty change");
+            crate::guard::log_err(v, libc::EINVAL, &"flags 0: the kernel refuses an empty change");
             set_errno(libc::EINVAL);
             return Ok(REREG_ERR_CMD);
         }
