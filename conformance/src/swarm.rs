@@ -258,7 +258,7 @@ enum Op {
     },
     ClearFaults,
     Advance {
-        ns: u32,
+        ns: u64,
     },
     OpenXrcDomain {
         slot: u8,
@@ -593,12 +593,19 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
         },
         F_FAULTS => match r.below(4) {
             0 => Op::Fault {
-                action: r.below(4) as u8,
+                // Action 4 (invalid only): a delay past the virtual-time
+                // horizon, which must be refused.
+                action: if bad { 4 } else { r.below(4) as u8 },
                 ppm: [10_000, 50_000, 100_000][r.below(3) as usize],
             },
             1 => Op::ClearFaults,
             _ => Op::Advance {
-                ns: [100, 10_000, 1_000_000][r.below(3) as usize],
+                // Invalid: past the virtual-time horizon (2^62 ns).
+                ns: if bad {
+                    u64::MAX - r.below(2)
+                } else {
+                    [100, 10_000, 1_000_000][r.below(3) as usize]
+                },
             },
         },
         F_XRC => match r.below(9) {
@@ -1919,10 +1926,11 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             }
         }
         Op::Fault { action, ppm } => {
-            let a = match action % 4 {
+            let a = match action % 5 {
                 0 => FaultAction::Drop,
                 1 => FaultAction::Duplicate,
                 2 => FaultAction::DelayNs(5_000),
+                4 => FaultAction::DelayNs(u64::MAX),
                 _ => FaultAction::Reorder(4),
             };
             let r = v
@@ -1946,8 +1954,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             "sim clear_faults".to_owned(),
         ),
         Op::Advance { ns } => ran(
-            v.sim_control(SimCommand::AdvanceNs(u64::from(ns)))
-                .map(|_| ()),
+            v.sim_control(SimCommand::AdvanceNs(ns)).map(|_| ()),
             format!("sim advance ns={ns}"),
         ),
         Op::OpenXrcDomain { slot, ctx, inode } => {
