@@ -71,7 +71,7 @@ pub struct DeviceProfile {
     pub port: PortAttr,
     /// mlx5 limits (`None` for rxe).
     pub mlx5: Option<Mlx5Limits>,
-    /// `max_inline_data` limit of the provider (rxe: 400; mlx5 derives it
+    /// `max_inline_data` limit of the provider (rxe: 512; mlx5 derives it
     /// from `max_sq_desc_sz` and reports no fixed limit).
     pub max_inline_data: u32,
     /// XRC QP types and XRC SRQs supported.
@@ -81,8 +81,9 @@ pub struct DeviceProfile {
     /// The device claims `IB_DEVICE_FLUSH_GLOBAL`, `IB_DEVICE_FLUSH_PERSISTENT`
     /// and `IB_DEVICE_ATOMIC_WRITE`: `IBV_WR_FLUSH`, `IBV_WR_ATOMIC_WRITE`
     /// and the `IBV_ACCESS_FLUSH_*` MR flags. rxe sets all three
-    /// (torvalds/linux `drivers/infiniband/sw/rxe/rxe_param.h`, Linux ≥ 6.2,
-    /// 64-bit); the mlx5 kernel driver sets none of them.
+    /// (`drivers/infiniband/sw/rxe/rxe_param.h` of the profile's kernel,
+    /// 6.17; since 6.2, on 64-bit builds); the mlx5 kernel driver sets none
+    /// of them.
     pub flush_and_atomic_write: bool,
     /// `IBV_QP_RATE_LIMIT` upper bound in kbps; 0 = no packet pacing (a
     /// non-zero rate is then `EINVAL`).
@@ -95,6 +96,9 @@ pub struct DeviceProfile {
     /// pipeline, jitter) on top of the wire's: see [`AdapterModel`].
     pub adapter: AdapterModel,
 }
+
+/// `IB_PORT_CM_SUP` in `port_cap_flags`: the port runs a connection manager.
+const PORT_CM_SUP: u32 = 1 << 16;
 
 impl DeviceProfile {
     /// A ConnectX-6 (MT28908, PCI id 0x101b = 4123) on InfiniBand.
@@ -271,23 +275,28 @@ impl DeviceProfile {
         p
     }
 
-    /// The soft-RoCE driver rxe.
+    /// The soft-RoCE driver rxe of one kernel: Linux 6.17.
     ///
-    /// Sources: torvalds/linux `drivers/infiniband/sw/rxe/rxe_param.h`
-    /// (`RXE_MAX_QP` 0x10000, `RXE_MAX_QP_WR` 0x4000, `RXE_MAX_SGE` 32,
-    /// `RXE_MAX_INLINE_DATA` 400, `RXE_MAX_CQ` 16384, `RXE_MAX_LOG_CQE` 15,
-    /// `RXE_MAX_MR` 256 Ki, `RXE_MAX_PD` 0x7ffc, `RXE_MAX_QP_RD_ATOM` and
-    /// `RXE_MAX_QP_INIT_RD_ATOM` 128, `RXE_MAX_RES_RD_ATOM` 0x3f000,
-    /// `RXE_MAX_MCAST_GRP` 8192, `RXE_MAX_MCAST_QP_ATTACH` 56,
-    /// `RXE_MAX_TOT_MCAST_QP_ATTACH` 0x70000, `RXE_MAX_AH` 100,
-    /// `RXE_MAX_SRQ` 960, `RXE_MAX_SRQ_WR` 0x4000, `RXE_MAX_SRQ_SGE` 27,
-    /// `RXE_MAX_PKEYS` 64, `RXE_LOCAL_CA_ACK_DELAY` 15, device cap flags,
-    /// `RXE_PAGE_SIZE_CAP`, `RXE_MAX_MR_SIZE` −1, port: GID table 1024,
-    /// pkey table 64, max message 0x800000, `RXE_PORT_INFO_MTU_CAP` 4096,
-    /// active width 1X, speed 1) and `rxe.c` `rxe_init_device_param`
-    /// (`atomic_cap = IB_ATOMIC_HCA`, `max_cqe = (1 << RXE_MAX_LOG_CQE) − 1`).
-    /// The active MTU 1024 is an *estimate* (rxe derives it from the netdev
-    /// MTU; 1500-byte Ethernet gives 1024).
+    /// Every value is that kernel's (docs/divergence.md, "Device profiles"):
+    /// `drivers/infiniband/sw/rxe/rxe_param.h` and `rxe.c`
+    /// (`rxe_init_device_param`, `rxe_init_port_param`) of the 6.17 tree.
+    /// With `DEFAULT_MAX_VALUE` = 2^20: `max_qp_wr`, `max_cq`, `max_pd`,
+    /// `max_srq_wr` 2^20; `max_qp` 2^20 − 16 (QP indices from 16);
+    /// `max_srq` 2^20 − 0x20001; `max_mr` 2^19 − 1 and `max_mw`
+    /// 2^20 − 2^19 − 1 (MR indices up to 2^19, windows above);
+    /// `max_ah` 2^15 − 1; `max_sge`/`max_sge_rd` 32, `max_srq_sge` 27;
+    /// `max_cqe` 2^15 − 1; `max_qp_rd_atom`/`max_qp_init_rd_atom` 128,
+    /// `max_res_rd_atom` 0x3f000; multicast 8192 groups, 56 QPs a group,
+    /// 0x70000 attachments; `max_pkeys` 64; `local_ca_ack_delay` 15;
+    /// `atomic_cap` HCA; vendor id 0xffffff (IBTA A3.3.1, set since 5.9);
+    /// device capability flags as listed in `RXE_DEVICE_CAP_FLAGS`, with
+    /// memory windows (type 1 and 2B), FLUSH (global, persistent) and
+    /// ATOMIC_WRITE (64-bit builds); inline data up to 512 bytes (the
+    /// largest WQE's 32 SGEs of 16 bytes). Port: GID table 1024, P_Key
+    /// table 1, largest message 2^31, `IB_PORT_CM_SUP`, width 1X, speed 1,
+    /// max MTU 4096. The active MTU 1024 and the physical state LinkUp are
+    /// *estimates* of a running 1500-byte Ethernet netdev (rxe derives both
+    /// from the netdev).
     pub fn rxe() -> Self {
         let attr = DeviceAttr {
             fw_ver: "0.0.0".to_owned(),
@@ -295,11 +304,11 @@ impl DeviceProfile {
             sys_image_guid: 0,
             max_mr_size: u64::MAX,
             page_size_cap: 0xffff_f000,
-            vendor_id: 0,
+            vendor_id: 0xff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
-            max_qp: 0x1_0000,
-            max_qp_wr: 0x4000,
+            max_qp: (1 << 20) - 16,
+            max_qp_wr: 1 << 20,
             device_cap_flags: DeviceCapFlags::BAD_PKEY_CNTR
                 | DeviceCapFlags::BAD_QKEY_CNTR
                 | DeviceCapFlags::AUTO_PATH_MIG
@@ -309,13 +318,15 @@ impl DeviceProfile {
                 | DeviceCapFlags::SYS_IMAGE_GUID
                 | DeviceCapFlags::RC_RNR_NAK_GEN
                 | DeviceCapFlags::SRQ_RESIZE
-                | DeviceCapFlags::MEM_MGT_EXTENSIONS,
+                | DeviceCapFlags::MEM_MGT_EXTENSIONS
+                | DeviceCapFlags::MEM_WINDOW
+                | DeviceCapFlags::MEM_WINDOW_TYPE_2B,
             max_sge: 32,
             max_sge_rd: 32,
-            max_cq: 16_384,
+            max_cq: 1 << 20,
             max_cqe: (1 << 15) - 1,
-            max_mr: 256 * 1024,
-            max_pd: 0x7ffc,
+            max_mr: (1 << 19) - 1,
+            max_pd: 1 << 20,
             max_qp_rd_atom: 128,
             max_ee_rd_atom: 0,
             max_res_rd_atom: 0x3_f000,
@@ -324,17 +335,17 @@ impl DeviceProfile {
             atomic_cap: AtomicCap::Hca,
             max_ee: 0,
             max_rdd: 0,
-            max_mw: 0,
+            max_mw: (1 << 20) - (1 << 19) - 1,
             max_raw_ipv6_qp: 0,
             max_raw_ethy_qp: 0,
             max_mcast_grp: 8192,
             max_mcast_qp_attach: 56,
             max_total_mcast_qp_attach: 0x7_0000,
-            max_ah: 100,
+            max_ah: (1 << 15) - 1,
             max_fmr: 0,
             max_map_per_fmr: 0,
-            max_srq: 960,
-            max_srq_wr: 0x4000,
+            max_srq: (1 << 20) - 0x2_0001,
+            max_srq_wr: 1 << 20,
             max_srq_sge: 27,
             max_pkeys: 64,
             local_ca_ack_delay: 15,
@@ -345,11 +356,11 @@ impl DeviceProfile {
             max_mtu: Mtu::Mtu4096,
             active_mtu: Mtu::Mtu1024,
             gid_tbl_len: 1024,
-            port_cap_flags: 0,
-            max_msg_sz: 0x80_0000,
+            port_cap_flags: PORT_CM_SUP,
+            max_msg_sz: 1 << 31,
             bad_pkey_cntr: 0,
             qkey_viol_cntr: 0,
-            pkey_tbl_len: 64,
+            pkey_tbl_len: 1,
             lid: 0,
             sm_lid: 0,
             lmc: 0,
@@ -369,7 +380,7 @@ impl DeviceProfile {
             attr,
             port,
             mlx5: None,
-            max_inline_data: 400,
+            max_inline_data: 512,
             xrc: false,
             odp: false,
             flush_and_atomic_write: true,

@@ -4,7 +4,7 @@ use verbs_api::*;
 
 use crate::handles::*;
 use crate::world::cm::CmOwned;
-use crate::world::{AsyncSubject, World};
+use crate::world::{AsyncSubject, World, TIME_HORIZON_NS};
 use crate::{SimConfig, Trace};
 
 /// The simulator backend: one [`World`] behind the [`Verbs`] trait.
@@ -410,7 +410,9 @@ impl Verbs for SimVerbs {
     fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
         self.cm_guard(CmOwned::Qp(*qp), Verb::DestroyQp, "the QP of an rdma_cm id")?;
         let r = self.world.destroy_qp_handle(*qp);
-        self.world.unpark_rnr();
+        if r.is_ok() {
+            self.world.unpark_rnr();
+        }
         r
     }
 
@@ -475,8 +477,11 @@ impl Verbs for SimVerbs {
     unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let qp = self.world.resolve_qp(*qp, Verb::PostRecv)?;
         let r = self.world.post_recv(qp, wrs);
-        // A receive can end an endless RNR wait (World::rnr_stalls).
-        self.world.unpark_rnr();
+        // A receive can end an endless RNR wait (World::rnr_stalls); a
+        // post that queued nothing changes nothing.
+        if queued_some(&r) {
+            self.world.unpark_rnr();
+        }
         r
     }
 
@@ -485,7 +490,9 @@ impl Verbs for SimVerbs {
     #[allow(unsafe_code)]
     unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
         let r = self.world.post_srq_recv(*srq, wrs);
-        self.world.unpark_rnr();
+        if queued_some(&r) {
+            self.world.unpark_rnr();
+        }
         r
     }
 
@@ -792,5 +799,14 @@ impl Verbs for SimVerbs {
 
     fn sim_control(&mut self, cmd: SimCommand<'_, Self>) -> Result<SimReply> {
         self.control(cmd)
+    }
+}
+
+/// Whether a post queued at least one request (it succeeded, or failed
+/// after its first).
+fn queued_some(r: &Result<()>) -> bool {
+    match r {
+        Ok(()) => true,
+        Err(e) => e.bad_wr().is_some_and(|i| i > 0),
     }
 }

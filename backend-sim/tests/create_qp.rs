@@ -165,14 +165,14 @@ fn rxe_rounds_queues_to_power_of_two_minus_one() {
 
 #[test]
 fn rxe_limits_are_einval_and_types_eopnotsupp() {
-    // Goal: rxe_qp_chk_cap: wr > 16384, sge > 32, inline > 400 are EINVAL;
-    // XRC and create_flags are EOPNOTSUPP on rxe.
+    // Goal: rxe_qp_chk_cap (Linux 6.17): wr > 2^20, sge > 32, inline > 512
+    // are EINVAL; XRC and create_flags are EOPNOTSUPP on rxe.
     let mut f = fixture(DeviceProfile::rxe());
     for c in [
-        caps(16385, 1, 1, 1, 0),
-        caps(1, 16385, 1, 1, 0),
+        caps((1 << 20) + 1, 1, 1, 1, 0),
+        caps(1, (1 << 20) + 1, 1, 1, 0),
         caps(1, 1, 33, 1, 0),
-        caps(1, 1, 1, 1, 401),
+        caps(1, 1, 1, 1, 513),
     ] {
         assert_eq!(
             f.create(QpType::Rc, c).unwrap_err().errno(),

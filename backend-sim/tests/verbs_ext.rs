@@ -14,6 +14,8 @@ mod device;
 mod dm;
 #[path = "verbs_ext/mw.rs"]
 mod mw;
+#[path = "verbs_ext/storm.rs"]
+mod storm;
 
 /// One side of a connected RC pair.
 struct Side {
@@ -359,13 +361,23 @@ fn advise_mr_checks_advice_flags_and_each_range() {
         errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &p)),
         errno::ENOENT
     );
+    // mlx5 get_prefetchable_mr (Linux 6.17): a read-only ODP MR takes
+    // PREFETCH but not PREFETCH_WRITE (EPERM).
     let r = sge(&ro, &mut sim, 0, 64);
     sim.advise_mr(&a.pd, A::Prefetch, 0, &r).unwrap();
     assert_eq!(
         errno_of(sim.advise_mr(&a.pd, A::PrefetchWrite, 0, &r)),
-        errno::ENOENT
+        errno::EPERM
     );
-    // Another PD's (and device's) ODP MR is not this PD's.
+    // An ODP MR of another PD of the same device: EPERM.
+    let pd2 = sim.alloc_pd(&a.ctx).unwrap();
+    let same_dev = sim.reg_mr(&pd2, 4096, odp).unwrap();
+    let s2 = sge(&same_dev, &mut sim, 0, 64);
+    assert_eq!(
+        errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &s2)),
+        errno::EPERM
+    );
+    // Another device's ODP MR is not in this device's table: ENOENT.
     let o = sge(&other, &mut sim, 0, 64);
     assert_eq!(
         errno_of(sim.advise_mr(&a.pd, A::Prefetch, 0, &o)),

@@ -104,7 +104,7 @@ impl SwarmReport {
 }
 
 /// Operation families a seed turns on or off.
-const FAMILIES: usize = 9;
+const FAMILIES: usize = 10;
 const F_CONTROL: usize = 0;
 const F_QP: usize = 1;
 const F_DATA: usize = 2;
@@ -114,6 +114,7 @@ const F_XRC: usize = 5;
 const F_CM: usize = 6;
 const F_INVALID: usize = 7;
 const F_DC: usize = 8;
+const F_MW: usize = 9;
 
 /// splitmix64: small, seedable, the same everywhere.
 #[derive(Clone, Debug)]
@@ -257,7 +258,7 @@ enum Op {
     },
     ClearFaults,
     Advance {
-        ns: u32,
+        ns: u64,
     },
     OpenXrcDomain {
         slot: u8,
@@ -312,6 +313,92 @@ enum Op {
         cq: u8,
         tgt: bool,
     },
+    /// `ibv_modify_srq`: `which` 0 resizes, 1 arms the limit, 2 both.
+    ModifySrq {
+        slot: u8,
+        max_wr: u32,
+        limit: u32,
+        which: u8,
+    },
+    /// `ibv_alloc_mw` of type 1 or 2.
+    AllocMw {
+        slot: u8,
+        pd: u8,
+        type2: bool,
+    },
+    /// `ibv_dealloc_mw`.
+    DeallocMw {
+        slot: u8,
+    },
+    /// `ibv_bind_mw` over `[off, off + len)` of an MR, or an unbind.
+    BindMw {
+        mw: u8,
+        qp: u8,
+        mr: u8,
+        off: u32,
+        len: u32,
+        unbind: bool,
+    },
+    /// An 8-byte RDMA WRITE through a window's rkey, where it was bound.
+    WriteViaMw {
+        qp: u8,
+        mr: u8,
+        mw: u8,
+    },
+    /// `IBV_WR_LOCAL_INV` of a window's rkey.
+    LocalInvMw {
+        qp: u8,
+        mw: u8,
+    },
+    /// `rdma_create_qp` (RC, UD) or `rdma_create_qp_ex` (XRC_SEND) on an id.
+    CmCreateQp {
+        slot: u8,
+        kind: u8,
+    },
+    /// `rdma_destroy_qp`.
+    CmDestroyQp {
+        slot: u8,
+    },
+    /// `rdma_listen`.
+    CmListen {
+        slot: u8,
+    },
+    /// `rdma_resolve_addr` towards device `dev`'s address.
+    CmResolveAddr {
+        slot: u8,
+        dev: u8,
+    },
+    /// RESET→INIT→RTR(→RTS) of a DCT (DCI) alone, as the script's
+    /// one-QP `connect`.
+    ConnectDc {
+        slot: u8,
+    },
+    /// `ibv_create_ah` towards a PD's own port (InfiniBand devices).
+    CreateAh {
+        slot: u8,
+        pd: u8,
+    },
+    /// A signalled WRITE or SEND on a DCI, addressed to a DCT.
+    PostDc {
+        dci: u8,
+        dct: u8,
+        ah: u8,
+        mr: u8,
+        remote: u8,
+        send: bool,
+    },
+    /// RESET→INIT→RTR(→RTS) of an XRC_INI QP and an XRC_TGT QP towards
+    /// each other, as the script's `connect INI TGT`.
+    ConnectXrc {
+        ini: u8,
+        tgt: u8,
+    },
+    /// A signalled SEND on an XRC_INI QP to an XRC SRQ's number.
+    PostXrc {
+        qp: u8,
+        srq: u8,
+        mr: u8,
+    },
 }
 
 impl Op {
@@ -351,6 +438,20 @@ impl Op {
             Self::CreateDc { .. } => "mlx5dv_create_qp",
             Self::CreateXrcSrq { .. } => "create_srq_ex",
             Self::CreateXrcQp { .. } => "create_qp_ex",
+            Self::ModifySrq { .. } => "modify_srq",
+            Self::AllocMw { .. } => "alloc_mw",
+            Self::DeallocMw { .. } => "dealloc_mw",
+            Self::BindMw { .. } => "bind_mw",
+            Self::WriteViaMw { .. } | Self::LocalInvMw { .. } => "post_send (window)",
+            Self::CmCreateQp { .. } => "rdma_create_qp",
+            Self::CmDestroyQp { .. } => "rdma_destroy_qp",
+            Self::CmListen { .. } => "rdma_listen",
+            Self::CmResolveAddr { .. } => "rdma_resolve_addr",
+            Self::ConnectDc { .. } => "connect (DC)",
+            Self::ConnectXrc { .. } => "connect (XRC)",
+            Self::CreateAh { .. } => "create_ah",
+            Self::PostDc { .. } => "post_send (DC)",
+            Self::PostXrc { .. } => "post_send (XRC)",
         }
     }
 }
@@ -431,7 +532,12 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 cq: s(r),
                 qp_type: r.below(3) as u8,
                 srq: (weights[F_SRQ] > 0 && r.chance(30)).then(|| s(r)),
-                wr: if bad { 1 << 20 } else { 1 + r.below(16) as u32 },
+                // Past every profile's max_qp_wr (mlx5 32768, rxe 2^20).
+                wr: if bad {
+                    (1 << 20) + 1
+                } else {
+                    1 + r.below(16) as u32
+                },
                 sge: 1 + r.below(2) as u32,
             },
             2..=4 => Op::Connect {
@@ -464,7 +570,13 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
             },
             _ => Op::PollCq { slot: s(r) },
         },
-        F_SRQ => match r.below(4) {
+        F_SRQ => match r.below(5) {
+            4 => Op::ModifySrq {
+                slot: s(r),
+                max_wr: if bad { 1 << 24 } else { 1 + r.below(16) as u32 },
+                limit: r.below(10) as u32,
+                which: r.below(3) as u8,
+            },
             0 => Op::CreateSrq {
                 slot: s(r),
                 pd: s(r),
@@ -481,15 +593,31 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
         },
         F_FAULTS => match r.below(4) {
             0 => Op::Fault {
-                action: r.below(4) as u8,
+                // Action 4 (invalid only): a delay past the virtual-time
+                // horizon, which must be refused.
+                action: if bad { 4 } else { r.below(4) as u8 },
                 ppm: [10_000, 50_000, 100_000][r.below(3) as usize],
             },
             1 => Op::ClearFaults,
             _ => Op::Advance {
-                ns: [100, 10_000, 1_000_000][r.below(3) as usize],
+                // Invalid: past the virtual-time horizon (2^62 ns).
+                ns: if bad {
+                    u64::MAX - r.below(2)
+                } else {
+                    [100, 10_000, 1_000_000][r.below(3) as usize]
+                },
             },
         },
-        F_XRC => match r.below(7) {
+        F_XRC => match r.below(9) {
+            8 => Op::ConnectXrc {
+                ini: s(r),
+                tgt: s(r),
+            },
+            7 => Op::PostXrc {
+                qp: s(r),
+                srq: s(r),
+                mr: s(r),
+            },
             5 => Op::CreateXrcSrq {
                 slot: s(r),
                 pd: s(r),
@@ -519,16 +647,26 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 nth: r.below(4) as u8,
             },
         },
-        F_CM => match r.below(3) {
+        F_CM => match r.below(8) {
             0 => Op::CmCreateId { slot: s(r) },
-            1 => Op::CmBind {
+            1 | 2 => Op::CmBind {
                 slot: s(r),
                 dev: r.below(3) as u8,
                 port: 7000 + r.below(3) as u16,
             },
+            3 => Op::CmCreateQp {
+                slot: s(r),
+                kind: r.below(3) as u8,
+            },
+            4 => Op::CmDestroyQp { slot: s(r) },
+            5 => Op::CmListen { slot: s(r) },
+            6 => Op::CmResolveAddr {
+                slot: s(r),
+                dev: r.below(3) as u8,
+            },
             _ => Op::CmDestroyId { slot: s(r) },
         },
-        F_DC => match r.below(3) {
+        F_DC => match r.below(7) {
             0 | 1 => Op::CreateDc {
                 slot: s(r),
                 pd: s(r),
@@ -536,7 +674,46 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
                 srq: s(r),
                 dct: r.chance(50),
             },
+            2 => Op::ConnectDc { slot: s(r) },
+            3 => Op::CreateAh {
+                slot: s(r),
+                pd: s(r),
+            },
+            4 | 5 => Op::PostDc {
+                dci: s(r),
+                dct: s(r),
+                ah: s(r),
+                mr: s(r),
+                remote: s(r),
+                send: r.chance(30),
+            },
             _ => Op::DestroyQp { slot: s(r) },
+        },
+        F_MW => match r.below(7) {
+            0 => Op::AllocMw {
+                slot: s(r),
+                pd: s(r),
+                type2: r.chance(30),
+            },
+            1 => Op::DeallocMw { slot: s(r) },
+            2 | 3 => Op::BindMw {
+                mw: s(r),
+                qp: s(r),
+                mr: s(r),
+                off: r.below(4) as u32 * 64,
+                len: if bad {
+                    (1 << 31) + 64
+                } else {
+                    [0, 8, 64, 256][r.below(4) as usize]
+                },
+                unbind: r.chance(15),
+            },
+            4 | 5 => Op::WriteViaMw {
+                qp: s(r),
+                mr: s(r),
+                mw: s(r),
+            },
+            _ => Op::LocalInvMw { qp: s(r), mw: s(r) },
         },
         _ => Op::PollCq { slot: s(r) },
     }
@@ -544,9 +721,12 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
 
 /// An MR slot: handle, PD slot, address, lkey, rkey, length.
 type MrSlot<V> = (<V as Verbs>::Mr, u8, u64, u32, u32, u32);
-/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD, 3 DCI/DCT, 4
-/// XRC_INI/XRC_TGT: only 0 and 1 are connected and posted to), QP number.
+/// A QP slot: handle, PD slot, type (0 RC, 1 UC, 2 UD, 3 DCI, 5 DCT, 4
+/// XRC_INI, 6 XRC_TGT: 0 and 1 are connected in pairs, 3 and 5 alone,
+/// 0, 1, 3 and 4 posted to), QP number.
 type QpSlot<V> = (<V as Verbs>::Qp, u8, u8, u32);
+/// A window slot: handle, PD slot, type 2, the bound MR slot and offset.
+type MwSlot<V> = (<V as Verbs>::Mw, u8, bool, Option<(u8, u32)>);
 
 /// The objects of a run, by slot, with their script names.
 struct State<V: Verbs> {
@@ -563,6 +743,17 @@ struct State<V: Verbs> {
     rts: Vec<bool>,
     cm_ch: Option<V::CmChannel>,
     cm_id: Vec<Option<V::CmId>>,
+    /// The QP `rdma_create_qp` made on the id of the same slot.
+    cm_qp: Vec<Option<V::Qp>>,
+    /// Memory windows: handle, PD slot, type 2, where the last bind that
+    /// was posted put it (MR slot, offset).
+    mw: Vec<Option<MwSlot<V>>>,
+    /// Address handles: handle, PD slot.
+    ah: Vec<Option<(V::Ah, u8)>>,
+    /// The number of the XRC SRQ in the SRQ slot of the same index.
+    srqn: Vec<Option<u32>>,
+    /// The context slot of the XRC_TGT QP in the QP slot of the same index.
+    tgt_ctx: Vec<Option<u8>>,
     /// wr_id → (qp slot, qp number, receive?), for posted requests not yet
     /// completed.
     outstanding: BTreeMap<u64, (u8, u32, bool)>,
@@ -598,6 +789,11 @@ impl<V: Verbs> State<V> {
             rts: vec![false; n],
             cm_ch: None,
             cm_id: (0..n).map(|_| None).collect(),
+            cm_qp: (0..n).map(|_| None).collect(),
+            mw: (0..n).map(|_| None).collect(),
+            ah: (0..n).map(|_| None).collect(),
+            srqn: vec![None; n],
+            tgt_ctx: vec![None; n],
             outstanding: BTreeMap::new(),
             ordered: std::collections::BTreeSet::new(),
             next_wr_id: 1,
@@ -959,7 +1155,13 @@ fn execute_checked<V: Verbs>(
                     // that overruns moves its QPs to ERR while the poll
                     // reports EIO; that change is progress, not the poll's.
                     if e.is_not_implemented()
-                        || matches!(op, Op::Connect { .. } | Op::PollCq { .. })
+                        || matches!(
+                            op,
+                            Op::Connect { .. }
+                                | Op::ConnectDc { .. }
+                                | Op::ConnectXrc { .. }
+                                | Op::PollCq { .. }
+                        )
                     {
                         continue;
                     }
@@ -1138,14 +1340,99 @@ fn resolve<V: Verbs>(op: &Op, st: &State<V>) -> Op {
             *cq = find(&st.cq, *cq, |c| c.is_some_and(|c| Some(c.1) == ctx));
             *cq = used(&st.cq, *cq);
         }
+        Op::ModifySrq { slot, .. } => *slot = used(&st.srq, *slot),
+        Op::AllocMw { slot, pd, .. } => {
+            *slot = free(&st.mw, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::DeallocMw { slot } => *slot = used(&st.mw, *slot),
+        Op::BindMw { mw, qp, mr, .. } => {
+            *mw = used(&st.mw, *mw);
+            let pd = st.mw[*mw as usize].as_ref().map(|m| m.1);
+            *qp = find(&st.qp, *qp, |q| {
+                q.is_some_and(|q| Some(q.1) == pd && q.2 < 2)
+            });
+            *qp = used(&st.qp, *qp);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+        }
+        Op::WriteViaMw { qp, mr, mw } => {
+            *qp = connected(st, *qp);
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+            *mw = find(&st.mw, *mw, |m| m.is_some_and(|m| m.3.is_some()));
+            *mw = used(&st.mw, *mw);
+        }
+        Op::LocalInvMw { qp, mw } => {
+            *mw = used(&st.mw, *mw);
+            let pd = st.mw[*mw as usize].as_ref().map(|m| m.1);
+            *qp = find(&st.qp, *qp, |q| {
+                q.is_some_and(|q| Some(q.1) == pd && q.2 < 2)
+            });
+            *qp = used(&st.qp, *qp);
+        }
+        Op::CmCreateQp { slot, .. }
+        | Op::CmDestroyQp { slot }
+        | Op::CmListen { slot }
+        | Op::CmResolveAddr { slot, .. } => *slot = used(&st.cm_id, *slot),
+        Op::ConnectDc { slot } => {
+            *slot = find(&st.qp, *slot, |q| q.is_some_and(|q| q.2 == 3 || q.2 == 5));
+        }
+        Op::CreateAh { slot, pd } => {
+            *slot = free(&st.ah, *slot);
+            *pd = used(&st.pd, *pd);
+        }
+        Op::PostDc {
+            dci,
+            dct,
+            ah,
+            mr,
+            remote,
+            ..
+        } => {
+            *dci = find(&st.qp, *dci, |q| q.is_some_and(|q| q.2 == 3));
+            *dct = find(&st.qp, *dct, |q| q.is_some_and(|q| q.2 == 5));
+            let pd = st.qp[*dci as usize].as_ref().map(|q| q.1);
+            *ah = find(&st.ah, *ah, |a| a.is_some_and(|a| Some(a.1) == pd));
+            *ah = used(&st.ah, *ah);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+            let tpd = st.qp[*dct as usize].as_ref().map(|q| q.1);
+            *remote = find(&st.mr, *remote, |m| m.is_some_and(|m| Some(m.1) == tpd));
+            *remote = used(&st.mr, *remote);
+        }
+        Op::ConnectXrc { ini, tgt } => {
+            *ini = find(&st.qp, *ini, |q| q.is_some_and(|q| q.2 == 4));
+            *tgt = find(&st.qp, *tgt, |q| q.is_some_and(|q| q.2 == 6));
+        }
+        Op::PostXrc { qp, srq, mr } => {
+            *qp = find(&st.qp, *qp, |q| q.is_some_and(|q| q.2 == 4));
+            let pd = st.qp[*qp as usize].as_ref().map(|q| q.1);
+            *mr = find(&st.mr, *mr, |m| m.is_some_and(|m| Some(m.1) == pd));
+            *mr = used(&st.mr, *mr);
+            let n = st.srqn.len();
+            *srq = (0..n)
+                .map(|k| (*srq as usize + k) % n)
+                .find(|&k| st.srq[k].is_some() && st.srqn[k].is_some())
+                .map_or(*srq, |k| k as u8);
+        }
         Op::Fault { .. } | Op::ClearFaults | Op::Advance { .. } => {}
     }
     op
 }
 
-/// The snapshot plus every live QP's state.
+/// The snapshot plus every live QP's state and, where the backend keeps
+/// one (the simulator's `state_digest` directive), the digest of its whole
+/// state: a refused call must leave all of it as it was.
 fn observe<V: Verbs>(v: &mut V, st: &State<V>, snapshot: &dyn Fn(&V) -> String) -> String {
     let mut s = snapshot(v);
+    if let Ok(verbs_api::SimReply::Text(d)) = v.sim_control(SimCommand::Raw {
+        name: "state_digest",
+        args: &[],
+    }) {
+        let _ = write!(s, " state={d}");
+    }
     for (i, q) in st.qp.iter().enumerate() {
         if let Some((qp, ..)) = q {
             let state = v
@@ -1297,6 +1584,10 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
                 return Step::Skipped;
             };
             let change_pd = flags & 0x2 != 0;
+            // Access flags go with CHANGE_ACCESS, and in one draw of three
+            // without it (libibverbs refuses that: EINVAL).
+            let pass_access = flags & 0x4 != 0 || access == 0xf;
+            let access = if pass_access { access } else { 0 };
             let new_pd = if change_pd {
                 match &st.pd[pd as usize] {
                     Some((p, _)) => Some(p),
@@ -1321,7 +1612,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             if change_pd {
                 line.push_str(&format!(" pd=pd{pd}"));
             }
-            if flags & 0x4 != 0 {
+            if access != 0 {
                 line.push_str(&format!(" access={access}"));
             }
             ran(r, line)
@@ -1370,6 +1661,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             let r = v.destroy_srq(s);
             if r.is_ok() {
                 st.srq[slot as usize] = None;
+                st.srqn[slot as usize] = None;
             }
             ran(r, format!("destroy_srq s{slot}"))
         }
@@ -1676,10 +1968,11 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             }
         }
         Op::Fault { action, ppm } => {
-            let a = match action % 4 {
+            let a = match action % 5 {
                 0 => FaultAction::Drop,
                 1 => FaultAction::Duplicate,
                 2 => FaultAction::DelayNs(5_000),
+                4 => FaultAction::DelayNs(u64::MAX),
                 _ => FaultAction::Reorder(4),
             };
             let r = v
@@ -1703,8 +1996,7 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             "sim clear_faults".to_owned(),
         ),
         Op::Advance { ns } => ran(
-            v.sim_control(SimCommand::AdvanceNs(u64::from(ns)))
-                .map(|_| ()),
+            v.sim_control(SimCommand::AdvanceNs(ns)).map(|_| ()),
             format!("sim advance ns={ns}"),
         ),
         Op::OpenXrcDomain { slot, ctx, inode } => {
@@ -1818,6 +2110,21 @@ fn exec_op<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
         Op::CreateDc { .. } | Op::CreateXrcSrq { .. } | Op::CreateXrcQp { .. } => {
             exec_create_ex(v, st, op)
         }
+        Op::ModifySrq { .. }
+        | Op::AllocMw { .. }
+        | Op::DeallocMw { .. }
+        | Op::BindMw { .. }
+        | Op::WriteViaMw { .. }
+        | Op::LocalInvMw { .. } => exec_mw_srq(v, st, op),
+        Op::CmCreateQp { .. }
+        | Op::CmDestroyQp { .. }
+        | Op::CmListen { .. }
+        | Op::CmResolveAddr { .. } => exec_cm(v, st, op),
+        Op::ConnectDc { .. }
+        | Op::ConnectXrc { .. }
+        | Op::CreateAh { .. }
+        | Op::PostDc { .. }
+        | Op::PostXrc { .. } => exec_dc_xrc(v, st, op),
     }
 }
 
@@ -1882,7 +2189,7 @@ fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             match v.mlx5dv_create_qp(cx, &mut init, &dv) {
                 Ok(q) => {
                     let qpn = v.qp_num(&q).unwrap_or(0);
-                    st.qp[slot as usize] = Some((q, pd, 3, qpn));
+                    st.qp[slot as usize] = Some((q, pd, if dct { 5 } else { 3 }, qpn));
                     st.rts[slot as usize] = false;
                     ran(Ok(()), line)
                 }
@@ -1924,6 +2231,7 @@ fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             );
             match v.create_srq_ex(cx, &mut init) {
                 Ok(s) => {
+                    st.srqn[slot as usize] = v.get_srq_num(&s).ok();
                     st.srq[slot as usize] = Some((s, pd));
                     ran(Ok(()), line)
                 }
@@ -1981,12 +2289,633 @@ fn exec_create_ex<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
             match v.create_qp_ex(cx, &mut init) {
                 Ok(q) => {
                     let qpn = v.qp_num(&q).unwrap_or(0);
-                    st.qp[slot as usize] = Some((q, pd, 4, qpn));
+                    st.qp[slot as usize] = Some((q, pd, if tgt { 6 } else { 4 }, qpn));
+                    st.tgt_ctx[slot as usize] = tgt.then_some(ctx);
                     st.rts[slot as usize] = false;
                     ran(Ok(()), line)
                 }
                 Err(e) => ran(Err(e), line),
             }
+        }
+        _ => Step::Skipped,
+    }
+}
+
+/// `ibv_modify_srq` and the memory windows: `ibv_alloc_mw`,
+/// `ibv_dealloc_mw`, `ibv_bind_mw` (a type 2 window refuses it), a WRITE
+/// through a window's rkey and `IBV_WR_LOCAL_INV` of it.
+fn exec_mw_srq<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    match *op {
+        Op::ModifySrq {
+            slot,
+            max_wr,
+            limit,
+            which,
+        } => {
+            let Some((s, _)) = &st.srq[slot as usize] else {
+                return Step::Skipped;
+            };
+            let (mask, args) = match which {
+                0 => (verbs_api::SrqAttrMask::MAX_WR, format!("max_wr={max_wr}")),
+                1 => (verbs_api::SrqAttrMask::LIMIT, format!("srq_limit={limit}")),
+                _ => (
+                    verbs_api::SrqAttrMask::MAX_WR | verbs_api::SrqAttrMask::LIMIT,
+                    format!("max_wr={max_wr} srq_limit={limit}"),
+                ),
+            };
+            let attr = SrqAttr {
+                max_wr,
+                max_sge: 1,
+                srq_limit: limit,
+            };
+            ran(
+                v.modify_srq(s, &attr, mask),
+                format!("modify_srq s{slot} {args}"),
+            )
+        }
+        Op::AllocMw { slot, pd, type2 } => {
+            if st.mw[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((p, _)) = &st.pd[pd as usize] else {
+                return Step::Skipped;
+            };
+            let t = if type2 { 2 } else { 1 };
+            let ty = if type2 {
+                verbs_api::MwType::Type2
+            } else {
+                verbs_api::MwType::Type1
+            };
+            match v.alloc_mw(p, ty) {
+                Ok(w) => {
+                    st.mw[slot as usize] = Some((w, pd, type2, None));
+                    ran(Ok(()), format!("let w{slot} = alloc_mw pd{pd} type={t}"))
+                }
+                Err(e) => ran(Err(e), format!("alloc_mw pd{pd} type={t}")),
+            }
+        }
+        Op::DeallocMw { slot } => {
+            let Some((w, ..)) = &st.mw[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.dealloc_mw(w);
+            if r.is_ok() {
+                st.mw[slot as usize] = None;
+            }
+            ran(r, format!("dealloc_mw w{slot}"))
+        }
+        Op::BindMw {
+            mw,
+            qp,
+            mr,
+            off,
+            len,
+            unbind,
+        } => {
+            let (Some((w, ..)), Some((q, ..))) = (&st.mw[mw as usize], &st.qp[qp as usize]) else {
+                return Step::Skipped;
+            };
+            let m = if unbind {
+                None
+            } else {
+                st.mr[mr as usize].as_ref()
+            };
+            if !unbind && m.is_none() {
+                return Step::Skipped;
+            }
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let bind = verbs_api::MwBind::<V> {
+                wr_id,
+                send_flags: SendFlags::SIGNALED,
+                bind_info: verbs_api::MwBindInfo {
+                    mr: m.map(|m| &m.0),
+                    addr: m.map_or(0, |m| m.2 + u64::from(off)),
+                    length: if unbind { 0 } else { u64::from(len) },
+                    mw_access_flags: AccessFlags::REMOTE_WRITE,
+                },
+            };
+            let r = v.bind_mw(q, w, &bind);
+            let qpn = st.qp[qp as usize].as_ref().map_or(0, |x| x.3);
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, qpn, false));
+                st.ordered.insert(wr_id);
+                if let Some(x) = st.mw[mw as usize].as_mut() {
+                    x.3 = (!unbind).then_some((mr, off));
+                }
+            }
+            let what = if unbind {
+                String::new()
+            } else {
+                format!(" mr=m{mr} addr=m{mr}.addr+{off} length={len}")
+            };
+            ran(
+                r,
+                format!("bind_mw q{qp} w{mw}{what} mw_access_flags=REMOTE_WRITE wr_id={wr_id} send_flags=SIGNALED"),
+            )
+        }
+        Op::WriteViaMw { qp, mr, mw } => {
+            let (Some((q, _, qt, qpn)), Some((_, _, addr, lkey, _, _)), Some((w, _, _, bound))) = (
+                &st.qp[qp as usize],
+                &st.mr[mr as usize],
+                &st.mw[mw as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let Some((bmr, boff)) = *bound else {
+                return Step::Skipped;
+            };
+            let Some(target) = &st.mr[bmr as usize] else {
+                return Step::Skipped;
+            };
+            if *qt >= 2 {
+                return Step::Skipped;
+            }
+            let Ok(info) = v.mw_info(w) else {
+                return Step::Skipped;
+            };
+            let (qpn, raddr) = (*qpn, target.2 + u64::from(boff));
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: *addr,
+                length: 8,
+                lkey: *lkey,
+            }];
+            let wr = SendWr {
+                wr_id,
+                sg_list: &sg,
+                opcode: WrOpcode::RdmaWrite,
+                send_flags: SendFlags::SIGNALED,
+                rdma: RdmaInfo {
+                    remote_addr: raddr,
+                    rkey: info.rkey,
+                },
+                ..SendWr::default()
+            };
+            // SAFETY: as for post_srq_recv.
+            #[allow(unsafe_code)]
+            let r = unsafe { v.post_send(q, &[wr]) };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, qpn, false));
+                st.ordered.insert(wr_id);
+            }
+            ran(
+                r,
+                format!("post_send q{qp} wr_id={wr_id} opcode=RDMA_WRITE send_flags=SIGNALED sge=m{mr}:0:8 remote_addr=m{bmr}.addr+{boff} rkey=w{mw}.rkey"),
+            )
+        }
+        Op::LocalInvMw { qp, mw } => {
+            let (Some((q, _, qt, qpn)), Some((w, ..))) = (&st.qp[qp as usize], &st.mw[mw as usize])
+            else {
+                return Step::Skipped;
+            };
+            if *qt >= 2 {
+                return Step::Skipped;
+            }
+            let qpn = *qpn;
+            let Ok(info) = v.mw_info(w) else {
+                return Step::Skipped;
+            };
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let wr = SendWr {
+                wr_id,
+                opcode: WrOpcode::LocalInv,
+                send_flags: SendFlags::SIGNALED,
+                imm_data: info.rkey,
+                ..SendWr::default()
+            };
+            // SAFETY: names no memory.
+            #[allow(unsafe_code)]
+            let r = unsafe { v.post_send(q, &[wr]) };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, qpn, false));
+                st.ordered.insert(wr_id);
+            }
+            ran(
+                r,
+                format!("post_send q{qp} wr_id={wr_id} opcode=LOCAL_INV send_flags=SIGNALED invalidate_rkey=w{mw}.rkey"),
+            )
+        }
+        _ => Step::Skipped,
+    }
+}
+
+/// rdma_cm beyond ids and addresses: `rdma_create_qp` (RC, UD: automatic
+/// CQs, default PD) and `rdma_create_qp_ex` (XRC_SEND), `rdma_destroy_qp`,
+/// `rdma_listen`, `rdma_resolve_addr`.
+fn exec_cm<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    match *op {
+        Op::CmCreateQp { slot, kind } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            if st.cm_qp[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let (qp_type, name) = match kind {
+                0 => (QpType::Rc, "RC"),
+                1 => (QpType::Ud, "UD"),
+                _ => (QpType::XrcSend, "XRC_SEND"),
+            };
+            let xrc = qp_type == QpType::XrcSend;
+            let mut attr = QpInitAttrEx::<V> {
+                qp_type,
+                cap: QpCap {
+                    max_send_wr: 4,
+                    max_recv_wr: if xrc { 0 } else { 4 },
+                    max_send_sge: 1,
+                    max_recv_sge: if xrc { 0 } else { 1 },
+                    max_inline_data: 0,
+                },
+                ..QpInitAttrEx::default()
+            };
+            let (r, line) = if xrc {
+                (
+                    v.rdma_create_qp_ex(id, &mut attr),
+                    format!(
+                        "rdma_create_qp_ex id{slot} qp_type={name} max_send_wr=4 max_send_sge=1"
+                    ),
+                )
+            } else {
+                (
+                    v.rdma_create_qp(id, None, &mut attr),
+                    format!("rdma_create_qp id{slot} qp_type={name} max_send_wr=4 max_recv_wr=4 max_send_sge=1 max_recv_sge=1"),
+                )
+            };
+            match r {
+                Ok(q) => {
+                    st.cm_qp[slot as usize] = Some(q);
+                    ran(Ok(()), format!("let iq{slot} = {line}"))
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::CmDestroyQp { slot } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            let r = v.rdma_destroy_qp(id);
+            if r.is_ok() {
+                st.cm_qp[slot as usize] = None;
+            }
+            ran(r, format!("rdma_destroy_qp id{slot}"))
+        }
+        Op::CmListen { slot } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            ran(
+                v.rdma_listen(id, 4),
+                format!("rdma_listen id{slot} backlog=4"),
+            )
+        }
+        Op::CmResolveAddr { slot, dev } => {
+            let Some(id) = &st.cm_id[slot as usize] else {
+                return Step::Skipped;
+            };
+            let dst = std::net::SocketAddr::from(([10, 0, dev, 1], 7000));
+            ran(
+                v.rdma_resolve_addr(id, None, dst, 2000),
+                format!("rdma_resolve_addr id{slot} dst={dst} timeout_ms=2000"),
+            )
+        }
+        _ => Step::Skipped,
+    }
+}
+
+/// The attributes the script's `connect` gives a QP towards a peer on a
+/// port like `port` (its defaults: MTU 1024 clamped to the port, timeout
+/// 14, retry 7, RNR retry 6, RNR timer 12, one read/atomic; a GRH on
+/// Ethernet ports), so that the rendered `connect` line replays.
+fn runner_attr(
+    port: &verbs_api::PortAttr,
+    gid: Option<verbs_api::Gid>,
+    dlid: u16,
+    dest_qp_num: u32,
+    responder: bool,
+    atomics: bool,
+) -> QpAttr {
+    let access = match (responder, atomics) {
+        (false, _) => AccessFlags::empty(),
+        (true, true) => {
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+        }
+        (true, false) => AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+    };
+    let mtu =
+        if port.active_mtu.bytes().is_some() && port.active_mtu.to_raw() < Mtu::Mtu1024.to_raw() {
+            port.active_mtu
+        } else {
+            Mtu::Mtu1024
+        };
+    let mut attr = QpAttr {
+        port_num: 1,
+        qp_access_flags: access,
+        path_mtu: mtu,
+        qkey: 0x1111_1111,
+        dest_qp_num,
+        min_rnr_timer: 12,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 6,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    attr.ah_attr.dlid = dlid;
+    attr.ah_attr.port_num = 1;
+    if port.link_layer == verbs_api::LinkLayer::Ethernet
+        || port.flags & verbs_api::QPF_GRH_REQUIRED != 0
+    {
+        attr.ah_attr.is_global = true;
+        attr.ah_attr.grh.dgid = gid.unwrap_or_default();
+        attr.ah_attr.grh.hop_limit = 64;
+    }
+    attr
+}
+
+/// Posts on DC and XRC QPs: a DCI or DCT brought up alone, an address
+/// handle, a WRITE or SEND from a DCI to a DCT, a SEND from an XRC_INI QP
+/// to an XRC SRQ's number.
+fn exec_dc_xrc<V: Verbs>(v: &mut V, st: &mut State<V>, op: &Op) -> Step {
+    use verbs_api::transitions::{transition_masks, TableFlavor};
+    match *op {
+        Op::ConnectDc { slot } => {
+            let Some((q, pd, qt, own_qpn)) = &st.qp[slot as usize] else {
+                return Step::Skipped;
+            };
+            if *qt != 3 && *qt != 5 {
+                return Step::Skipped;
+            }
+            let dct = *qt == 5;
+            let Some((_, ctx)) = &st.pd[*pd as usize] else {
+                return Step::Skipped;
+            };
+            let Some((c, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let Ok(port) = v.query_port(c, 1) else {
+                return Step::Skipped;
+            };
+            let class = if dct {
+                verbs_api::QpClass::Dct
+            } else {
+                verbs_api::QpClass::Dci
+            };
+            // The attributes of the script's `connect` (its defaults, the
+            // QP's own port as the peer): replaying the line gives the
+            // same answer.
+            let atomics = v
+                .query_device(c)
+                .map(|a| a.atomic_cap != verbs_api::AtomicCap::None)
+                .unwrap_or(false);
+            let gid = v.query_gid(c, 1, 0).ok();
+            let mut attr = runner_attr(&port, gid, port.lid, *own_qpn, dct, atomics);
+            let mut result = Ok(());
+            for (from, to) in [
+                (QpState::Reset, QpState::Init),
+                (QpState::Init, QpState::ReadyToReceive),
+                (QpState::ReadyToReceive, QpState::ReadyToSend),
+            ] {
+                if dct && to == QpState::ReadyToSend {
+                    break;
+                }
+                let Some(masks) = transition_masks(class, from, to, TableFlavor::Kernel) else {
+                    break;
+                };
+                attr.qp_state = to;
+                if let Err(e) = v.modify_qp(q, &attr, masks.required | QpAttrMask::STATE) {
+                    result = Err(e);
+                    break;
+                }
+            }
+            ran(result, format!("connect q{slot}"))
+        }
+        Op::ConnectXrc { ini, tgt } => {
+            let (Some((qi, pi, 4, ni)), Some((qt, _, 6, nt)), Some(tc)) = (
+                &st.qp[ini as usize],
+                &st.qp[tgt as usize],
+                st.tgt_ctx[tgt as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let Some((_, ic)) = &st.pd[*pi as usize] else {
+                return Step::Skipped;
+            };
+            let (Some((ci, _)), Some((ct, _))) = (&st.ctx[*ic as usize], &st.ctx[tc as usize])
+            else {
+                return Step::Skipped;
+            };
+            let (Ok(pi_), Ok(pt)) = (v.query_port(ci, 1), v.query_port(ct, 1)) else {
+                return Step::Skipped;
+            };
+            let (gi, gt) = (v.query_gid(ci, 1, 0).ok(), v.query_gid(ct, 1, 0).ok());
+            let atomics = |v: &mut V, c: &V::Context| {
+                v.query_device(c)
+                    .map(|a| a.atomic_cap != verbs_api::AtomicCap::None)
+                    .unwrap_or(false)
+            };
+            let (ai, at) = (atomics(v, ci), atomics(v, ct));
+            // Each side's attributes towards the other, as the script's
+            // `connect INI TGT` makes them (MTU clamped to both ports).
+            let mut attr_i = runner_attr(&pt, gt, pt.lid, *nt, true, ai);
+            let mut attr_t = runner_attr(&pi_, gi, pi_.lid, *ni, true, at);
+            for a in [&mut attr_i, &mut attr_t] {
+                for p in [&pi_, &pt] {
+                    if p.active_mtu.bytes().is_some() && p.active_mtu.to_raw() < a.path_mtu.to_raw()
+                    {
+                        a.path_mtu = p.active_mtu;
+                    }
+                }
+            }
+            if pi_.link_layer == verbs_api::LinkLayer::Ethernet
+                || (pi_.flags | pt.flags) & verbs_api::QPF_GRH_REQUIRED != 0
+            {
+                attr_i.ah_attr.is_global = true;
+                attr_i.ah_attr.grh.dgid = gt.unwrap_or_default();
+                attr_i.ah_attr.grh.hop_limit = 64;
+            }
+            if pt.link_layer == verbs_api::LinkLayer::Ethernet
+                || (pi_.flags | pt.flags) & verbs_api::QPF_GRH_REQUIRED != 0
+            {
+                attr_t.ah_attr.is_global = true;
+                attr_t.ah_attr.grh.dgid = gi.unwrap_or_default();
+                attr_t.ah_attr.grh.hop_limit = 64;
+            }
+            let plan = [
+                (qi, verbs_api::QpClass::XrcIni, attr_i),
+                (qt, verbs_api::QpClass::XrcTgt, attr_t),
+            ];
+            let mut result = Ok(());
+            'steps: for (from, to) in [
+                (QpState::Reset, QpState::Init),
+                (QpState::Init, QpState::ReadyToReceive),
+                (QpState::ReadyToReceive, QpState::ReadyToSend),
+            ] {
+                for (q, class, attr) in &plan {
+                    if *class == verbs_api::QpClass::XrcTgt && to == QpState::ReadyToSend {
+                        continue;
+                    }
+                    let Some(masks) = transition_masks(*class, from, to, TableFlavor::Kernel)
+                    else {
+                        continue;
+                    };
+                    let attr = QpAttr {
+                        qp_state: to,
+                        ..*attr
+                    };
+                    if let Err(e) = v.modify_qp(q, &attr, masks.required | QpAttrMask::STATE) {
+                        result = Err(e);
+                        break 'steps;
+                    }
+                }
+            }
+            ran(result, format!("connect q{ini} q{tgt}"))
+        }
+        Op::CreateAh { slot, pd } => {
+            if st.ah[slot as usize].is_some() {
+                return Step::Skipped;
+            }
+            let Some((p, ctx)) = &st.pd[pd as usize] else {
+                return Step::Skipped;
+            };
+            let Some((c, _)) = &st.ctx[*ctx as usize] else {
+                return Step::Skipped;
+            };
+            let Ok(port) = v.query_port(c, 1) else {
+                return Step::Skipped;
+            };
+            if port.link_layer == verbs_api::LinkLayer::Ethernet {
+                // RoCE needs a GRH: the InfiniBand seeds cover DC posts.
+                return Step::Skipped;
+            }
+            let attr = verbs_api::AhAttr {
+                dlid: port.lid,
+                port_num: 1,
+                ..verbs_api::AhAttr::default()
+            };
+            let line = format!("create_ah pd{pd} dlid={} port_num=1", port.lid);
+            match v.create_ah(p, &attr) {
+                Ok(a) => {
+                    st.ah[slot as usize] = Some((a, pd));
+                    ran(Ok(()), format!("let ah{slot} = {line}"))
+                }
+                Err(e) => ran(Err(e), line),
+            }
+        }
+        Op::PostDc {
+            dci,
+            dct,
+            ah,
+            mr,
+            remote,
+            send,
+        } => {
+            let (
+                Some((q, _, 3, qpn)),
+                Some((_, _, 5, dctn)),
+                Some((a, _)),
+                Some((_, _, addr, lkey, _, _)),
+                Some((_, _, raddr, _, rkey, _)),
+            ) = (
+                &st.qp[dci as usize],
+                &st.qp[dct as usize],
+                &st.ah[ah as usize],
+                &st.mr[mr as usize],
+                &st.mr[remote as usize],
+            )
+            else {
+                return Step::Skipped;
+            };
+            // A DCT's number is given at RTR (read it live, as the
+            // script's `q.qp_num` does).
+            let dctn = st.qp[dct as usize]
+                .as_ref()
+                .and_then(|d| v.qp_num(&d.0).ok())
+                .unwrap_or(*dctn);
+            let qpn = *qpn;
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: *addr,
+                length: 64,
+                lkey: *lkey,
+            }];
+            let opcode = if send {
+                WrOpcode::Send
+            } else {
+                WrOpcode::RdmaWrite
+            };
+            let wr = SendWr {
+                wr_id,
+                sg_list: &sg,
+                opcode,
+                send_flags: SendFlags::SIGNALED,
+                rdma: RdmaInfo {
+                    remote_addr: *raddr,
+                    rkey: *rkey,
+                },
+                dc: Some(verbs_api::DcInfo {
+                    ah: a,
+                    remote_dctn: dctn,
+                    remote_dc_key: 0x5157,
+                    stream_id: 0,
+                }),
+                ..SendWr::default()
+            };
+            // SAFETY: as for post_srq_recv.
+            #[allow(unsafe_code)]
+            let r = unsafe { v.post_send(q, &[wr]) };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (dci, qpn, false));
+            }
+            let remote_s = if send {
+                String::new()
+            } else {
+                format!(" remote=m{remote}:0")
+            };
+            ran(
+                r,
+                format!("post_send q{dci} wr_id={wr_id} opcode={opcode} send_flags=SIGNALED sge=m{mr}:0:64{remote_s} dc_ah=ah{ah} dc_dctn=q{dct}.qp_num dc_key=0x5157"),
+            )
+        }
+        Op::PostXrc { qp, srq, mr } => {
+            let (Some((q, _, 4, qpn)), Some(_), Some(n), Some((_, _, addr, lkey, _, _))) = (
+                &st.qp[qp as usize],
+                &st.srq[srq as usize],
+                st.srqn[srq as usize],
+                &st.mr[mr as usize],
+            ) else {
+                return Step::Skipped;
+            };
+            let qpn = *qpn;
+            let wr_id = st.next_wr_id;
+            st.next_wr_id += 1;
+            let sg = [Sge {
+                addr: *addr,
+                length: 32,
+                lkey: *lkey,
+            }];
+            let wr = SendWr {
+                wr_id,
+                sg_list: &sg,
+                opcode: WrOpcode::Send,
+                send_flags: SendFlags::SIGNALED,
+                remote_srqn: n,
+                ..SendWr::default()
+            };
+            // SAFETY: as for post_srq_recv.
+            #[allow(unsafe_code)]
+            let r = unsafe { v.post_send(q, &[wr]) };
+            if r.is_ok() {
+                st.outstanding.insert(wr_id, (qp, qpn, false));
+            }
+            ran(
+                r,
+                format!("post_send q{qp} wr_id={wr_id} opcode=SEND send_flags=SIGNALED sge=m{mr}:0:32 remote_srqn={n}"),
+            )
         }
         _ => Step::Skipped,
     }
@@ -2155,6 +3084,14 @@ fn teardown<V: Verbs>(v: &mut V, st: &mut State<V>) -> Result<(), String> {
             let _ = v.ack_async_event(&ev);
         }
     }
+    for (slot, q) in st.cm_qp.iter_mut().enumerate() {
+        if q.take().is_some() {
+            if let Some(id) = &st.cm_id[slot] {
+                v.rdma_destroy_qp(id)
+                    .map_err(|e| format!("teardown: {e}"))?;
+            }
+        }
+    }
     for id in st.cm_id.iter_mut() {
         if let Some(i) = id.take() {
             // Acknowledge whatever the channel still holds first.
@@ -2174,6 +3111,16 @@ fn teardown<V: Verbs>(v: &mut V, st: &mut State<V>) -> Result<(), String> {
     for q in st.qp.iter_mut() {
         if let Some((qp, ..)) = q.take() {
             v.destroy_qp(&qp).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for w in st.mw.iter_mut() {
+        if let Some((w, ..)) = w.take() {
+            v.dealloc_mw(&w).map_err(|e| format!("teardown: {e}"))?;
+        }
+    }
+    for a in st.ah.iter_mut() {
+        if let Some((a, _)) = a.take() {
+            v.destroy_ah(&a).map_err(|e| format!("teardown: {e}"))?;
         }
     }
     for (x, _) in st.xrcd.iter().flatten() {

@@ -23,19 +23,28 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
         let h = handle_of!(shim, v, mr, Mr, "MR")?;
         let f = flags as u32;
         let known = c::IBV_REREG_MR_CHANGE_TRANSLATION | c::IBV_REREG_MR_CHANGE_PD | c::IBV_REREG_MR_CHANGE_ACCESS;
-        if f & !known != 0 || f == 0 {
-            crate::guard::log_err(v, libc::EINVAL, &format!("flags {flags:#x}: none or unknown"));
-            set_errno(libc::EINVAL);
-            return Ok(REREG_ERR_INPUT);
-        }
         let input = |why: &str| {
             crate::guard::log_err(v, libc::EINVAL, &why);
             set_errno(libc::EINVAL);
             Ok(REREG_ERR_INPUT)
         };
-        // libibverbs' own input checks come before the provider's.
+        // libibverbs' own input checks (libibverbs/verbs.c ibv_rereg_mr)
+        // come before the provider's and answer IBV_REREG_MR_ERR_INPUT.
+        if f & !known != 0 {
+            return input(&format!("flags {flags:#x}: unknown bits"));
+        }
         if f & c::IBV_REREG_MR_CHANGE_TRANSLATION != 0 && (addr.is_null() || length == 0) {
             return input("CHANGE_TRANSLATION with a NULL address or length 0");
+        }
+        if access != 0 && f & c::IBV_REREG_MR_CHANGE_ACCESS == 0 {
+            return input(&format!("access {access:#x} without IBV_REREG_MR_CHANGE_ACCESS"));
+        }
+        if f == 0 {
+            // Passed to the kernel, which refuses no flags
+            // (ib_uverbs_rereg_mr): a command error.
+            crate::guard::log_err(v, libc::EINVAL, &"flags 0: the kernel refuses an empty change");
+            set_errno(libc::EINVAL);
+            return Ok(REREG_ERR_CMD);
         }
         if f & c::IBV_REREG_MR_CHANGE_PD != 0 && pd.is_null() {
             return input("CHANGE_PD with a NULL pd");

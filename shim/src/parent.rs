@@ -45,7 +45,18 @@ fn alloc(
     attr: *mut c::ibv_parent_domain_init_attr,
 ) -> Res<*mut c::ibv_pd> {
     let v = "ibv_alloc_parent_domain";
-    crate::device::ctx_of(shim, v, context)?;
+    let ctx = crate::device::ctx_of(shim, v, context)?;
+    // Only mlx5's provider has the op: rxe's leaves it to libibverbs'
+    // default, which fails with EOPNOTSUPP (rdma-core providers/rxe/rxe.c
+    // has no alloc_parent_domain; libibverbs/dummy_ops.c).
+    let device = shim.sim.context_device(ctx).map_err(|e| Fail::sim(v, &e))?;
+    if !shim.sim.is_mlx5(device as usize) {
+        return Err(Fail::new(
+            v,
+            libc::EOPNOTSUPP,
+            "the device's provider (rxe) has no parent domains",
+        ));
+    }
     if attr.is_null() {
         return Err(Fail::new(v, libc::EINVAL, "attr is NULL"));
     }

@@ -234,6 +234,21 @@ fn parent_domains_stand_for_their_pd_and_hold_references() {
 }
 
 #[test]
+fn providers_decide_parent_domains_rereg_inputs_and_ece() {
+    // Goal: rxe has no parent domains (EOPNOTSUPP); ibv_rereg_mr answers
+    // libibverbs' input errors with IBV_REREG_MR_ERR_INPUT and flags 0 with
+    // the kernel's refusal (IBV_REREG_MR_ERR_CMD); mlx5's ECE does not
+    // rewrite the caller's struct and reads 0 until a modify.
+    // Method: a C program on an rxe and a ConnectX-6 device.
+    if let Some(out) = run_c_env(
+        "provider_rules",
+        &[("VERBSIM_DEVICES", Path::new("rxe,cx6"))],
+    ) {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn on_demand_paging_caps_advise_mr_and_implicit_mrs() {
     if let Some(out) = run_c("odp") {
         assert_eq!(out.trim(), "ok");

@@ -411,6 +411,9 @@ pub enum Verb {
     MemcpyFromDm,
     /// `ibv_reg_dm_mr`.
     RegDmMr,
+    /// Reading `struct ibv_mw`'s `rkey` and `type` (no C function: the
+    /// fields of a window `ibv_alloc_mw` returned).
+    MwInfo,
 }
 
 impl Verb {
@@ -513,6 +516,7 @@ impl Verb {
             Self::PostWr => "ibv_wr_complete",
             Self::QueryQpDataInOrder => "ibv_query_qp_data_in_order",
             Self::AllocMw => "ibv_alloc_mw",
+            Self::MwInfo => "ibv_mw (its rkey and type fields)",
             Self::DeallocMw => "ibv_dealloc_mw",
             Self::BindMw => "ibv_bind_mw",
             Self::QueryGidEx => "ibv_query_gid_ex",

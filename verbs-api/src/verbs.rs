@@ -366,7 +366,9 @@ pub trait Verbs {
     ///
     /// # Errors
     /// `EINVAL` for no flags or unknown flags, `CHANGE_TRANSLATION` with
-    /// length 0, `CHANGE_PD` without a PD, or invalid access flags;
+    /// length 0, `CHANGE_PD` without a PD, access flags without
+    /// `CHANGE_ACCESS` (libibverbs), or invalid access flags (a PD without
+    /// `CHANGE_PD` is ignored, as the kernel does);
     /// `EBUSY` while memory windows are bound to the MR; `EOPNOTSUPP` for
     /// what the driver cannot change (rxe: the translation). Nothing
     /// changes on error.
@@ -654,12 +656,14 @@ pub trait Verbs {
         ))
     }
 
-    /// `ibv_set_ece(qp, ece)`: the options to use when the QP connects;
-    /// `ece` is written back with the accepted ones.
+    /// `ibv_set_ece(qp, ece)`: the options to send with the QP's next
+    /// modify; `ibv_query_ece` reports 0 until then, and afterwards the
+    /// options the device accepted. The simulator leaves `ece` as it is
+    /// (mlx5 only reads it); the `&mut` is kept for backends that write.
     ///
     /// # Errors
-    /// `EINVAL` for another vendor or a non-zero `comp_mask`;
-    /// `EOPNOTSUPP` where the device has no ECE.
+    /// `EOPNOTSUPP` for `vendor_id` 0 (libibverbs) or where the device has
+    /// no ECE; `EINVAL` for another vendor or a non-zero `comp_mask`.
     fn set_ece(&mut self, qp: &Self::Qp, ece: &mut Ece) -> Result<()> {
         let _ = (qp, ece);
         Err(Error::not_implemented(Verb::SetEce, self.backend().name()))

@@ -10,6 +10,15 @@ impl SimVerbs {
         match cmd {
             SimCommand::Now => Ok(SimReply::TimeNs(self.world.now_ns())),
             SimCommand::AdvanceNs(ns) => {
+                let now = self.world.now_ns();
+                if now.checked_add(ns).is_none_or(|t| t > TIME_HORIZON_NS) {
+                    return Err(Error::invalid(
+                        Verb::SimControl,
+                        format!(
+                            "advance: {ns} ns from {now} ns passes the virtual-time horizon of {TIME_HORIZON_NS} ns"
+                        ),
+                    ));
+                }
                 if !self.world.advance_ns(ns) {
                     return Err(Error::new(
                         Verb::SimControl,
@@ -60,6 +69,13 @@ impl SimVerbs {
             SimCommand::Raw {
                 name: "rnr_stalls", ..
             } => Ok(SimReply::Text(self.world.rnr_stalls().join("\n"))),
+            SimCommand::Raw {
+                name: "state_digest",
+                ..
+            } => Ok(SimReply::Text(format!(
+                "{:#018x}",
+                self.world.state_digest()
+            ))),
             _ => Err(Error::not_implemented(
                 Verb::SimControl,
                 "this sim directive",

@@ -95,6 +95,11 @@ impl OooMsg {
 pub(crate) struct OooTable(Vec<((u32, u16, u32), OooMsg)>);
 
 impl OooTable {
+    /// Messages in progress.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub(crate) fn get(&self, key: &(u32, u16, u32)) -> Option<&OooMsg> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }

@@ -17,6 +17,7 @@ use verbs_api::{AccessFlags, Error, MwType, SendOpsFlags, Verb, WcExFlags};
 
 use crate::arena::Arena;
 use crate::handles::{MrHandle, MwHandle, PdHandle, QpHandle};
+use crate::world::World;
 
 /// The index bit that marks an rkey as a memory window's: MW keys are
 /// `((MW_KEY_BIT | index) << 8) | variant`, MR keys `(index << 8) | variant`.
@@ -83,8 +84,10 @@ pub(crate) struct ExtState {
     /// QPs created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: index →
     /// (generation, `send_ops_flags`).
     qp_ops: BTreeMap<u32, (u32, SendOpsFlags)>,
-    /// `ibv_set_ece` options: QP index → (generation, options).
-    ece: BTreeMap<u32, (u32, u32)>,
+    /// ECE of mlx5 QPs: QP index → (generation, (options set with
+    /// `ibv_set_ece` and not yet sent with a modify, options the device
+    /// answered with)).
+    ece: BTreeMap<u32, (u32, (u32, u32))>,
     /// Binds posted: (QP index, generation, send-queue seq) → bind.
     binds: BTreeMap<(u32, u32, u64), PendingBind>,
     /// Requests posted as raw mlx5 WQEs (`WrEx::raw_wqe`): (QP index,
@@ -92,6 +95,55 @@ pub(crate) struct ExtState {
     /// `IBV_WC_DRIVER2`; an entry goes when its completion is polled, or
     /// with the request once the queue has moved past it.
     pub(crate) raw_wqes: std::collections::BTreeSet<(u32, u32, u64)>,
+}
+
+impl World {
+    /// Forgets what the extended verbs kept about a destroyed QP: its
+    /// `send_ops_flags`, ECE options, pending binds and raw-WQE marks.
+    pub(crate) fn ext_on_destroy_qp(&mut self, qp: QpHandle) {
+        let e = &mut self.ext;
+        if e.qp_ops
+            .get(&qp.index)
+            .is_some_and(|(g, _)| *g == qp.generation)
+        {
+            e.qp_ops.remove(&qp.index);
+        }
+        if e.ece
+            .get(&qp.index)
+            .is_some_and(|(g, _)| *g == qp.generation)
+        {
+            e.ece.remove(&qp.index);
+        }
+        e.binds
+            .retain(|&(index, generation, _), _| (index, generation) != (qp.index, qp.generation));
+        e.raw_wqes
+            .retain(|&(index, generation, _)| (index, generation) != (qp.index, qp.generation));
+    }
+
+    /// Forgets the `wc_flags` of a destroyed extended CQ.
+    pub(crate) fn ext_on_destroy_cq(&mut self, cq: crate::handles::CqHandle) {
+        let e = &mut self.ext;
+        if e.cq_ex
+            .get(&cq.index)
+            .is_some_and(|(g, _)| *g == cq.generation)
+        {
+            e.cq_ex.remove(&cq.index);
+        }
+    }
+
+    /// Entries of the extended verbs' side tables (each belongs to a live
+    /// object; none should outlive it).
+    pub(crate) fn ext_entries(&self) -> usize {
+        let e = &self.ext;
+        e.cq_ex.len() + e.qp_ops.len() + e.ece.len() + e.binds.len() + e.raw_wqes.len()
+    }
+}
+
+impl ExtState {
+    /// No QP has ECE state.
+    pub(crate) fn ece_is_empty(&self) -> bool {
+        self.ece.is_empty()
+    }
 }
 
 fn get_gen<T: Copy>(m: &BTreeMap<u32, (u32, T)>, index: u32, generation: u32) -> Option<T> {

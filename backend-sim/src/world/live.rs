@@ -54,6 +54,16 @@ pub struct LiveObjects {
     pub cm_channels: usize,
     /// Async events handed out and not acknowledged.
     pub unacked_async_events: usize,
+    /// QP numbers reserved with `mlx5dv_reserved_qpn_alloc`.
+    pub reserved_qpns: usize,
+    /// Entries of the world's side tables, each of which belongs to a live
+    /// object and must go with it: the extended verbs' (extended-CQ
+    /// flags, `send_ops_flags`, ECE options, pending binds, raw-WQE
+    /// marks), the XRC tables (SRQ records and numbers, XRC_TGT records
+    /// and handles, legacy registrations, domain inodes), out-of-order
+    /// messages in progress, requesters parked in an RNR wait, rdma_cm
+    /// multicast groups.
+    pub side_entries: usize,
     /// Contexts librdmacm opened for itself (not a leak).
     pub cm_contexts: usize,
     /// librdmacm's default PDs (not a leak).
@@ -89,6 +99,8 @@ impl LiveObjects {
             self.cm_ids,
             self.cm_channels,
             self.unacked_async_events,
+            self.reserved_qpns,
+            self.side_entries,
         ];
         counts.iter().all(|&n| n == 0) && mr_bytes == 0 && mr_pins == 0
     }
@@ -98,7 +110,7 @@ impl LiveObjects {
 /// `nothing`.
 impl fmt::Display for LiveObjects {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kinds: [(&str, u64); 21] = [
+        let kinds: [(&str, u64); 23] = [
             ("contexts", self.contexts as u64),
             ("pds", self.pds as u64),
             ("cqs", self.cqs as u64),
@@ -118,6 +130,8 @@ impl fmt::Display for LiveObjects {
             ("cm_ids", self.cm_ids as u64),
             ("cm_channels", self.cm_channels as u64),
             ("unacked_async_events", self.unacked_async_events as u64),
+            ("reserved_qpns", self.reserved_qpns as u64),
+            ("side_entries", self.side_entries as u64),
             ("cm_contexts", self.cm_contexts as u64),
             ("cm_default_pds", self.cm_default_pds as u64),
         ];
@@ -187,6 +201,12 @@ impl World {
                 .iter()
                 .map(|(_, _, c)| c.async_unacked.len())
                 .sum(),
+            reserved_qpns: self.rqpn.len(),
+            side_entries: self.ext_entries()
+                + self.xrc_entries()
+                + self.dc.ooo.len()
+                + self.rnr_parked.len()
+                + self.cm.groups.len(),
             cm_contexts: cm_ctx.len(),
             cm_default_pds: cm_pds.len(),
         }

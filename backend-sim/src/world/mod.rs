@@ -8,6 +8,7 @@ pub(crate) mod cm;
 mod context;
 mod cq;
 mod dc;
+mod digest;
 mod dm;
 mod exec;
 pub(crate) mod ext;
@@ -361,6 +362,14 @@ pub struct World {
     pub(crate) rqpn: reserved_qpn::ReservedQpns,
 }
 
+/// How far virtual time may go: 2^62 ns, about 146 years. `sim advance`
+/// past it and a `delay` fault longer than it are refused (`EINVAL`), and
+/// a delayed packet arrives by it at the latest, so every sum of a virtual
+/// time and a delay, timeout or adapter cost stays far below 2^64 (the
+/// clock used to overflow: a debug build panicked, a release build
+/// wrapped).
+pub const TIME_HORIZON_NS: u64 = 1 << 62;
+
 pub(crate) fn invalid(verb: Verb, msg: impl Into<String>) -> Error {
     Error::invalid(verb, msg)
 }
@@ -476,9 +485,14 @@ impl World {
 
     /// Moves virtual time forward by `ns`, processing every event due by
     /// then. False if the event bound was hit first (a livelock); time has
-    /// still moved to where the last event left it.
+    /// still moved to where the last event left it. Time stops at
+    /// [`TIME_HORIZON_NS`] (`sim advance` past it is refused with `EINVAL`
+    /// before this is called).
     pub fn advance_ns(&mut self, ns: u64) -> bool {
-        let mut target = self.now_ns.saturating_add(ns);
+        let mut target = self
+            .now_ns
+            .saturating_add(ns)
+            .min(TIME_HORIZON_NS.max(self.now_ns));
         if let Some(limit) = self.time_limit {
             target = target.min(limit.max(self.now_ns));
         }

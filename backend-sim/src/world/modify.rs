@@ -451,6 +451,11 @@ impl World {
             }));
         }
         self.state_entered(qp, entered);
+        if !self.ext.ece_is_empty() {
+            // ECE options set with ibv_set_ece go to the device with the
+            // next modify (mlx5), whatever it changes.
+            self.ece_on_modify(qp);
+        }
         if UNPARK {
             self.unpark_rnr();
         }
@@ -473,12 +478,15 @@ impl World {
     }
 
     /// [`Self::modify_qp_handle`] with requesters parked: they retry after
-    /// the modify, whatever its outcome.
+    /// a modify that succeeded (a refused one changed nothing they could
+    /// wait for, and must leave the world as it found it).
     #[cold]
     #[inline(never)]
     fn modify_qp_parked(&mut self, qp: QpHandle, attr: &QpAttr, mask: M) -> Result<()> {
         let r = self.modify_qp(qp, attr, mask);
-        self.unpark_rnr();
+        if r.is_ok() {
+            self.unpark_rnr();
+        }
         r
     }
 

@@ -338,10 +338,10 @@ impl World {
     /// moment of the access, so there is nothing to fault in ahead of it.
     /// A device without on-demand paging, or an advice it does not know:
     /// `EOPNOTSUPP`; flags other than `IBV_ADVISE_MR_FLAG_FLUSH` or an
-    /// empty list: `EINVAL`; an lkey that is not an ODP MR of `pd` (or not
-    /// a writable one for `PREFETCH_WRITE`): `ENOENT`, as mlx5's lookup
-    /// answers (the man page also lists `EFAULT` and `EPERM` for these,
-    /// docs/divergence.md); a range outside its MR: `EFAULT`.
+    /// empty list: `EINVAL`; an lkey that is not an ODP MR: `ENOENT`; an
+    /// ODP MR of another PD, or one registered without `LOCAL_WRITE` for
+    /// `PREFETCH_WRITE`: `EPERM` (mlx5 `get_prefetchable_mr`, Linux 6.17);
+    /// a range outside its MR: `EFAULT`.
     pub fn advise_mr(
         &self,
         pd: PdHandle,
@@ -364,31 +364,42 @@ impl World {
             return Err(invalid(v, "an empty sg_list"));
         }
         for (i, s) in sges.iter().enumerate() {
+            // mlx5's get_prefetchable_mr (Linux 6.17 hw/mlx5/odp.c): the key
+            // must name an ODP MR (ENOENT), of this PD (EPERM), writable
+            // for PREFETCH_WRITE (EPERM).
             let m = self
                 .mr_by_key(device, s.lkey)
                 .and_then(|h| self.mrs.get(h.index, h.generation))
-                .filter(|m| {
-                    m.pd == pd
-                        && !m.invalidated
-                        && m.access.contains(AccessFlags::ON_DEMAND)
-                        && (advice != AdviseMrAdvice::PrefetchWrite
-                            || m.access.contains(AccessFlags::LOCAL_WRITE))
-                });
+                .filter(|m| !m.invalidated && m.access.contains(AccessFlags::ON_DEMAND));
             let Some(m) = m else {
                 return Err(verbs_api::Error::from_errno(
                     v,
                     verbs_api::errno::ENOENT,
                     format!(
-                        "sg_list[{i}]: lkey {:#x} is not an on-demand-paging MR of this PD{}",
-                        s.lkey,
-                        if advice == AdviseMrAdvice::PrefetchWrite {
-                            " registered with LOCAL_WRITE"
-                        } else {
-                            ""
-                        }
+                        "sg_list[{i}]: lkey {:#x} is not an on-demand-paging MR",
+                        s.lkey
                     ),
                 ));
             };
+            if m.pd != pd {
+                return Err(verbs_api::Error::from_errno(
+                    v,
+                    verbs_api::errno::EPERM,
+                    format!("sg_list[{i}]: lkey {:#x} is an MR of another PD", s.lkey),
+                ));
+            }
+            if advice == AdviseMrAdvice::PrefetchWrite
+                && !m.access.contains(AccessFlags::LOCAL_WRITE)
+            {
+                return Err(verbs_api::Error::from_errno(
+                    v,
+                    verbs_api::errno::EPERM,
+                    format!(
+                        "sg_list[{i}]: PREFETCH_WRITE on lkey {:#x}, an MR registered without LOCAL_WRITE",
+                        s.lkey
+                    ),
+                ));
+            }
             let end = s.addr.checked_add(u64::from(s.length));
             let mr_end = m.addr.saturating_add(m.bytes.len() as u64);
             if s.addr < m.addr || end.is_none_or(|e| e > mr_end) {

@@ -152,18 +152,24 @@ impl World {
     /// (`bad_wr`), queues the rest; in ERR or SQE they are flushed at once.
     pub(crate) fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
         let v = Verb::PostSend;
+        let mut posted = 0;
         let result = (|| {
-            let mut i = 0;
-            while i < wrs.len() {
-                i += self.post_plain_sends(qp, &wrs[i..]);
-                if let Some(wr) = wrs.get(i) {
-                    self.post_one_send(qp, wr).map_err(|e| e.with_bad_wr(i))?;
-                    i += 1;
+            while posted < wrs.len() {
+                posted += self.post_plain_sends(qp, &wrs[posted..]);
+                if let Some(wr) = wrs.get(posted) {
+                    self.post_one_send(qp, wr)
+                        .map_err(|e| e.with_bad_wr(posted))?;
+                    posted += 1;
                 }
             }
             Ok(())
         })();
-        self.ring_doorbell(qp, wrs);
+        // A post that built no WQE writes no doorbell (mlx5's post_send
+        // rings only when it queued something), so a program that retries
+        // a refused post pays nothing for the refusals.
+        if posted > 0 {
+            self.ring_doorbell(qp, &wrs[..posted]);
+        }
         let state = self.qp(qp, v)?.phase.state();
         if matches!(state, QpState::Error | QpState::SendQueueError) {
             self.flush_queue(qp, QueueKind::Send);

@@ -205,6 +205,7 @@ impl World {
                 self.clean_cq(cq, qp);
             }
         }
+        self.ext_on_destroy_qp(qp);
         self.qps.remove(qp.index, qp.generation);
         self.drop_async_events_of(super::AsyncSubject::Qp(qp));
         self.free_qpn(device, qpn);

@@ -39,6 +39,13 @@ pub(crate) struct ReservedQpns {
     owners: BTreeMap<(u32, u32), ContextHandle>,
 }
 
+impl ReservedQpns {
+    /// QP numbers reserved and not yet released.
+    pub(crate) fn len(&self) -> usize {
+        self.owners.len()
+    }
+}
+
 impl World {
     /// `mlx5dv_reserved_qpn_alloc(ctx, &qpn)`: `EOPNOTSUPP` on a non-mlx5
     /// device, `ENOMEM` when the 24-bit space is exhausted.

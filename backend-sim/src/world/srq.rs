@@ -173,10 +173,23 @@ impl World {
             limit = attr.srq_limit;
         }
         let s = self.srq_mut(srq, v)?;
+        let mut consumed_keys = Vec::new();
         if max_wr != s.max_wr {
-            // Resizing keeps the posted requests in order.
+            // Resizing keeps the posted requests in order and their
+            // sequence numbers, so the completions still to come free the
+            // right slots. The receives already consumed (their data has
+            // landed, their completions may not be polled yet) leave the
+            // queue: their MRs are unpinned now, and polling their
+            // completions later frees nothing (issue: their pins used to
+            // be lost with the old ring, which kept the MR alive for ever).
+            let (head, done, tail) = (s.ring.head, s.ring.done, s.ring.tail);
+            for seq in head..done {
+                let (w, sges, _) = s.ring.get(seq);
+                consumed_keys.extend(sges[..w.num_sge as usize].iter().map(|g| g.lkey));
+            }
             let mut ring = Ring::new(max_wr, max_sge);
-            for seq in s.ring.done..s.ring.tail {
+            (ring.head, ring.done, ring.tail) = (done, done, done);
+            for seq in done..tail {
                 let (w, sges, _) = s.ring.get(seq);
                 let n = w.num_sge as usize;
                 ring.push(*w, &sges[..n]);
@@ -185,6 +198,9 @@ impl World {
             s.max_wr = max_wr;
         }
         s.limit = limit;
+        for k in consumed_keys {
+            self.pin_key(device, k, false);
+        }
         Ok(())
     }
 

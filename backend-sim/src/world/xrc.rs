@@ -315,6 +315,21 @@ impl World {
         self.xrc.domains.len()
     }
 
+    /// Entries of the XRC side tables that belong to live objects: the
+    /// XRC SRQs' records and numbers, every SRQ's number, the XRC_TGT
+    /// records and handles, legacy registrations and domain inodes.
+    pub(crate) fn xrc_entries(&self) -> usize {
+        let x = &self.xrc;
+        x.srqs.len()
+            + x.srq_nums.len()
+            + x.basic_nums.len()
+            + x.basic_srqns.len()
+            + x.tgts.len()
+            + x.tgt_opens.len()
+            + x.legacy.len()
+            + x.inodes.len()
+    }
+
     /// How many XRC domain handles are open (each `ibv_open_xrcd` /
     /// `ibv_open_xrc_domain` until its close).
     pub fn xrc_handle_count(&self) -> usize {

@@ -61,13 +61,32 @@ fn ece_on_mlx5_and_eopnotsupp_on_rxe() {
         errno::EINVAL
     );
     assert_eq!(sim.query_ece(&a.qp).unwrap(), e, "unchanged after errors");
+    let mut zero = Ece { vendor_id: 0, ..e };
+    assert_eq!(
+        sim.set_ece(&a.qp, &mut zero).unwrap_err().errno(),
+        errno::EOPNOTSUPP,
+        "libibverbs refuses vendor 0"
+    );
     let mut want = Ece {
         options: 0xffff_0001,
         ..e
     };
     sim.set_ece(&a.qp, &mut want).unwrap();
-    assert_eq!(want.options, 0x1, "only the supported bits are accepted");
-    assert_eq!(sim.query_ece(&a.qp).unwrap().options, 0x1);
+    assert_eq!(
+        want.options, 0xffff_0001,
+        "the caller's struct is not rewritten"
+    );
+    assert_eq!(sim.query_ece(&a.qp).unwrap().options, 0, "0 until a modify");
+    let attr = QpAttr {
+        qp_state: QpState::Error,
+        ..QpAttr::default()
+    };
+    sim.modify_qp(&a.qp, &attr, QpAttrMask::STATE).unwrap();
+    assert_eq!(
+        sim.query_ece(&a.qp).unwrap().options,
+        0x1,
+        "only the supported bits are accepted"
+    );
 
     let (mut sim, a, _b) = pair(DeviceProfile::rxe, None, WcExFlags::empty());
     assert_eq!(sim.query_ece(&a.qp).unwrap_err().errno(), errno::EOPNOTSUPP);

@@ -47,7 +47,7 @@ int main(void)
 	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &pl, 1) == ENOENT, "not an ODP MR");
 	struct ibv_sge r = { .addr = (uintptr_t)buf + 4096, .length = 64, .lkey = ro->lkey };
 	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &r, 1) == 0, "read-only ODP, PREFETCH");
-	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, &r, 1) == ENOENT,
+	CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, &r, 1) == EPERM,
 	      "read-only ODP, PREFETCH_WRITE");
 
 	/* Implicit ODP: one key for every address. */

@@ -522,7 +522,9 @@ impl Fabric {
                 Ok(SendOutcome::Scheduled { arrive_at })
             }
             Verdict::Deliver(extra) => {
-                let arrive_at = arrive_at + extra;
+                // A delay ends at the virtual-time horizon at the latest.
+                let horizon = SimInstant::from_nanos(crate::world::TIME_HORIZON_NS);
+                let arrive_at = (arrive_at + extra).min(horizon.max(arrive_at));
                 sink.record(FabricTrace::Delayed {
                     at: now,
                     packet,

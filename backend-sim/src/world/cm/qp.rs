@@ -215,9 +215,14 @@ impl World {
         if !qp.mcast.is_empty() {
             return Err(busy(v, "the QP is still attached to multicast groups"));
         }
+        let (qp_send_cq, qp_recv_cq) = (qp.send_cq, qp.recv_cq);
         for cq in [q.send_cq, q.recv_cq].into_iter().flatten() {
             let c = self.cq(cq, v)?;
-            if c.users > 1 || c.events_unacked > 0 {
+            // The QP's own uses of the CQ: an XRC_SEND QP has no receive
+            // queue, so it does not use the id's receive CQ at all, and an
+            // XRC SRQ made on that CQ is another user.
+            let own = u32::from(qp_send_cq == Some(cq)) + u32::from(qp_recv_cq == Some(cq));
+            if c.users > own || c.events_unacked > 0 {
                 return Err(busy(
                     v,
                     "an automatic CQ of the id is used by another QP or has unacknowledged events",

@@ -255,6 +255,17 @@ impl World {
         when: verbs_api::FaultWhen,
     ) -> verbs_api::Result<()> {
         let v = verbs_api::Verb::SimControl;
+        if let verbs_api::FaultAction::DelayNs(ns) = action {
+            if ns > crate::world::TIME_HORIZON_NS {
+                return Err(crate::world::invalid(
+                    v,
+                    format!(
+                        "fault: a delay of {ns} ns is longer than the virtual-time horizon of {} ns",
+                        crate::world::TIME_HORIZON_NS
+                    ),
+                ));
+            }
+        }
         let scope = match scope {
             None => RuleScope::All,
             Some((from, qp)) => {

@@ -242,12 +242,16 @@ impl World {
         Ok(())
     }
 
-    /// `ibv_query_ece` (mlx5): vendor 0x02c9, the options set on the QP or
-    /// else every option the device supports.
+    /// `ibv_query_ece` (mlx5 `mlx5_query_ece`): vendor 0x02c9 and the
+    /// options the device last answered with: at creation every option it
+    /// supports (*estimate*: the create command's answer), after
+    /// `ibv_set_ece` 0 until a modify sends the set options, then the
+    /// options the device accepted.
     pub fn query_ece(&self, qp: QpHandle) -> Result<Ece> {
         let v = Verb::QueryEce;
         self.ece_device(qp, v)?;
-        let options = get_gen(&self.ext.ece, qp.index, qp.generation).unwrap_or(MLX5_ECE_OPTIONS);
+        let options = get_gen(&self.ext.ece, qp.index, qp.generation)
+            .map_or(MLX5_ECE_OPTIONS, |(_, answered)| answered);
         Ok(Ece {
             vendor_id: MLX5_ECE_VENDOR,
             options,
@@ -255,12 +259,29 @@ impl World {
         })
     }
 
-    /// `ibv_set_ece` (mlx5): `EINVAL` for another vendor or a non-zero
-    /// `comp_mask`; the accepted options (those the device supports) are
-    /// written back.
-    pub fn set_ece(&mut self, qp: QpHandle, ece: &mut Ece) -> Result<()> {
+    /// `ibv_set_ece` (libibverbs, then mlx5 `mlx5_set_ece`): a zero
+    /// `vendor_id` is `EOPNOTSUPP` (libibverbs, before the provider); a
+    /// device without ECE `EOPNOTSUPP`; a non-zero `comp_mask` or another
+    /// vendor `EINVAL`. The options are kept for the next modify and the
+    /// answered ones cleared; `ece` is not written (the provider only reads
+    /// it).
+    pub fn set_ece(&mut self, qp: QpHandle, ece: &Ece) -> Result<()> {
         let v = Verb::SetEce;
+        if ece.vendor_id == 0 {
+            self.qp(qp, v)?;
+            return Err(err(
+                v,
+                EOPNOTSUPP,
+                "vendor_id 0: no vendor's ECE (libibverbs refuses it before the provider)",
+            ));
+        }
         self.ece_device(qp, v)?;
+        if ece.comp_mask != 0 {
+            return Err(invalid(
+                v,
+                format!("comp_mask {:#x} must be 0", ece.comp_mask),
+            ));
+        }
         if ece.vendor_id != MLX5_ECE_VENDOR {
             return Err(invalid(
                 v,
@@ -270,15 +291,21 @@ impl World {
                 ),
             ));
         }
-        if ece.comp_mask != 0 {
-            return Err(invalid(
-                v,
-                format!("comp_mask {:#x} must be 0", ece.comp_mask),
-            ));
-        }
-        let accepted = ece.options & MLX5_ECE_OPTIONS;
-        self.ext.ece.insert(qp.index, (qp.generation, accepted));
-        ece.options = accepted;
+        self.ext
+            .ece
+            .insert(qp.index, (qp.generation, (ece.options, 0)));
         Ok(())
+    }
+
+    /// A modify succeeded: options set with `ibv_set_ece` go with it, and
+    /// the device answers with those it accepts (mlx5 `mlx5_modify_qp`
+    /// passes `set_ece` and stores the answer as `get_ece`).
+    pub(crate) fn ece_on_modify(&mut self, qp: QpHandle) {
+        if let Some((g, (set, answered))) = self.ext.ece.get_mut(&qp.index) {
+            if *g == qp.generation && *set != 0 {
+                *answered = *set & MLX5_ECE_OPTIONS;
+                *set = 0;
+            }
+        }
     }
 }

@@ -17,6 +17,9 @@ use crate::SimVerbs;
 
 use super::*;
 
+/// The longest window mlx5 binds: one KLM entry's 2 GiB.
+const MLX5_BIND_LENGTH_MAX: u64 = 1 << 31;
+
 /// Where a re-registration's new translation comes from.
 enum NewTranslation {
     /// A zeroed buffer the World allocates, this many bytes long.
@@ -95,6 +98,16 @@ impl World {
         let translation = flags.contains(ReregMrFlags::CHANGE_TRANSLATION);
         if translation && length == 0 {
             return Err(invalid(v, "CHANGE_TRANSLATION with length 0"));
+        }
+        // libibverbs' ibv_rereg_mr refuses access flags without
+        // CHANGE_ACCESS (IBV_REREG_MR_ERR_INPUT) before the kernel sees
+        // them; a PD without CHANGE_PD is not read (the kernel's
+        // ib_uverbs_rereg_mr looks the PD up only under IB_MR_REREG_PD).
+        if !access.is_empty() && !flags.contains(ReregMrFlags::CHANGE_ACCESS) {
+            return Err(invalid(
+                v,
+                format!("access {access} without IBV_REREG_MR_CHANGE_ACCESS"),
+            ));
         }
         if self.live_mr(mr, v)?.dm.is_some() {
             // The kernel's ib_uverbs_rereg_mr refuses MRs on device memory.
@@ -295,11 +308,31 @@ impl World {
 
     /// `rkey` and `type` of a window.
     pub fn mw_info(&self, mw: MwHandle) -> Result<MwInfo> {
-        let m = self.mw(mw, Verb::AllocMw)?;
+        let m = self.mw(mw, Verb::MwInfo)?;
         Ok(MwInfo {
             rkey: m.user_rkey,
             mw_type: m.mw_type,
         })
+    }
+
+    /// The bind's length against what the QP's device can map: mlx5
+    /// builds the window's translation as one KLM entry, which covers at
+    /// most 2 GiB, and refuses a longer bind at post time with
+    /// `EOPNOTSUPP` before it writes anything (rdma-core
+    /// `providers/mlx5/qp.c`, `set_bind_wr`); rxe has no such limit.
+    pub(super) fn check_bind_length(&self, qp: QpHandle, length: u64, v: Verb) -> Result<()> {
+        let device = self.qp(qp, v)?.device;
+        if self.device(device).profile.driver == DriverModel::Mlx5 && length > MLX5_BIND_LENGTH_MAX
+        {
+            return Err(err(
+                v,
+                EOPNOTSUPP,
+                format!(
+                    "a bind of {length} bytes: mlx5 maps at most {MLX5_BIND_LENGTH_MAX} bytes (2 GiB) per window"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// `ibv_bind_mw` (mlx5 `mlx5_bind_mw`): post-time checks, then a
@@ -316,7 +349,13 @@ impl World {
         let (mr, addr, length, access) = (i.mr.copied(), i.addr, i.length, i.mw_access_flags);
         let m = self.mw(mw, v)?;
         let (mw_pd, mw_type, user_rkey) = (m.pd, m.mw_type, m.user_rkey);
-        self.qp(qp, v)?;
+        // The window, its MR and the QP that binds it are one context's
+        // (each process reaches only the objects of its own uverbs file;
+        // a QP of another device would bind the window to memory it
+        // cannot reach).
+        let qp_ctx = self.qp(qp, v)?.ctx;
+        let mw_ctx = self.pd(mw_pd, v)?.ctx;
+        self.same_ctx(v, "QP that binds the window", qp_ctx, mw_ctx)?;
         if mw_type != MwType::Type1 {
             return Err(invalid(
                 v,
@@ -335,9 +374,9 @@ impl World {
             }
             _ => {}
         }
+        self.check_bind_length(qp, length, v)?;
         let new_rkey = inc_rkey(user_rkey);
         let tail = self.qp(qp, v)?.sq.tail;
-        self.prune_binds();
         let key = (qp.index, qp.generation, tail);
         self.ext.binds.insert(
             key,
@@ -361,6 +400,9 @@ impl World {
                 if let Some(m) = self.ext.mws.get_mut(mw.index, mw.generation) {
                     m.user_rkey = new_rkey;
                 }
+                // Binds that will never run go once a post succeeded (a
+                // refused one leaves the world as it found it).
+                self.prune_binds();
                 Ok(())
             }
             Err(e) => {

@@ -44,7 +44,7 @@ impl World {
                 "DC addressing (mlx5dv_wr_set_dc_addr) is not part of WrEx: post on a DCI with post_send",
             ));
         }
-        let (qp_type, device, pd) = (q.qp_type, q.device, q.pd);
+        let (qp_type, device, pd, qp_ctx) = (q.qp_type, q.device, q.pd, q.ctx);
         // Singles of ibv_wr_set_sge, kept alive for the SendWr slices.
         let singles: Vec<[Sge; 1]> = batch
             .iter()
@@ -137,6 +137,9 @@ impl World {
                     bind_info,
                 } => {
                     let m = self.mw(**mw, v)?;
+                    let mw_ctx = self.pd(m.pd, v)?.ctx;
+                    self.same_ctx(v, "QP that binds the window", qp_ctx, mw_ctx)?;
+                    let m = self.mw(**mw, v)?;
                     if m.mw_type != MwType::Type2 {
                         return Err(invalid(v, at("ibv_wr_bind_mw binds type 2 windows; a type 1 window is bound with ibv_bind_mw".into())));
                     }
@@ -155,6 +158,8 @@ impl World {
                             at("bind_info has an address or length but no MR".into()),
                         ));
                     }
+                    self.check_bind_length(qp, bind_info.length, v)
+                        .map_err(|e| err(v, e.errno(), at(e.message().to_owned())))?;
                     binds.push((
                         i,
                         PendingBind {
@@ -246,9 +251,6 @@ impl World {
         let _ = pd;
         // Binds are known to the executor before the post runs them.
         let tail = q.sq.tail;
-        if !binds.is_empty() {
-            self.prune_binds();
-        }
         for (i, b) in &binds {
             self.ext
                 .binds
@@ -277,6 +279,9 @@ impl World {
                     if let Some(m) = self.ext.mws.get_mut(b.mw.index, b.mw.generation) {
                         m.user_rkey = b.rkey;
                     }
+                }
+                if !binds.is_empty() {
+                    self.prune_binds();
                 }
                 Ok(())
             }

@@ -4,12 +4,48 @@
 
 use verbs_api::{QpCap, QpType, SendOpsFlags};
 
-use crate::profile::Mlx5Limits;
+use crate::profile::{DeviceProfile, DriverModel, Mlx5Limits};
 use crate::world::srq::ring_size_minus_one;
 
-/// `send_ops_flags` each type may ask for on mlx5 (rdma-core
-/// `providers/mlx5/qp.c` `MLX5_SUPPORTED_SEND_OPS_FLAGS_*`, create-qp.md §3.3).
-pub(super) fn supported_send_ops(qp_type: QpType) -> SendOpsFlags {
+/// `send_ops_flags` each type may ask for, per provider: each has its own
+/// table. mlx5: rdma-core `providers/mlx5/qp.c`
+/// `MLX5_SUPPORTED_SEND_OPS_FLAGS_*` (create-qp.md §3.3). rxe: rdma-core
+/// `providers/rxe/rxe.c` `RXE_SUP_{RC,UC,UD}_QP_SEND_OPS_FLAGS` (RC adds
+/// FLUSH and ATOMIC_WRITE, for which `set_qp_send_ops` installs
+/// `wr_flush` and `wr_atomic_write`; UC has no LOCAL_INV; other QP types
+/// are refused), FLUSH and ATOMIC_WRITE only where the device claims them.
+pub(super) fn supported_send_ops(profile: &DeviceProfile, qp_type: QpType) -> SendOpsFlags {
+    use SendOpsFlags as S;
+    if profile.driver == DriverModel::Rxe {
+        let uc = S::SEND
+            | S::SEND_WITH_INV
+            | S::SEND_WITH_IMM
+            | S::RDMA_WRITE
+            | S::RDMA_WRITE_WITH_IMM
+            | S::BIND_MW;
+        let new_ops = if profile.flush_and_atomic_write {
+            S::FLUSH | S::ATOMIC_WRITE
+        } else {
+            S::empty()
+        };
+        return match qp_type {
+            QpType::Rc => {
+                uc | S::RDMA_READ
+                    | S::ATOMIC_CMP_AND_SWP
+                    | S::ATOMIC_FETCH_AND_ADD
+                    | S::LOCAL_INV
+                    | new_ops
+            }
+            QpType::Uc => uc,
+            QpType::Ud => S::SEND | S::SEND_WITH_IMM,
+            _ => S::empty(),
+        };
+    }
+    mlx5_send_ops(qp_type)
+}
+
+/// mlx5's table (`MLX5_SUPPORTED_SEND_OPS_FLAGS_*`).
+fn mlx5_send_ops(qp_type: QpType) -> SendOpsFlags {
     use SendOpsFlags as S;
     let uc = S::SEND
         | S::SEND_WITH_INV
@@ -35,7 +71,7 @@ pub(super) fn default_send_ops(qp_type: QpType) -> SendOpsFlags {
     match qp_type {
         QpType::Ud => S::SEND | S::SEND_WITH_IMM | S::TSO,
         QpType::RawPacket => S::SEND | S::TSO,
-        other => supported_send_ops(other),
+        other => mlx5_send_ops(other),
     }
 }
 

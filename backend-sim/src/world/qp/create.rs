@@ -182,7 +182,9 @@ impl World {
 
         // send_ops_flags (libibverbs/man/ibv_wr_post.3.md; M5-QP).
         let ops = if comp_mask.contains(QpInitAttrMask::SEND_OPS_FLAGS) {
-            let extra = attr.send_ops_flags.difference(supported_send_ops(qp_type));
+            let extra = attr
+                .send_ops_flags
+                .difference(supported_send_ops(profile, qp_type));
             if !extra.is_empty() {
                 return Err(unsupported(
                     v,
