@@ -6,7 +6,8 @@
 //! `rdma_getaddrinfo` for numeric addresses, `rdma_create_ep` and
 //! `rdma_get_request`, `rdma_establish` for ids without a QP, and CM
 //! multicast (`rdma_join_multicast(_ex)`, `rdma_leave_multicast`, with
-//! `param.ud` of `MULTICAST_JOIN` filled). What the simulator lacks (ECE
+//! `param.ud` of `MULTICAST_JOIN` filled), `AF_IB` addresses (`struct
+//! sockaddr_ib`) in binds and resolves. What the simulator lacks (ECE
 //! over the CM, ...) fails with `EOPNOTSUPP`.
 //!
 //! librdmacm's convention: 0, or -1 with `errno`.
@@ -166,10 +167,10 @@ unsafe fn read_sockaddr(sa: *const c::sockaddr) -> Option<SocketAddr> {
 /// `AF_IB` (rdma-core's `<infiniband/ib.h>`: `struct sockaddr_ib`).
 const AF_IB: c_int = 27;
 
-/// The address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
-/// address (a `struct sockaddr_ib`, which libfabric's verbs provider and
-/// `mckey -M` use: the simulated CM has IPv4 and IPv6 addresses only),
-/// `EINVAL` for NULL or another family.
+/// The IP address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
+/// address where `AF_IB` is not modelled (multicast joins, `mckey -M`;
+/// binding and resolving take them through [`cm_sockaddr`]), `EINVAL` for
+/// NULL or another family.
 ///
 /// # Safety
 /// `sa` is NULL or points to a sockaddr of its family's size.
@@ -179,7 +180,7 @@ unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<Sock
         return Err(Fail::new(
             v,
             libc::EOPNOTSUPP,
-            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled, the simulated CM has IPv4 and IPv6 addresses only (docs/divergence.md)"),
+            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled here, the simulated CM joins multicast groups by IPv4 and IPv6 addresses only (docs/divergence.md)"),
         ));
     }
     // SAFETY: the caller's contract.

@@ -4,7 +4,8 @@
  * connects; the local and peer addresses the ids report are sockaddr_ib
  * (the port's GID, the service id: port space and port), including the id
  * the CONNECT_REQUEST brings; rdma_getaddrinfo with AF_IB hints and no
- * name answers with them and keeps RAI_PASSIVE. A GID no port has is
+ * name answers with them and keeps RAI_PASSIVE; rdma_get_devices lists
+ * the contexts ids use, so a PD made on one serves an id's QP. A GID no port has is
  * EADDRNOTAVAIL, an unknown family EINVAL, and the id stays usable; AF_IB
  * multicast stays EOPNOTSUPP. Run against verbsim's drop-in libraries by
  * shim/tests/c_programs.rs. Exit 0 and "ok" on success; the failing step
@@ -52,6 +53,7 @@ int main(void)
 	struct rdma_event_channel *sch = rdma_create_event_channel(), *cch = rdma_create_event_channel();
 	struct rdma_cm_id *listener, *client, *server, *other;
 	struct ibv_context **devs;
+	struct ibv_pd *pd;
 	union ibv_gid gid;
 	struct sockaddr_ib ib, bad;
 	struct sockaddr_in in = { .sin_family = AF_INET };
@@ -99,6 +101,9 @@ int main(void)
 
 	/* The listener binds the port by GID and service id. */
 	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&ib) == 0 && listener->verbs != NULL);
+	/* rdma_get_devices lists the contexts the ids use (librdmacm opens
+	 * each device once): a PD made on one serves an id's QP. */
+	CHECK(listener->verbs == devs[0]);
 	CHECK(is_ib(rdma_get_local_addr(listener), &gid, sid));
 	CHECK(rdma_listen(listener, 4) == 0);
 	errno = 0;
@@ -112,7 +117,9 @@ int main(void)
 	CHECK(rdma_get_local_addr(client)->sa_family == AF_IB);
 	CHECK(rdma_resolve_route(client, 2000) == 0);
 	CHECK(expect(cch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL) == 0);
-	CHECK(rdma_create_qp(client, NULL, &qpa) == 0);
+	pd = ibv_alloc_pd(devs[0]);
+	CHECK(pd && client->verbs == devs[0]);
+	CHECK(rdma_create_qp(client, pd, &qpa) == 0);
 	CHECK(rdma_connect(client, &cp) == 0);
 	CHECK(expect(sch, RDMA_CM_EVENT_CONNECT_REQUEST, &server) == 0);
 	CHECK(server != listener && is_ib(rdma_get_local_addr(server), &gid, sid));
@@ -133,6 +140,7 @@ int main(void)
 	CHECK(expect(sch, RDMA_CM_EVENT_DISCONNECTED, NULL) == 0);
 	rdma_destroy_qp(client);
 	rdma_destroy_qp(server);
+	CHECK(ibv_dealloc_pd(pd) == 0);
 	CHECK(rdma_destroy_id(client) == 0 && rdma_destroy_id(server) == 0 && rdma_destroy_id(listener) == 0);
 	rdma_free_devices(devs);
 	rdma_destroy_event_channel(sch);
