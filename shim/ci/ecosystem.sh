@@ -185,8 +185,8 @@ if timeout 60 "$bin" exec -- fi_info -p verbs > "$tmp/fi_info" 2>&1 \
 else
     record "fi_info -p verbs" 0 "$(reason "$tmp/fi_info")"
 fi
-# FI_EP_MSG finds the devices by GID (AF_IB): no interface named ib*
-# holds their addresses. FI_EP_RDM (ofi_rxm over verbs MSG) cannot: with
+# FI_EP_MSG finds the devices by GID (AF_IB): no interface address of
+# the host binds to a simulated device. FI_EP_RDM (ofi_rxm over verbs MSG) cannot: with
 # AF_IB addresses libfabric 1.17 resolves its passive side with no
 # destination, which librdmacm refuses (EINVAL) on hardware too; so its
 # run names the interface that holds device 0's address as a user names
