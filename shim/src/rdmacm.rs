@@ -6,7 +6,8 @@
 //! `rdma_getaddrinfo` for numeric addresses, `rdma_create_ep` and
 //! `rdma_get_request`, `rdma_establish` for ids without a QP, and CM
 //! multicast (`rdma_join_multicast(_ex)`, `rdma_leave_multicast`, with
-//! `param.ud` of `MULTICAST_JOIN` filled). What the simulator lacks (ECE
+//! `param.ud` of `MULTICAST_JOIN` filled), `AF_IB` addresses (`struct
+//! sockaddr_ib`) in binds and resolves. What the simulator lacks (ECE
 //! over the CM, ...) fails with `EOPNOTSUPP`.
 //!
 //! librdmacm's convention: 0, or -1 with `errno`.
@@ -51,6 +52,10 @@ pub(crate) struct IdEntry {
     /// `RAI_PASSIVE`): librdmacm keeps the PD and a copy of the attributes
     /// and creates each accepted id's QP in `rdma_get_request`.
     passive_qp: Option<(usize, c::ibv_qp_init_attr)>,
+    /// Bound or resolved with `AF_IB` addresses: `rdma_get_local_addr`
+    /// and `rdma_get_peer_addr` read `struct sockaddr_ib` (the ids a
+    /// listener's CONNECT_REQUEST brings inherit it, as the kernel's do).
+    af_ib: bool,
 }
 
 /// An event channel the library handed out.
@@ -162,10 +167,10 @@ unsafe fn read_sockaddr(sa: *const c::sockaddr) -> Option<SocketAddr> {
 /// `AF_IB` (rdma-core's `<infiniband/ib.h>`: `struct sockaddr_ib`).
 const AF_IB: c_int = 27;
 
-/// The address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
-/// address (a `struct sockaddr_ib`, which libfabric's verbs provider and
-/// `mckey -M` use: the simulated CM has IPv4 and IPv6 addresses only),
-/// `EINVAL` for NULL or another family.
+/// The IP address `sa` names, for verb `v`: `EOPNOTSUPP` for an `AF_IB`
+/// address where `AF_IB` is not modelled (multicast joins, `mckey -M`;
+/// binding and resolving take them through [`cm_sockaddr`]), `EINVAL` for
+/// NULL or another family.
 ///
 /// # Safety
 /// `sa` is NULL or points to a sockaddr of its family's size.
@@ -175,7 +180,7 @@ unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<Sock
         return Err(Fail::new(
             v,
             libc::EOPNOTSUPP,
-            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled, the simulated CM has IPv4 and IPv6 addresses only (docs/divergence.md)"),
+            format!("{what} is an AF_IB address (struct sockaddr_ib): not modelled here, the simulated CM joins multicast groups by IPv4 and IPv6 addresses only (docs/divergence.md)"),
         ));
     }
     // SAFETY: the caller's contract.
@@ -186,6 +191,155 @@ unsafe fn need_sockaddr(v: &str, sa: *const c::sockaddr, what: &str) -> Res<Sock
             format!("{what} is NULL or not AF_INET/AF_INET6"),
         )
     })
+}
+
+/// The size of `struct sockaddr_ib` (`<infiniband/ib.h>`): family, P_Key,
+/// flow label, GID (`sib_addr`), service id, service-id mask, scope id.
+const SOCKADDR_IB_LEN: usize = 48;
+
+/// GID 0 of device `dev`'s port 1: the link-local prefix and the node
+/// GUID (what `ibv_query_gid(ctx, 1, 0)` reports in the simulator).
+fn device_gid0(shim: &mut Shim, v: &str, dev: usize) -> Res<[u8; 16]> {
+    let list = shim.sim.get_device_list().at(v)?;
+    let guid = list
+        .get(dev)
+        .map(|d| d.guid)
+        .ok_or_else(|| Fail::new(v, libc::ENODEV, format!("no simulated device {dev}")))?;
+    let mut g = [0u8; 16];
+    g[..8].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
+    g[8..].copy_from_slice(&guid.to_be_bytes());
+    Ok(g)
+}
+
+/// The simulated device whose port 1 has `ip` (loopback: device 0).
+fn device_of_ip(shim: &mut Shim, v: &str, ip: IpAddr) -> Res<Option<usize>> {
+    let n = shim.sim.get_device_list().at(v)?.len();
+    if ip.is_loopback() {
+        return Ok((n > 0).then_some(0));
+    }
+    Ok((0..n).find(|&d| match ip {
+        IpAddr::V4(a) => a == device_ipv4(d as u32),
+        IpAddr::V6(a) => a == device_ipv6(d as u32),
+    }))
+}
+
+/// The address an `AF_IB` or IP sockaddr names in the simulated CM, and
+/// whether it was `AF_IB`. An `AF_IB` address (`struct sockaddr_ib`) names
+/// a port by its GID (`sib_addr`; all zero is any port) and a service by
+/// its id (`sib_sid`: the port space in bits 16..31, the port in the low 16
+/// bits, as the kernel's CM builds it); the simulated CM, which keys ports
+/// by IP address, takes it as that port's IPv6 address and that port
+/// number. A GID no simulated port has is `EADDRNOTAVAIL`.
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn cm_sockaddr(
+    shim: &mut Shim,
+    v: &str,
+    sa: *const c::sockaddr,
+    what: &str,
+) -> Res<(SocketAddr, bool)> {
+    // SAFETY: the caller's contract; the family is the first field of every sockaddr.
+    if sa.is_null() || c_int::from(unsafe { (*sa).sa_family }) != AF_IB {
+        // SAFETY: the caller's contract.
+        return unsafe { need_sockaddr(v, sa, what) }.map(|a| (a, false));
+    }
+    let mut b = [0u8; SOCKADDR_IB_LEN];
+    // SAFETY: an AF_IB sockaddr is a struct sockaddr_ib of SOCKADDR_IB_LEN bytes.
+    unsafe { ptr::copy_nonoverlapping(sa.cast::<u8>(), b.as_mut_ptr(), SOCKADDR_IB_LEN) };
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&b[8..24]);
+    let sid = u64::from_be_bytes(b[24..32].try_into().unwrap_or_default());
+    let port = (sid & 0xffff) as u16;
+    if gid == [0u8; 16] {
+        return Ok((
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port),
+            true,
+        ));
+    }
+    let n = shim.sim.get_device_list().at(v)?.len();
+    for d in 0..n {
+        if device_gid0(shim, v, d)? == gid {
+            return Ok((
+                SocketAddr::new(IpAddr::V6(device_ipv6(d as u32)), port),
+                true,
+            ));
+        }
+    }
+    Err(Fail::new(
+        v,
+        libc::EADDRNOTAVAIL,
+        format!(
+            "{what} is an AF_IB address whose GID {} is no simulated port's",
+            Ipv6Addr::from(gid)
+        ),
+    ))
+}
+
+/// Records that `id` now uses `AF_IB` addresses (or IP ones).
+fn mark_af_ib(shim: &mut Shim, id: *mut c::rdma_cm_id, ib: bool) {
+    if let Some(e) = shim.cm.ids.get_mut(&(id as usize)) {
+        e.af_ib = ib;
+    }
+}
+
+/// Writes `a` as a `struct sockaddr_ib` into `storage`: the GID of the
+/// port that has `a`'s address (zero for any, or none), the service id of
+/// port space `ps` and `a`'s port, a full service-id mask, the default
+/// P_Key. Nothing when `a` is `None` (an unset address).
+fn write_sockaddr_ib(
+    shim: &mut Shim,
+    storage: &mut c::sockaddr_storage,
+    a: Option<SocketAddr>,
+    ps: u32,
+) {
+    *storage = c::sockaddr_storage::default();
+    let Some(a) = a else { return };
+    let v = "rdma_get_local_addr";
+    let gid = if a.ip().is_unspecified() {
+        [0u8; 16]
+    } else {
+        match device_of_ip(shim, v, a.ip()) {
+            Ok(Some(d)) => device_gid0(shim, v, d).unwrap_or_default(),
+            _ => [0u8; 16],
+        }
+    };
+    let mut b = [0u8; SOCKADDR_IB_LEN];
+    b[..2].copy_from_slice(&(AF_IB as u16).to_ne_bytes());
+    b[2..4].copy_from_slice(&0xffffu16.to_be_bytes());
+    b[8..24].copy_from_slice(&gid);
+    let sid = (u64::from(ps & 0xffff) << 16) | u64::from(a.port());
+    b[24..32].copy_from_slice(&sid.to_be_bytes());
+    b[32..40].copy_from_slice(&u64::MAX.to_be_bytes());
+    // SAFETY: sockaddr_storage (128 bytes) holds a sockaddr_ib (48).
+    unsafe {
+        ptr::copy_nonoverlapping(
+            b.as_ptr(),
+            (storage as *mut c::sockaddr_storage).cast::<u8>(),
+            SOCKADDR_IB_LEN,
+        )
+    };
+}
+
+/// A malloc'd copy of the caller's `struct sockaddr_ib` at `sa` (for
+/// `rdma_getaddrinfo`'s answer) and its length; NULL when `sa` is not one.
+///
+/// # Safety
+/// `sa` is NULL or points to a sockaddr of its family's size.
+unsafe fn malloc_copy_ib(sa: *const c::sockaddr) -> (*mut c::sockaddr, u32) {
+    // SAFETY: the caller's contract; the family is the first field.
+    if sa.is_null() || c_int::from(unsafe { (*sa).sa_family }) != AF_IB {
+        return (ptr::null_mut(), 0);
+    }
+    // SAFETY: malloc of SOCKADDR_IB_LEN bytes; the source is a sockaddr_ib of that size.
+    unsafe {
+        let p = libc::malloc(SOCKADDR_IB_LEN).cast::<u8>();
+        if p.is_null() {
+            return (ptr::null_mut(), 0);
+        }
+        ptr::copy_nonoverlapping(sa.cast::<u8>(), p, SOCKADDR_IB_LEN);
+        (p.cast(), SOCKADDR_IB_LEN as u32)
+    }
 }
 
 /// Writes `a` as a C sockaddr into `storage` (a `sockaddr_storage`).
@@ -322,6 +476,7 @@ fn new_id(
             disconnected: false,
             channel: ch,
             passive_qp: None,
+            af_ib: false,
         },
     );
     shim.cm.id_ptrs.insert(h, id as usize);
@@ -389,16 +544,22 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
         PortSpace::Udp | PortSpace::Ipoib => c::IBV_QPT_UD,
         _ => c::IBV_QPT_RC,
     };
+    let af_ib = shim.cm.ids.get(&(id as usize)).is_some_and(|e| e.af_ib);
+    let ps = info.ps.to_raw();
     // SAFETY: the storage members of the two address unions.
     unsafe {
-        write_sockaddr(
-            &mut r.route.addr.__bindgen_anon_1.src_storage,
-            info.addrs.local,
-        );
-        write_sockaddr(
-            &mut r.route.addr.__bindgen_anon_2.dst_storage,
-            info.addrs.peer,
-        );
+        let src = &mut r.route.addr.__bindgen_anon_1.src_storage;
+        if af_ib {
+            write_sockaddr_ib(shim, src, info.addrs.local, ps);
+        } else {
+            write_sockaddr(src, info.addrs.local);
+        }
+        let dst = &mut r.route.addr.__bindgen_anon_2.dst_storage;
+        if af_ib {
+            write_sockaddr_ib(shim, dst, info.addrs.peer, ps);
+        } else {
+            write_sockaddr(dst, info.addrs.peer);
+        }
     }
     Ok(())
 }
@@ -641,13 +802,13 @@ fn verb_then_wait(
 /// The pointers are the caller's, as `rdma_bind_addr` takes them.
 unsafe fn rdma_bind_addr_impl(id: *mut c::rdma_cm_id, addr: *mut c::sockaddr) -> c_int {
     ret((|| {
+        let v = "rdma_bind_addr";
         // SAFETY: the caller's sockaddr or NULL.
-        let a = unsafe { need_sockaddr("rdma_bind_addr", addr, "addr") }?;
-        verb_then_wait("rdma_bind_addr", id, |s, h| {
-            s.sim
-                .rdma_bind_addr(h, a)
-                .at("rdma_bind_addr")
-                .map(|()| None)
+        let (a, ib) = with(|s| unsafe { cm_sockaddr(s, v, addr, "addr") })?;
+        verb_then_wait(v, id, |s, h| {
+            s.sim.rdma_bind_addr(h, a).at(v)?;
+            mark_af_ib(s, id, ib);
+            Ok(None)
         })
     })())
 }
@@ -671,16 +832,17 @@ unsafe fn rdma_resolve_addr_impl(
     ret((|| {
         let v = "rdma_resolve_addr";
         // SAFETY: the caller's sockaddrs or NULL.
-        let dst = unsafe { need_sockaddr(v, dst_addr, "dst_addr") }?;
+        let (dst, ib) = with(|s| unsafe { cm_sockaddr(s, v, dst_addr, "dst_addr") })?;
         let src = if src_addr.is_null() {
             None
         } else {
             // SAFETY: as above.
-            Some(unsafe { need_sockaddr(v, src_addr, "src_addr") }?)
+            Some(with(|s| unsafe { cm_sockaddr(s, v, src_addr, "src_addr") })?.0)
         };
         let t = timeout_ms.max(0) as u32;
         verb_then_wait(v, id, |s, h| {
             s.sim.rdma_resolve_addr(h, src, dst, t).at(v)?;
+            mark_af_ib(s, id, ib);
             Ok(Some(CmEventType::AddrResolved))
         })
     })())
@@ -902,7 +1064,12 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
                     ))
                 }
             };
-            new_id(shim, ev.id, channel, ch, (sync, false), context)?
+            let af_ib = shim.cm.ids.get(&(listen as usize)).is_some_and(|e| e.af_ib);
+            let p = new_id(shim, ev.id, channel, ch, (sync, false), context)?;
+            if let Some(e) = shim.cm.ids.get_mut(&(p as usize)) {
+                e.af_ib = af_ib;
+            }
+            p
         }
     };
     refresh(shim, v, id)?;
@@ -1272,7 +1439,7 @@ export! { "RDMACM_1.0" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut
         let v = "rdma_get_devices";
         if shim.cm.devices.is_empty() {
             for i in 0..shim.devices.len() {
-                match shim.sim.open_device(i, ProcessId(0)).at(v).and_then(|h| crate::device::context_ptr(shim, v, h)) {
+                match shim.sim.cm_device_context(i as u32).at(v).and_then(|h| crate::device::context_ptr(shim, v, h)) {
                     Ok(p) => shim.cm.devices.push(p as usize),
                     Err(f) => {
                         set_errno(f.errno);
@@ -1396,6 +1563,29 @@ export! { "RDMACM_1.0" fn rdma_getaddrinfo(node: *const c_char, service: *const 
         let h = if hints.is_null() { c::rdma_addrinfo::default() } else { unsafe { hints.read() } };
         // SAFETY: the hints' own sockaddrs, of the family they say (or NULL).
         let (hs, hd) = unsafe { (read_sockaddr(h.ai_src_addr), read_sockaddr(h.ai_dst_addr)) };
+        // SAFETY: the hints' own sockaddrs, of the family they say (or NULL).
+        let (ibs, ibd) = unsafe { (malloc_copy_ib(h.ai_src_addr), malloc_copy_ib(h.ai_dst_addr)) };
+        if !res.is_null() && node.is_null() && service.is_null() && (!ibs.0.is_null() || !ibd.0.is_null()) {
+            // AF_IB hints and no name: the answer carries the hints' own
+            // struct sockaddr_ib (libfabric's verbs provider asks so before
+            // it binds a passive endpoint).
+            let ai = state::alloc_zeroed::<c::rdma_addrinfo>();
+            // SAFETY: just allocated.
+            let r = unsafe { &mut *ai };
+            r.ai_flags = h.ai_flags;
+            r.ai_family = AF_IB;
+            (r.ai_qp_type, r.ai_port_space) = qp_type_and_port_space(&h);
+            (r.ai_src_addr, r.ai_src_len) = ibs;
+            (r.ai_dst_addr, r.ai_dst_len) = ibd;
+            // SAFETY: non-NULL out-pointer.
+            unsafe { *res = ai };
+            return Ok(());
+        }
+        // SAFETY: the copies above were malloc'd here and are not kept.
+        unsafe {
+            libc::free(ibs.0.cast());
+            libc::free(ibd.0.cast());
+        }
         if !res.is_null() && node.is_null() && service.is_null() && (hs.is_some() || hd.is_some()) {
             // No name to resolve: librdmacm answers with the hints' own
             // addresses (pyverbs' multicast tests pass a source this way).

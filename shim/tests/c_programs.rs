@@ -175,10 +175,12 @@ fn a_signal_ends_a_blocked_event_wait_with_eintr() {
 }
 
 #[test]
-fn af_ib_addresses_are_eopnotsupp_and_change_nothing() {
-    // Goal: struct sockaddr_ib (libfabric's verbs provider binds one) is
-    // a feature the simulated CM lacks: EOPNOTSUPP, not EINVAL, and the
-    // id still binds an IPv4 address afterwards.
+fn af_ib_addresses_bind_resolve_and_connect() {
+    // Goal: struct sockaddr_ib (libfabric's verbs provider binds and
+    // resolves them) names a port by GID and a service by id: a listener
+    // and a client connect with them, every id reports sockaddr_ib, a GID
+    // no port has is EADDRNOTAVAIL and changes nothing, rdma_getaddrinfo
+    // answers AF_IB hints with them; AF_IB multicast stays EOPNOTSUPP.
     if let Some(out) = run_c("rdma_cm_af_ib") {
         assert_eq!(out.trim(), "ok");
     }

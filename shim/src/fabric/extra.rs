@@ -43,6 +43,8 @@ pub(crate) enum ExtraCall {
     ),
     /// The device index of a context.
     ContextDevice(ContextHandle),
+    /// The connection manager's context of a device (opened on first use).
+    CmDeviceContext(u32),
     /// Whether device `index` models an mlx5 NIC.
     IsMlx5(usize),
     /// Completion events pending on a channel.
@@ -68,7 +70,7 @@ impl ExtraCall {
             Self::RegMr { .. } => Verb::RegMr,
             Self::ReregMr { .. } => Verb::ReregMr,
             Self::PostSendWithBinds(..) => Verb::PostSend,
-            Self::ContextDevice(_) | Self::IsMlx5(_) => Verb::OpenDevice,
+            Self::ContextDevice(_) | Self::IsMlx5(_) | Self::CmDeviceContext(_) => Verb::OpenDevice,
             Self::CompChannelPending(_) => Verb::GetCqEvent,
             Self::CmChannelPending(_) => Verb::RdmaGetCmEvent,
             Self::AsyncPending(_) | Self::GetAsyncEvent(_) => Verb::GetAsyncEvent,
@@ -196,6 +198,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
             encode(&sim.post_send_with_binds(&qp, &views, &binds))
         }
         ExtraCall::ContextDevice(ctx) => encode(&sim.world().context_device(ctx)),
+        ExtraCall::CmDeviceContext(dev) => encode(&sim.world_mut().cm_device_context(dev)),
         ExtraCall::IsMlx5(i) => encode(&Ok::<_, Error>(is_mlx5(sim.world(), i))),
         ExtraCall::CompChannelPending(ch) => encode(&sim.world().comp_channel_pending(ch)),
         ExtraCall::AsyncPending(ctx) => encode(&sim.world().async_pending(ctx)),
@@ -336,6 +339,15 @@ impl Engine {
         match self {
             Self::Local(s) => s.world().context_device(ctx),
             Self::Remote(r) => r.extra(ExtraCall::ContextDevice(ctx)),
+        }
+    }
+
+    /// The connection manager's context of device `dev`, opened on first
+    /// use: the one `rdma_get_devices` lists and every id's `verbs` is.
+    pub(crate) fn cm_device_context(&mut self, dev: u32) -> Result<ContextHandle> {
+        match self {
+            Self::Local(s) => s.world_mut().cm_device_context(dev),
+            Self::Remote(r) => r.extra(ExtraCall::CmDeviceContext(dev)),
         }
     }
 

@@ -16,6 +16,15 @@ impl World {
             .map(|c| c.children)
     }
 
+    /// The connection manager's context of device `dev`, opened on first
+    /// use (`ibv_open_device` once per device and process, as librdmacm
+    /// does): `rdma_get_devices` lists these, and every id bound to the
+    /// device has it as `verbs`, so a PD or CQ a program makes on a listed
+    /// context serves the id's QP.
+    pub fn cm_device_context(&mut self, dev: u32) -> Result<ContextHandle> {
+        self.cm_dev_ctx(dev)
+    }
+
     /// The connection manager's default PD of device `dev`, while ids are
     /// bound to the device.
     pub fn cm_device_default_pd(&self, dev: u32) -> Option<PdHandle> {
