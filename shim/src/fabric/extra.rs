@@ -132,7 +132,7 @@ fn handles(call: &ExtraCall) -> Vec<Owned> {
         ExtraCall::CmChannelPending(ch) => hs.push(Owned::CmChannel(*ch)),
         ExtraCall::QpOutOfOrder(qp) => hs.push(Owned::Qp(*qp)),
         ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
-        ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) => {}
+        ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) | ExtraCall::CmDeviceContext(_) => {}
     }
     hs
 }
@@ -198,7 +198,16 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
             encode(&sim.post_send_with_binds(&qp, &views, &binds))
         }
         ExtraCall::ContextDevice(ctx) => encode(&sim.world().context_device(ctx)),
-        ExtraCall::CmDeviceContext(dev) => encode(&sim.world_mut().cm_device_context(dev)),
+        ExtraCall::CmDeviceContext(dev) => {
+            // rdma_get_devices: the connection manager's context of the
+            // device, made by the world; the family reaches it from now on
+            // (as librdmacm hands every process the contexts it opened).
+            let r = sim.world_mut().cm_device_context(dev);
+            if let Ok(h) = &r {
+                session.adopt(Owned::Context(*h));
+            }
+            encode(&r)
+        }
         ExtraCall::IsMlx5(i) => encode(&Ok::<_, Error>(is_mlx5(sim.world(), i))),
         ExtraCall::CompChannelPending(ch) => encode(&sim.world().comp_channel_pending(ch)),
         ExtraCall::AsyncPending(ctx) => encode(&sim.world().async_pending(ctx)),
