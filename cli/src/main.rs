@@ -82,6 +82,10 @@ struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// Parsed once per run and matched at once: its size costs nothing, and
+// boxing the perf and calibrate arguments (a device profile each) would
+// only add indirection.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Run .verbs conformance scripts (files or directories).
     Run(run::RunArgs),
