@@ -6,25 +6,37 @@ impl World {
     // --------------------------------------------------- rdma_create_qp
 
     /// How many PDs, CQs, completion channels and QPs live on the
-    /// connection manager's context of device `dev` (`None` before the CM
-    /// opened one): lets tests check that a refused `rdma_create_qp` left
-    /// nothing behind.
+    /// connection manager's context of device `dev` in the process of
+    /// `rdma_create_event_channel` (`None` before the CM opened one): lets
+    /// tests check that a refused `rdma_create_qp` left nothing behind.
     pub fn cm_context_children(&self, dev: u32) -> Option<u32> {
-        let d = self.cm.devs.get(&dev)?;
+        self.cm_context_children_of(self.config.cm.process, dev)
+    }
+
+    /// [`World::cm_context_children`] for the CM context of `process`.
+    pub fn cm_context_children_of(&self, process: ProcessId, dev: u32) -> Option<u32> {
+        let d = self.cm.devs.get(&(process, dev))?;
         self.contexts
             .get(d.ctx.index, d.ctx.generation)
             .map(|c| c.children)
     }
 
-    /// The connection manager's default PD of device `dev`, while ids are
-    /// bound to the device.
+    /// The connection manager's default PD of device `dev` in the process
+    /// of `rdma_create_event_channel`, while its ids are bound to the
+    /// device.
     pub fn cm_device_default_pd(&self, dev: u32) -> Option<PdHandle> {
-        self.cm_default_pd(dev)
+        self.cm_default_pd(self.config.cm.process, dev)
     }
 
-    /// The device's default PD (allocated while ids are bound to it).
-    pub(crate) fn cm_default_pd(&self, dev: u32) -> Option<PdHandle> {
-        self.cm.devs.get(&dev).and_then(|d| d.pd)
+    /// [`World::cm_device_default_pd`] of `process`.
+    pub fn cm_device_default_pd_of(&self, process: ProcessId, dev: u32) -> Option<PdHandle> {
+        self.cm_default_pd(process, dev)
+    }
+
+    /// The default PD of `process` on the device (allocated while ids of
+    /// the process are bound to it).
+    pub(crate) fn cm_default_pd(&self, process: ProcessId, dev: u32) -> Option<PdHandle> {
+        self.cm.devs.get(&(process, dev)).and_then(|d| d.pd)
     }
 
     /// `rdma_create_qp` (`legacy = Some(pd)`) / `rdma_create_qp_ex`
@@ -53,7 +65,7 @@ impl World {
                 "an rdma_cm id may only be associated with a single QP",
             ));
         }
-        let (ps, id_ud) = (i.ps, i.ud);
+        let (ps, id_ud, process) = (i.ps, i.ud, i.process);
         if id_ud != (attr.qp_type == QpType::Ud) {
             return Err(invalid(
                 v,
@@ -63,7 +75,7 @@ impl World {
                 ),
             ));
         }
-        let ctx = self.cm_dev_ctx(dev)?;
+        let ctx = self.cm_dev_ctx(process, dev)?;
         let given_pd = match legacy {
             Some(pd) => pd,
             None if attr.comp_mask.contains(QpInitAttrMask::PD) => attr.pd.copied(),
@@ -81,7 +93,7 @@ impl World {
                 pd
             }
             None => self
-                .cm_default_pd(dev)
+                .cm_default_pd(process, dev)
                 .ok_or_else(|| invalid(v, "the device has no default PD"))?,
         };
         for cq in attr.send_cq.iter().chain(attr.recv_cq.iter()) {
@@ -261,10 +273,13 @@ impl World {
     pub(crate) fn cm_id_fields(&self, id: CmIdHandle) -> Result<(CmIdView, &CmId)> {
         let v = Verb::RdmaGetLocalAddr;
         let i = self.cm_id(id, v)?;
-        let ctx = i.dev.and_then(|d| self.cm.devs.get(&d)).map(|d| d.ctx);
+        let ctx = i
+            .dev
+            .and_then(|d| self.cm.devs.get(&(i.process, d)))
+            .map(|d| d.ctx);
         let pd = match i.qp {
             Some(q) => Some(q.pd),
-            None => i.dev.and_then(|d| self.cm_default_pd(d)),
+            None => i.dev.and_then(|d| self.cm_default_pd(i.process, d)),
         };
         Ok((CmIdView { ctx, pd }, i))
     }
