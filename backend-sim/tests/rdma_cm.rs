@@ -662,4 +662,12 @@ fn each_process_has_its_own_cm_context_and_default_pd() {
     sim.rdma_destroy_id(&a2).unwrap();
     assert_eq!(sim.world().cm_device_default_pd_of(p1, 0), None);
     assert_eq!(sim.world().cm_device_default_pd_of(p2, 0), il.pd);
+    // Process 1 leaves: its CM context closes; process 2's, with ids
+    // bound, stays.
+    assert!(sim.world().cm_context_children_of(p1, 0).is_some());
+    assert_eq!(sim.world_mut().cm_process_exit(p1), 1);
+    assert_eq!(sim.world().cm_context_children_of(p1, 0), None);
+    assert_eq!(sim.world_mut().cm_process_exit(p2), 0);
+    assert!(sim.world().cm_context_children_of(p2, 0).is_some());
+    assert!(sim.query_device(ia.verbs.as_ref().unwrap()).is_err());
 }

@@ -203,6 +203,41 @@ impl World {
         }
     }
 
+    /// Process `process` is gone (its librdmacm unloaded): closes the CM's
+    /// contexts it had, with their default PDs, on every device where none
+    /// of its ids is bound any more. Returns how many contexts closed; a
+    /// context something still lives in stays (and is closed by a later
+    /// call). The shared fabric calls this when a process family ends.
+    pub fn cm_process_exit(&mut self, process: ProcessId) -> usize {
+        let keys: Vec<(ProcessId, u32)> = self
+            .cm
+            .devs
+            .iter()
+            .filter(|(k, d)| k.0 == process && d.bound == 0)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut closed = 0;
+        for key in keys {
+            let Some(d) = self.cm.devs.get(&key) else {
+                continue;
+            };
+            let (ctx, pd) = (d.ctx, d.pd);
+            if let Some(pd) = pd {
+                if self.dealloc_pd(pd).is_err() {
+                    continue;
+                }
+                if let Some(d) = self.cm.devs.get_mut(&key) {
+                    d.pd = None;
+                }
+            }
+            if self.close_device(ctx).is_ok() {
+                self.cm.devs.remove(&key);
+                closed += 1;
+            }
+        }
+        closed
+    }
+
     /// Whether `(ps, addr)` may be bound by `me` (kernel `cma_check_port`):
     /// a wildcard on either side conflicts with `EADDRNOTAVAIL`, the same
     /// address with `EADDRINUSE`.
