@@ -345,6 +345,11 @@ for unsafe, name, params, ret in verbs:
     for p in pre:
         w(f"            {p}")
     call = f"Verbs::{name}(sim, {', '.join(callargs)})"
+    if name == "rdma_create_event_channel":
+        # The family's process owns the channel, its ids, and the CM's
+        # device contexts and default PDs made for them (each process's
+        # librdmacm opens its own): never shared with another process.
+        call = "Ok::<_, Error>(sim.world_mut().rdma_create_event_channel_of(session.process()))"
     if unsafe:
         w("            // SAFETY: the simulator owns or copies every byte a request names")
         w("            // (a client's memory is reached through process_vm_readv/writev).")

@@ -605,3 +605,69 @@ fn ephemeral_ports_are_sequential_and_skip_taken_ones() {
 
 #[path = "rdma_cm/more.rs"]
 mod more;
+
+/// librdmacm opens each device, and allocates its default PD, in every
+/// process: two processes of one world never share the CM's context or
+/// default PD of a device, while the ids of one process do; the passive
+/// side's new id is the listener's process's; one process's last id takes
+/// only its own default PD with it.
+#[test]
+fn each_process_has_its_own_cm_context_and_default_pd() {
+    let mut sim = SimVerbs::default();
+    let (p1, p2) = (ProcessId(1), ProcessId(2));
+    let ch1 = sim.world_mut().rdma_create_event_channel_of(p1);
+    let ch2 = sim.world_mut().rdma_create_event_channel_of(p2);
+    let listen = sim.rdma_create_id(&ch2, 0, PortSpace::Tcp).unwrap();
+    let dst = SocketAddr::from((device_ipv4(0), PORT));
+    sim.rdma_bind_addr(&listen, dst).unwrap();
+    sim.rdma_listen(&listen, 4).unwrap();
+    let a = sim.rdma_create_id(&ch1, 0, PortSpace::Tcp).unwrap();
+    sim.rdma_bind_addr(&a, client_addr()).unwrap();
+    let a2 = sim.rdma_create_id(&ch1, 0, PortSpace::Tcp).unwrap();
+    sim.rdma_bind_addr(&a2, client_addr()).unwrap();
+    let (ia, ia2, il) = (
+        info(&mut sim, &a),
+        info(&mut sim, &a2),
+        info(&mut sim, &listen),
+    );
+    assert_ne!(ia.verbs, il.verbs, "two processes share the CM context");
+    assert_ne!(ia.pd, il.pd, "two processes share the default PD");
+    assert_eq!((ia2.verbs, ia2.pd), (ia.verbs, ia.pd), "one process's ids");
+    assert_eq!(sim.world().cm_device_default_pd_of(p1, 0), ia.pd);
+    assert_eq!(sim.world().cm_device_default_pd_of(p2, 0), il.pd);
+    // The other process's default PD is not the id's context's.
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        cap: caps(),
+        ..QpInitAttrEx::default()
+    };
+    let e = sim
+        .rdma_create_qp(&a, il.pd.as_ref(), &mut attr)
+        .unwrap_err();
+    assert_eq!((e.verb(), e.errno()), (Verb::RdmaCreateQp, EINVAL));
+    // Connect: the passive id uses the listener's process's objects.
+    sim.rdma_resolve_addr(&a, None, dst, 2000).unwrap();
+    expect_event(&mut sim, &ch1, CmEventType::AddrResolved);
+    sim.rdma_resolve_route(&a, 2000).unwrap();
+    expect_event(&mut sim, &ch1, CmEventType::RouteResolved);
+    create_qp(&mut sim, &a, QpType::Rc).unwrap();
+    sim.rdma_connect(&a, &param(&[])).unwrap();
+    let req = expect_event(&mut sim, &ch2, CmEventType::ConnectRequest);
+    let inew = info(&mut sim, &req.id);
+    assert_eq!((inew.verbs, inew.pd), (il.verbs, il.pd));
+    // Process 1's ids go: its default PD with them, process 2's stays.
+    sim.rdma_reject(&req.id, &[]).unwrap();
+    expect_event(&mut sim, &ch1, CmEventType::Rejected);
+    sim.rdma_destroy_qp(&a).unwrap();
+    sim.rdma_destroy_id(&a).unwrap();
+    sim.rdma_destroy_id(&a2).unwrap();
+    assert_eq!(sim.world().cm_device_default_pd_of(p1, 0), None);
+    assert_eq!(sim.world().cm_device_default_pd_of(p2, 0), il.pd);
+    // Process 1 leaves: its CM context closes; process 2's, with ids
+    // bound, stays.
+    assert!(sim.world().cm_context_children_of(p1, 0).is_some());
+    assert_eq!(sim.world_mut().cm_process_exit(p1), 1);
+    assert_eq!(sim.world().cm_context_children_of(p1, 0), None);
+    assert_eq!(sim.world_mut().cm_process_exit(p2), 0);
+    assert!(sim.world().cm_context_children_of(p2, 0).is_some());
+    assert!(sim.query_device(ia.verbs.as_ref().unwrap()).is_err());
+}

@@ -202,7 +202,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
             // rdma_get_devices: the connection manager's context of the
             // device, made by the world; the family reaches it from now on
             // (as librdmacm hands every process the contexts it opened).
-            let r = sim.world_mut().cm_device_context(dev);
+            let r = sim.world_mut().cm_device_context_of(session.process(), dev);
             if let Ok(h) = &r {
                 session.adopt(Owned::Context(*h));
             }

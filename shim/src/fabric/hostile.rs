@@ -305,6 +305,7 @@ fn helper_process() {
     match role.as_str() {
         "victim" => victim(&socket),
         "sender" => sender(&socket),
+        "cm_victim" => cm_victim(&socket),
         other => panic!("unknown role {other}"),
     }
 }
@@ -356,6 +357,67 @@ fn victim(socket: &Path) {
     // SAFETY: waits for the child just forked; `status` lives.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     say(&format!("CHILD {}", libc::WEXITSTATUS(status)));
+    say("INTACT ok");
+}
+
+/// What a process's rdma_cm made for its id on device 0: the context and
+/// default PD, an MR registered in that PD, and the id's address.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct CmEnd {
+    id: CmIdHandle,
+    ctx: ContextHandle,
+    pd: PdHandle,
+    mr: MrHandle,
+    addr: u64,
+    lkey: u32,
+}
+
+/// An rdma_cm id bound to device 0's address, its context and default PD
+/// (`id->verbs`, `id->pd`), and an MR over `buf` in that PD.
+fn cm_end(e: &mut Engine, buf: &mut [u8]) -> CmEnd {
+    let ch = e.rdma_create_event_channel().unwrap();
+    let id = e.rdma_create_id(&ch, 0, PortSpace::Tcp).unwrap();
+    let local = std::net::SocketAddr::from((device_ipv4(0), 0));
+    e.rdma_bind_addr(&id, local).unwrap();
+    let info = e.rdma_id_info(&id).unwrap();
+    let (ctx, pd) = (info.verbs.unwrap(), info.pd.unwrap());
+    let addr = buf.as_mut_ptr() as usize;
+    let mr = e
+        .reg_mr_app(
+            pd,
+            addr as u64,
+            addr,
+            buf.len(),
+            AccessFlags::LOCAL_WRITE,
+            || unreachable!("the fabric reaches our memory by pid"),
+        )
+        .unwrap();
+    let lkey = e.mr_info(&mr).unwrap().lkey;
+    CmEnd {
+        id,
+        ctx,
+        pd,
+        mr,
+        addr: addr as u64,
+        lkey,
+    }
+}
+
+/// Binds an rdma_cm id, registers an MR of 0xc3 bytes in the CM's default
+/// PD, says their handles, and once told checks that they are intact.
+fn cm_victim(socket: &Path) {
+    let mut e = Engine::Remote(Remote::connect(socket.to_owned(), None).unwrap());
+    let mut buf = vec![0xc3u8; 4096];
+    let me = cm_end(&mut e, &mut buf);
+    let info = e.mr_info(&me.mr).unwrap();
+    say(&format!("CM {}", hex(&postcard::to_allocvec(&me).unwrap())));
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    assert_eq!(e.mr_info(&me.mr).unwrap(), info, "the MR changed");
+    let i = e.rdma_id_info(&me.id).unwrap();
+    assert_eq!((i.verbs, i.pd), (Some(me.ctx), Some(me.pd)));
+    assert!(e.query_device(&me.ctx).is_ok(), "the CM context went");
+    assert!(buf.iter().all(|&b| b == 0xc3), "the buffer changed");
     say("INTACT ok");
 }
 
@@ -565,6 +627,151 @@ fn a_foreign_handle_is_refused_and_reveals_nothing() {
         log.contains("refused a first frame that is no greeting"),
         "{log}"
     );
+}
+
+/// Goal: rdma_cm's device context and default PD are each process's own,
+/// as librdmacm opens the device in every process: another process on the
+/// same device cannot reach them by handle, nor use an MR registered in
+/// them by lkey. Method: a victim binds an rdma_cm id to device 0 and
+/// registers an MR of 0xc3 bytes in the id's default PD; this process (a
+/// family of its own) binds an id to the same device, checks that its
+/// context and PD are others, uses the victim's handles, and SENDs from a
+/// QP in its own CM PD naming the victim's lkey and address to a QP of its
+/// own: the send fails with a protection error and no byte arrives.
+#[test]
+fn another_process_cannot_reach_rdma_cm_default_objects() {
+    let fabric = Fabric::start("cm");
+    let (mut victim_proc, mut out) = helper("cm_victim", &fabric.socket);
+    let v: CmEnd = postcard::from_bytes(&unhex(&expect(&mut out, "CM "))).unwrap();
+    let mut e = fabric.engine();
+    let einval = |r: Result<(), Error>, what: &str| {
+        let err = r.expect_err(what);
+        assert_eq!(err.errno(), libc::EINVAL, "{what}: {err}");
+    };
+    let mut sbuf = vec![0u8; 4096];
+    let me = cm_end(&mut e, &mut sbuf);
+    assert_ne!(me.ctx, v.ctx, "the two processes share rdma_cm's context");
+    assert_ne!(me.pd, v.pd, "the two processes share rdma_cm's default PD");
+    einval(
+        e.rdma_id_info(&v.id).map(drop),
+        "rdma_id_info of a foreign id",
+    );
+    einval(
+        e.query_device(&v.ctx).map(drop),
+        "query_device of a foreign CM context",
+    );
+    einval(
+        e.alloc_pd(&v.ctx).map(drop),
+        "alloc_pd on a foreign CM context",
+    );
+    einval(e.mr_info(&v.mr).map(drop), "mr_info of a foreign MR");
+    let mut hole = [0u8; 64];
+    let a = hole.as_mut_ptr() as usize;
+    einval(
+        e.reg_mr_app(
+            v.pd,
+            a as u64,
+            a,
+            64,
+            AccessFlags::LOCAL_WRITE,
+            || unreachable!(),
+        )
+        .map(drop),
+        "an MR in a foreign CM PD",
+    );
+    einval(e.dereg_mr(&v.mr), "deregistering a foreign MR");
+    einval(e.dealloc_pd(&v.pd), "freeing a foreign CM PD");
+    einval(e.close_device(&v.ctx), "closing a foreign CM context");
+    // A QP in our own CM PD, connected to a QP of ours, sends naming the
+    // victim's lkey and address.
+    let cq = e
+        .create_cq(
+            &me.ctx,
+            &CqInit {
+                cqe: 16,
+                ..CqInit::default()
+            },
+        )
+        .unwrap();
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        send_cq: Some(&cq),
+        recv_cq: Some(&cq),
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        comp_mask: QpInitAttrMask::PD,
+        pd: Some(&me.pd),
+        ..QpInitAttrEx::default()
+    };
+    let qp = e.create_qp_ex(&me.ctx, &mut attr).unwrap();
+    let qpn = e.qp_num(&qp).unwrap();
+    let lid = e.query_port(&me.ctx, 1).unwrap().lid;
+    let mut rbuf = vec![0u8; 4096];
+    let r = end(&mut e, 0, &mut rbuf);
+    to_rts(&mut e, &qp, r.qpn, r.lid);
+    to_rts(&mut e, &r.qp, qpn, lid);
+    let rsg = [Sge {
+        addr: r.addr,
+        length: 4096,
+        lkey: r.lkey,
+    }];
+    // SAFETY: `rbuf` outlives the receive (checked below, then dropped).
+    unsafe {
+        e.post_recv(
+            &r.qp,
+            &[RecvWr {
+                wr_id: 2,
+                sg_list: &rsg,
+            }],
+        )
+    }
+    .unwrap();
+    let sg = [Sge {
+        addr: v.addr,
+        length: 64,
+        lkey: v.lkey,
+    }];
+    let wr = SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..SendWr::default()
+    };
+    // SAFETY: the request names memory of another process, which the
+    // fabric never reads for us: the lkey is not in our QP's PD.
+    unsafe { e.post_send(&qp, &[wr]) }.unwrap();
+    let mut wc = [Wc::default(); 4];
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    while got.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no completion");
+        let n = e.poll_cq(&cq, &mut wc).unwrap();
+        got.extend(wc[..n].iter().filter(|w| w.wr_id == 1).copied());
+    }
+    assert_eq!(
+        got[0].status,
+        WcStatus::LocProtErr,
+        "a SEND naming another process's lkey"
+    );
+    let n = e.poll_cq(&r.cq, &mut wc).unwrap();
+    assert!(
+        wc[..n].iter().all(|w| w.status != WcStatus::Success),
+        "the receiver got a message"
+    );
+    assert!(
+        rbuf.iter().all(|&b| b == 0),
+        "the victim's bytes arrived in our buffer"
+    );
+    let stdin = victim_proc.stdin.as_mut().unwrap();
+    stdin.write_all(b"check\n").unwrap();
+    assert_eq!(expect(&mut out, "INTACT "), "ok");
+    assert!(victim_proc.wait().unwrap().success());
 }
 
 /// Goal: `ibv_reg_mr` fails with EFAULT over memory that is not mapped,

@@ -1590,7 +1590,10 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Call
             super::encode(&r)
         }
         Call::RdmaCreateEventChannel() => {
-            let r = Verbs::rdma_create_event_channel(sim);
+            let r = Ok::<_, Error>(
+                sim.world_mut()
+                    .rdma_create_event_channel_of(session.process()),
+            );
             if let Ok(h) = &r {
                 session.own(Owned::CmChannel(*h));
             }

@@ -452,7 +452,11 @@ impl Registry {
         let n = fam.close(id, sim);
         fam.members -= 1;
         if fam.members == 0 {
+            // The family's librdmacm is gone: so are the device contexts
+            // and default PDs the CM opened for it.
+            let process = fam.process;
             self.families.remove(&f);
+            sim.world_mut().cm_process_exit(process);
         }
         stats.reclaimed += n as u64;
         if n > 0 {

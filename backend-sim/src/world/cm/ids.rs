@@ -7,7 +7,17 @@ impl World {
 
     /// `rdma_create_event_channel`.
     pub fn rdma_create_event_channel(&mut self) -> CmChannelHandle {
-        CmChannelHandle::from_parts(self.cm.channels.insert(CmChannel::default()))
+        self.rdma_create_event_channel_of(self.config.cm.process)
+    }
+
+    /// `rdma_create_event_channel` in simulated process `process`: its ids
+    /// use that process's own CM device contexts and default PDs, never
+    /// another process's (as each process's librdmacm opens its own).
+    pub fn rdma_create_event_channel_of(&mut self, process: ProcessId) -> CmChannelHandle {
+        CmChannelHandle::from_parts(self.cm.channels.insert(CmChannel {
+            process,
+            ..CmChannel::default()
+        }))
     }
 
     /// `rdma_destroy_event_channel`: `EBUSY` while ids use it.
@@ -58,7 +68,13 @@ impl World {
     }
 
     pub(super) fn cm_new_id(&mut self, channel: CmChannelHandle, ps: PortSpace) -> CmIdHandle {
+        let process = self
+            .cm
+            .channels
+            .get(channel.index, channel.generation)
+            .map_or(self.config.cm.process, |c| c.process);
         CmIdHandle::from_parts(self.cm.ids.insert(CmId {
+            process,
             ack_timeout: None,
             psn_chosen: false,
             channel,
@@ -178,7 +194,7 @@ impl World {
             });
         }
         if let Some(d) = i.dev {
-            self.cm_detach_dev(d);
+            self.cm_detach_dev(i.process, d);
         }
         self.cm_forget_joins(i.joins);
         for o in orphans {

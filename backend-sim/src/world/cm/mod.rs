@@ -66,8 +66,11 @@ const CMA_HDR: usize = 36;
 /// The CM's timing and limits (all virtual time). See docs/rdma-cm.md.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CmConfig {
-    /// Which simulated process opens the CM's device contexts (librdmacm
-    /// opens one context per device for the whole process).
+    /// The simulated process of the event channels made by
+    /// `rdma_create_event_channel` (and so of their ids and of the device
+    /// contexts and default PDs the CM opens for them; librdmacm opens one
+    /// context per device in each process). `rdma_create_event_channel_of`
+    /// names another process.
     pub process: ProcessId,
     /// Delay from `rdma_resolve_addr` to `ADDR_RESOLVED` (neighbour lookup).
     pub addr_resolve_ns: u64,
@@ -179,6 +182,9 @@ pub(crate) struct CmQp {
 
 #[derive(Debug)]
 pub(crate) struct CmId {
+    /// The process the id belongs to (its channel's when it was made):
+    /// picks the CM's device context and default PD it uses.
+    pub(crate) process: ProcessId,
     /// Whether `psn` was chosen before `rdma_accept` (a passive side that
     /// asked `rdma_init_qp_attr` for RTS first: its REP then carries it).
     pub(crate) psn_chosen: bool,
@@ -261,11 +267,17 @@ pub(crate) struct QueuedEvent {
 
 #[derive(Debug, Default)]
 pub(crate) struct CmChannel {
+    /// The simulated process that created the channel: its ids are that
+    /// process's, and so are the device contexts and default PDs the CM
+    /// opens for them.
+    pub(crate) process: ProcessId,
     pub(crate) ids: u32,
     pub(crate) events: VecDeque<QueuedEvent>,
 }
 
-/// Per device: the CM's context and default PD.
+/// Per process and device: the CM's context and default PD (librdmacm
+/// opens each device once in every process, `ucma_init_device`, and
+/// allocates its default PD there).
 #[derive(Debug)]
 pub(crate) struct CmDevice {
     pub(crate) ctx: ContextHandle,
@@ -369,7 +381,8 @@ pub(crate) enum Action {
 pub(crate) struct Cm {
     pub(crate) channels: Arena<CmChannel>,
     pub(crate) ids: Arena<CmId>,
-    pub(crate) devs: BTreeMap<u32, CmDevice>,
+    /// By (process, device): never shared between processes.
+    pub(crate) devs: BTreeMap<(ProcessId, u32), CmDevice>,
     actions: Vec<Option<Action>>,
     free: Vec<u32>,
     /// Actions scheduled and not yet run.

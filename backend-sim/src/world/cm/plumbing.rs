@@ -146,14 +146,14 @@ impl World {
         }
     }
 
-    /// The CM's context for `dev`, opened on first use.
-    pub(super) fn cm_dev_ctx(&mut self, dev: u32) -> Result<ContextHandle> {
-        if let Some(d) = self.cm.devs.get(&dev) {
+    /// The CM's context for `dev` in `process`, opened on first use.
+    pub(super) fn cm_dev_ctx(&mut self, process: ProcessId, dev: u32) -> Result<ContextHandle> {
+        if let Some(d) = self.cm.devs.get(&(process, dev)) {
             return Ok(d.ctx);
         }
-        let ctx = self.open_device(dev as usize, self.config.cm.process)?;
+        let ctx = self.open_device(dev as usize, process)?;
         self.cm.devs.insert(
-            dev,
+            (process, dev),
             CmDevice {
                 ctx,
                 pd: None,
@@ -163,29 +163,31 @@ impl World {
         Ok(ctx)
     }
 
-    /// Binds `id` to `dev`: the device's default PD is allocated with the
-    /// first id (librdmacm `ucma_get_device`).
+    /// Binds `id` to `dev`: the default PD of the id's process on the
+    /// device is allocated with the first id (librdmacm `ucma_get_device`).
     pub(super) fn cm_attach_dev(&mut self, id: CmIdHandle, dev: u32, verb: Verb) -> Result<()> {
-        let ctx = self.cm_dev_ctx(dev).map_err(|e| reverb(e, verb))?;
-        let has_pd = self.cm.devs.get(&dev).and_then(|d| d.pd).is_some();
+        let key = (self.cm_id(id, verb)?.process, dev);
+        let ctx = self.cm_dev_ctx(key.0, dev).map_err(|e| reverb(e, verb))?;
+        let has_pd = self.cm.devs.get(&key).and_then(|d| d.pd).is_some();
         if !has_pd {
             let pd = self.alloc_pd(ctx)?;
-            if let Some(d) = self.cm.devs.get_mut(&dev) {
+            if let Some(d) = self.cm.devs.get_mut(&key) {
                 d.pd = Some(pd);
             }
         }
-        if let Some(d) = self.cm.devs.get_mut(&dev) {
+        if let Some(d) = self.cm.devs.get_mut(&key) {
             d.bound += 1;
         }
         self.cm_id_mut(id, verb)?.dev = Some(dev);
         Ok(())
     }
 
-    /// The id leaves its device: the default PD goes with the last id, if
-    /// nothing uses it any more (librdmacm `ucma_put_device`; a PD still in
-    /// use stays allocated and is reused).
-    pub(super) fn cm_detach_dev(&mut self, dev: u32) {
-        let Some(d) = self.cm.devs.get_mut(&dev) else {
+    /// An id of `process` leaves its device: the default PD goes with the
+    /// process's last id there, if nothing uses it any more (librdmacm
+    /// `ucma_put_device`; a PD still in use stays allocated and is reused).
+    pub(super) fn cm_detach_dev(&mut self, process: ProcessId, dev: u32) {
+        let key = (process, dev);
+        let Some(d) = self.cm.devs.get_mut(&key) else {
             return;
         };
         d.bound = d.bound.saturating_sub(1);
@@ -194,11 +196,46 @@ impl World {
         }
         if let Some(pd) = d.pd {
             if self.dealloc_pd(pd).is_ok() {
-                if let Some(d) = self.cm.devs.get_mut(&dev) {
+                if let Some(d) = self.cm.devs.get_mut(&key) {
                     d.pd = None;
                 }
             }
         }
+    }
+
+    /// Process `process` is gone (its librdmacm unloaded): closes the CM's
+    /// contexts it had, with their default PDs, on every device where none
+    /// of its ids is bound any more. Returns how many contexts closed; a
+    /// context something still lives in stays (and is closed by a later
+    /// call). The shared fabric calls this when a process family ends.
+    pub fn cm_process_exit(&mut self, process: ProcessId) -> usize {
+        let keys: Vec<(ProcessId, u32)> = self
+            .cm
+            .devs
+            .iter()
+            .filter(|(k, d)| k.0 == process && d.bound == 0)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut closed = 0;
+        for key in keys {
+            let Some(d) = self.cm.devs.get(&key) else {
+                continue;
+            };
+            let (ctx, pd) = (d.ctx, d.pd);
+            if let Some(pd) = pd {
+                if self.dealloc_pd(pd).is_err() {
+                    continue;
+                }
+                if let Some(d) = self.cm.devs.get_mut(&key) {
+                    d.pd = None;
+                }
+            }
+            if self.close_device(ctx).is_ok() {
+                self.cm.devs.remove(&key);
+                closed += 1;
+            }
+        }
+        closed
     }
 
     /// Whether `(ps, addr)` may be bound by `me` (kernel `cma_check_port`):

@@ -6,34 +6,53 @@ impl World {
     // --------------------------------------------------- rdma_create_qp
 
     /// How many PDs, CQs, completion channels and QPs live on the
-    /// connection manager's context of device `dev` (`None` before the CM
-    /// opened one): lets tests check that a refused `rdma_create_qp` left
-    /// nothing behind.
+    /// connection manager's context of device `dev` in the process of
+    /// `rdma_create_event_channel` (`None` before the CM opened one): lets
+    /// tests check that a refused `rdma_create_qp` left nothing behind.
     pub fn cm_context_children(&self, dev: u32) -> Option<u32> {
-        let d = self.cm.devs.get(&dev)?;
+        self.cm_context_children_of(self.config.cm.process, dev)
+    }
+
+    /// [`World::cm_context_children`] for the CM context of `process`.
+    pub fn cm_context_children_of(&self, process: ProcessId, dev: u32) -> Option<u32> {
+        let d = self.cm.devs.get(&(process, dev))?;
         self.contexts
             .get(d.ctx.index, d.ctx.generation)
             .map(|c| c.children)
     }
 
-    /// The connection manager's context of device `dev`, opened on first
-    /// use (`ibv_open_device` once per device and process, as librdmacm
-    /// does): `rdma_get_devices` lists these, and every id bound to the
-    /// device has it as `verbs`, so a PD or CQ a program makes on a listed
-    /// context serves the id's QP.
+    /// The connection manager's context of device `dev` in the process of
+    /// `rdma_create_event_channel`, opened on first use (`ibv_open_device`
+    /// once per device and process, as librdmacm does):
+    /// `rdma_get_devices` lists these, and every id of the process bound to
+    /// the device has it as `verbs`, so a PD or CQ a program makes on a
+    /// listed context serves the id's QP.
     pub fn cm_device_context(&mut self, dev: u32) -> Result<ContextHandle> {
-        self.cm_dev_ctx(dev)
+        self.cm_dev_ctx(self.config.cm.process, dev)
     }
 
-    /// The connection manager's default PD of device `dev`, while ids are
-    /// bound to the device.
+    /// [`World::cm_device_context`] of `process` (the shared fabric asks
+    /// for the caller's).
+    pub fn cm_device_context_of(&mut self, process: ProcessId, dev: u32) -> Result<ContextHandle> {
+        self.cm_dev_ctx(process, dev)
+    }
+
+    /// The connection manager's default PD of device `dev` in the process
+    /// of `rdma_create_event_channel`, while its ids are bound to the
+    /// device.
     pub fn cm_device_default_pd(&self, dev: u32) -> Option<PdHandle> {
-        self.cm_default_pd(dev)
+        self.cm_default_pd(self.config.cm.process, dev)
     }
 
-    /// The device's default PD (allocated while ids are bound to it).
-    pub(crate) fn cm_default_pd(&self, dev: u32) -> Option<PdHandle> {
-        self.cm.devs.get(&dev).and_then(|d| d.pd)
+    /// [`World::cm_device_default_pd`] of `process`.
+    pub fn cm_device_default_pd_of(&self, process: ProcessId, dev: u32) -> Option<PdHandle> {
+        self.cm_default_pd(process, dev)
+    }
+
+    /// The default PD of `process` on the device (allocated while ids of
+    /// the process are bound to it).
+    pub(crate) fn cm_default_pd(&self, process: ProcessId, dev: u32) -> Option<PdHandle> {
+        self.cm.devs.get(&(process, dev)).and_then(|d| d.pd)
     }
 
     /// `rdma_create_qp` (`legacy = Some(pd)`) / `rdma_create_qp_ex`
@@ -62,7 +81,7 @@ impl World {
                 "an rdma_cm id may only be associated with a single QP",
             ));
         }
-        let (ps, id_ud) = (i.ps, i.ud);
+        let (ps, id_ud, process) = (i.ps, i.ud, i.process);
         if id_ud != (attr.qp_type == QpType::Ud) {
             return Err(invalid(
                 v,
@@ -72,7 +91,7 @@ impl World {
                 ),
             ));
         }
-        let ctx = self.cm_dev_ctx(dev)?;
+        let ctx = self.cm_dev_ctx(process, dev)?;
         let given_pd = match legacy {
             Some(pd) => pd,
             None if attr.comp_mask.contains(QpInitAttrMask::PD) => attr.pd.copied(),
@@ -90,7 +109,7 @@ impl World {
                 pd
             }
             None => self
-                .cm_default_pd(dev)
+                .cm_default_pd(process, dev)
                 .ok_or_else(|| invalid(v, "the device has no default PD"))?,
         };
         for cq in attr.send_cq.iter().chain(attr.recv_cq.iter()) {
@@ -270,10 +289,13 @@ impl World {
     pub(crate) fn cm_id_fields(&self, id: CmIdHandle) -> Result<(CmIdView, &CmId)> {
         let v = Verb::RdmaGetLocalAddr;
         let i = self.cm_id(id, v)?;
-        let ctx = i.dev.and_then(|d| self.cm.devs.get(&d)).map(|d| d.ctx);
+        let ctx = i
+            .dev
+            .and_then(|d| self.cm.devs.get(&(i.process, d)))
+            .map(|d| d.ctx);
         let pd = match i.qp {
             Some(q) => Some(q.pd),
-            None => i.dev.and_then(|d| self.cm_default_pd(d)),
+            None => i.dev.and_then(|d| self.cm_default_pd(i.process, d)),
         };
         Ok((CmIdView { ctx, pd }, i))
     }
