@@ -30,6 +30,24 @@ pub enum DcKeyViolation {
     NakRemoteAccess,
 }
 
+/// What a CQ overrun does to the QP whose completion it loses (data-path.md
+/// §6.3; docs/divergence.md, "CQ overrun"). Either way the entries already
+/// written stay and poll, the lost completion and every later one to the CQ
+/// are dropped, and the CQ's context gets `IBV_EVENT_CQ_ERR` once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CqOverrunQp {
+    /// The QP whose completion was lost moves to ERR with
+    /// `IBV_EVENT_QP_FATAL` (the IB specification's rule and rxe's
+    /// responder; what the simulator's semantics digest prescribes).
+    #[default]
+    Error,
+    /// The QP goes on (its queue stays as full as the lost completions left
+    /// it), as google/rdma-unit-test's `CqOverflowTest` expects of NICs
+    /// whose full CQ does not idle the QP. An rxe receive that cannot
+    /// complete still moves its QP to ERR (`RESPST_ERR_CQ_OVERFLOW`).
+    Continue,
+}
+
 /// Everything a [`crate::SimVerbs`] is built from.
 ///
 /// Two worlds built from equal configurations and driven by the same verb
@@ -90,6 +108,9 @@ pub struct SimConfig {
     /// hardware, expects the reset of a good stream to fail. Default
     /// `Some(EINVAL)`.
     pub dci_reset_good_stream_errno: Option<i32>,
+    /// What a CQ overrun does to the QP whose completion it loses (a
+    /// divergence knob; default [`CqOverrunQp::Error`]).
+    pub cq_overrun_qp: CqOverrunQp,
     /// The executor's shortcuts for the common case (default on): a post
     /// list's plain requests checked and transmitted in one pass, runs of
     /// in-order packets taken from the fabric without a turn of the event
@@ -148,6 +169,7 @@ impl Default for SimConfig {
             dc_key_violation: DcKeyViolation::SilentDrop,
             ooo_window: 8,
             dci_reset_good_stream_errno: Some(verbs_api::errno::EINVAL),
+            cq_overrun_qp: CqOverrunQp::Error,
             xrc_unknown_srqn: crate::XrcUnknownSrqn::InvalidRequest,
             cm: crate::CmConfig::default(),
             mw: MwConfig::default(),
@@ -157,6 +179,50 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
+    /// The divergence knobs [`SimConfig::set_option`] takes by name (a
+    /// script's `#! sim:` header), each with the values it accepts.
+    pub const OPTIONS: &'static [(&'static str, &'static [&'static str])] = &[
+        ("cq_overrun", &["error", "continue"]),
+        ("dc_key_violation", &["silent_drop", "nak"]),
+        ("errno_flavor", &["mlx5", "spec"]),
+    ];
+
+    /// Sets one divergence knob by name, as a script's `#! sim:` header
+    /// names it (`cq_overrun=continue`): [`SimConfig::OPTIONS`] lists the
+    /// names and values. An unknown name or value is an error naming what
+    /// is known, and changes nothing.
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let known = Self::OPTIONS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::OPTIONS.iter().map(|(n, _)| *n).collect();
+                format!(
+                    "unknown simulator option `{name}` (known: {})",
+                    names.join(" ")
+                )
+            })?;
+        match (name, value) {
+            ("cq_overrun", "error") => self.cq_overrun_qp = CqOverrunQp::Error,
+            ("cq_overrun", "continue") => self.cq_overrun_qp = CqOverrunQp::Continue,
+            ("dc_key_violation", "silent_drop") => {
+                self.dc_key_violation = DcKeyViolation::SilentDrop;
+            }
+            ("dc_key_violation", "nak") => {
+                self.dc_key_violation = DcKeyViolation::NakRemoteAccess;
+            }
+            ("errno_flavor", "mlx5") => self.errno_flavor = ErrnoFlavor::Mlx5,
+            ("errno_flavor", "spec") => self.errno_flavor = ErrnoFlavor::Spec,
+            _ => {
+                return Err(format!(
+                    "simulator option `{name}` takes one of {} (got `{value}`)",
+                    known.1.join(" ")
+                ))
+            }
+        }
+        Ok(())
+    }
+
     /// The environment variable [`SimConfig::from_env`] reads the seed from
     /// (the same one `verbsim run --seed` and the script runner honour).
     pub const SEED_ENV: &'static str = "VERBS_SIM_SEED";
@@ -223,5 +289,37 @@ impl SimConfig {
             devices,
             ..Self::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_option_takes_every_listed_value_and_refuses_the_rest() {
+        // Goal: every name and value OPTIONS lists is accepted and moves
+        // its field; an unknown name or value is refused and changes
+        // nothing.
+        let mut c = SimConfig::default();
+        c.set_option("cq_overrun", "continue").unwrap();
+        assert_eq!(c.cq_overrun_qp, CqOverrunQp::Continue);
+        c.set_option("cq_overrun", "error").unwrap();
+        assert_eq!(c.cq_overrun_qp, CqOverrunQp::Error);
+        c.set_option("dc_key_violation", "nak").unwrap();
+        assert_eq!(c.dc_key_violation, DcKeyViolation::NakRemoteAccess);
+        c.set_option("errno_flavor", "spec").unwrap();
+        assert_eq!(c.errno_flavor, ErrnoFlavor::Spec);
+        for (name, values) in SimConfig::OPTIONS {
+            for v in *values {
+                assert!(c.set_option(name, v).is_ok(), "{name}={v}");
+            }
+        }
+        let before = format!("{c:?}");
+        let e = c.set_option("cq_overrun", "ignore").unwrap_err();
+        assert!(e.contains("error continue"), "{e}");
+        let e = c.set_option("cq_overun", "error").unwrap_err();
+        assert!(e.contains("unknown simulator option `cq_overun`"), "{e}");
+        assert_eq!(format!("{c:?}"), before);
     }
 }

@@ -118,7 +118,7 @@ mod trace;
 mod world;
 
 pub use adapter::AdapterModel;
-pub use config::{DcKeyViolation, ErrnoFlavor, MwConfig, SimConfig};
+pub use config::{CqOverrunQp, DcKeyViolation, ErrnoFlavor, MwConfig, SimConfig};
 pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, DmHandle,
     MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,

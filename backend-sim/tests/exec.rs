@@ -419,14 +419,18 @@ fn link_down_ends_in_retry_exceeded_and_flushes_in_order() {
 }
 
 #[test]
-fn cq_overrun_keeps_the_written_entries_and_the_qp_on_mlx5() {
-    // Goal: the hardware's overrun (docs/divergence.md): the entries
-    // already written poll as usual, later completions are lost, the CQ's
-    // context gets CQ_ERR once, the mlx5 QP goes on in RTS and every WRITE
-    // lands (google/rdma-unit-test CqOverflowTest). It used to poll EIO
-    // and move the QP to ERR. Method: a 1-entry CQ, three signalled
-    // WRITEs, then a fourth.
-    let (mut v, a, b) = pair(DEFAULT, 1);
+fn cq_overrun_continue_keeps_the_written_entries_and_the_qp_on_mlx5() {
+    // Goal: the QP-continues overrun (SimConfig::cq_overrun_qp Continue,
+    // docs/divergence.md): the entries already written poll as usual,
+    // later completions are lost, the CQ's context gets CQ_ERR once, the
+    // mlx5 QP goes on in RTS and every WRITE lands (google/rdma-unit-test
+    // CqOverflowTest). Method: a 1-entry CQ, three signalled WRITEs, then
+    // a fourth.
+    let config = SimConfig {
+        cq_overrun_qp: backend_sim::CqOverrunQp::Continue,
+        ..SimConfig::with_seed(11)
+    };
+    let (mut v, a, b) = pair_on(config, DEFAULT, 1);
     v.mr_bytes_mut(&a.mr).unwrap()[..256].fill(0x77);
     for i in 0..3u64 {
         post(
@@ -471,11 +475,13 @@ fn cq_overrun_keeps_the_written_entries_and_the_qp_on_mlx5() {
 fn cq_overrun_on_an_rxe_receive_moves_the_qp_to_err() {
     // Goal: rxe's responder cannot complete a receive into a full CQ
     // (rxe_resp.c RESPST_ERR_CQ_OVERFLOW): its QP goes to ERR with
-    // QP_FATAL; the entry already written still polls.
+    // QP_FATAL; the entry already written still polls. This holds even
+    // with the QP-continues overrun, which spares only requesters.
     // Method: rxe pair, a's CQ of 1 entry, two SENDs from b to a.
     let rxe = backend_sim::DeviceProfile::rxe();
     let config = SimConfig {
         seed: 11,
+        cq_overrun_qp: backend_sim::CqOverrunQp::Continue,
         ..SimConfig::with_devices(vec![rxe.clone(), rxe])
     };
     let (mut v, a, b) = pair_on(config, DEFAULT, 1);

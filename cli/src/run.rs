@@ -139,7 +139,8 @@ pub(crate) fn trace_file(dir: &std::path::Path, path: &str) -> PathBuf {
     dir.join(format!("{name}.json"))
 }
 
-/// Builds the simulator a script asks for (`#! seed:`, `#! devices:`),
+/// Builds the simulator a script asks for (`#! seed:`, `#! devices:`,
+/// `#! sim:`),
 /// writing its trace to `trace` when given.
 fn sim_backend(script: &Script, seed: u64, trace: Option<PathBuf>) -> Result<SimVerbs, Outcome> {
     let mut config = SimConfig {
@@ -157,6 +158,14 @@ fn sim_backend(script: &Script, seed: u64, trace: Option<PathBuf>) -> Result<Sim
             })?);
         }
         config = SimConfig::for_profiles(seed, devices);
+    }
+    for (name, value) in &script.headers.sim {
+        config
+            .set_option(name, value)
+            .map_err(|message| Outcome::Fail {
+                line: 0,
+                message: format!("`#! sim: {name}={value}`: {message}"),
+            })?;
     }
     config.chrome_trace = trace;
     Ok(SimVerbs::new(config))

@@ -409,6 +409,19 @@ impl Parser<'_> {
                 .headers
                 .devices
                 .extend(value.split_whitespace().map(str::to_owned)),
+            "sim" => {
+                for pair in value.split_whitespace() {
+                    match pair.split_once('=') {
+                        Some((k, v)) if !k.is_empty() && !v.is_empty() => {
+                            self.headers.sim.push((k.to_owned(), v.to_owned()));
+                        }
+                        _ => {
+                            return Err(self
+                                .err(format!("expected `name=value` in `#! sim:`, got `{pair}`")))
+                        }
+                    }
+                }
+            }
             "description" => {
                 let d = match self.headers.description.take() {
                     Some(prev) => format!("{prev} {value}"),
@@ -419,7 +432,15 @@ impl Parser<'_> {
             other => {
                 let hint = schema::closest(
                     other,
-                    ["requires", "backends", "seed", "devices", "description"].into_iter(),
+                    [
+                        "requires",
+                        "backends",
+                        "seed",
+                        "devices",
+                        "sim",
+                        "description",
+                    ]
+                    .into_iter(),
                 )
                 .map(|c| format!(" (did you mean `#! {c}:`?)"))
                 .unwrap_or_default();

@@ -600,3 +600,22 @@ fn any_order_and_either_or() {
         assert!(m.contains(msg), "{line}: {m}");
     }
 }
+
+// Goal: `#! sim:` keeps its `name=value` pairs in order, writes them back,
+// and refuses a pair without `=`.
+// Method: parse, print with the script writer, parse again; then a bad pair.
+#[test]
+fn sim_header_pairs() {
+    let text = "#! sim: cq_overrun=continue dc_key_violation=nak\n#! sim: errno_flavor=spec\nlet d0 = open_device index=0\n";
+    let s = parse("sim.verbs", text).unwrap();
+    let want = vec![
+        ("cq_overrun".to_owned(), "continue".to_owned()),
+        ("dc_key_violation".to_owned(), "nak".to_owned()),
+        ("errno_flavor".to_owned(), "spec".to_owned()),
+    ];
+    assert_eq!(s.headers.sim, want);
+    let again = parse("sim.verbs", &s.to_text()).unwrap();
+    assert_eq!(again.headers.sim, want);
+    let e = parse("bad.verbs", "#! sim: cq_overrun\n").unwrap_err();
+    assert!(e.to_string().contains("expected `name=value`"), "{e}");
+}

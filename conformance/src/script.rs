@@ -35,6 +35,10 @@ pub struct Headers {
     pub seed: Option<u64>,
     /// `#! devices:`: simulator device profile names, one per device (empty: the default).
     pub devices: Vec<String>,
+    /// `#! sim:`: simulator divergence knobs as `name=value` pairs, in
+    /// order (e.g. `cq_overrun=continue`; backend-sim's
+    /// `SimConfig::set_option` knows the names). Other backends ignore them.
+    pub sim: Vec<(String, String)>,
     /// `#! description:`: free text.
     pub description: Option<String>,
 }
@@ -215,6 +219,10 @@ impl Script {
         }
         if !h.devices.is_empty() {
             let _ = writeln!(out, "#! devices: {}", h.devices.join(" "));
+        }
+        if !h.sim.is_empty() {
+            let pairs: Vec<String> = h.sim.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(out, "#! sim: {}", pairs.join(" "));
         }
         if !out.is_empty() {
             out.push('\n');

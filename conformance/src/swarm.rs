@@ -593,8 +593,9 @@ fn gen_op(r: &mut Rng, weights: &[u64; FAMILIES]) -> Op {
         },
         F_FAULTS => match r.below(4) {
             0 => Op::Fault {
-                // Action 4 (invalid only): a delay past the virtual-time
-                // horizon, which must be refused.
+                // Action 4 (the invalid arm only): a delay of 2^64-1 ns,
+                // far past the virtual-time horizon; accepted, and the
+                // packets it holds land at the horizon.
                 action: if bad { 4 } else { r.below(4) as u8 },
                 ppm: [10_000, 50_000, 100_000][r.below(3) as usize],
             },

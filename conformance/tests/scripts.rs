@@ -38,6 +38,14 @@ fn sim_backend(script: &Script, seed: u64) -> Result<SimVerbs, Outcome> {
         }
         config = SimConfig::for_profiles(seed, devices);
     }
+    for (name, value) in &script.headers.sim {
+        config
+            .set_option(name, value)
+            .map_err(|message| Outcome::Fail {
+                line: 0,
+                message: format!("`#! sim: {name}={value}`: {message}"),
+            })?;
+    }
     Ok(SimVerbs::new(config))
 }
 

@@ -7,6 +7,7 @@
 //! | `VERBSIM_FAULTS` | fabric faults, comma separated: `drop=PPM`, `dup=PPM`, `reorder=PPM`, `delay=PPM:NS` (PPM: per million packets) | none |
 //! | `VERBSIM_TRACE` | write the simulator's trace to this file when the process exits | none |
 //! | `VERBSIM_CHROME_TRACE` | write a Chrome/Perfetto JSON trace to this file | none |
+//! | `VERBSIM_SIM_OPTIONS` | simulator divergence knobs, comma separated `NAME=VALUE` (`cq_overrun=error\|continue`, `dc_key_violation=silent_drop\|nak`, `errno_flavor=mlx5\|spec`; `SimConfig::set_option`) | the simulator's defaults |
 //! | `VERBSIM_SHIM_LOG` | log every failing verb to stderr: name, errno, why | off |
 //!
 //! A malformed value is reported once on stderr and ignored (the program
@@ -56,6 +57,9 @@ impl ShimConfig {
             devices = vec![DeviceProfile::connectx6(), DeviceProfile::connectx6()];
         }
         let mut sim = SimConfig::for_profiles(seed, devices);
+        if let Some(list) = var("VERBSIM_SIM_OPTIONS") {
+            apply_options(&mut sim, &list);
+        }
         sim.chrome_trace = var("VERBSIM_CHROME_TRACE").map(Into::into);
         let trace_file: Option<std::path::PathBuf> = var("VERBSIM_TRACE").map(Into::into);
         sim.trace_enabled = trace_file.is_some() || sim.chrome_trace.is_some();
@@ -85,6 +89,20 @@ fn parse_faults(s: &str) -> Vec<(FaultAction, u32)> {
     out
 }
 
+/// `NAME=VALUE,…` into the simulator's configuration; a bad item is said
+/// and skipped, the others apply.
+fn apply_options(sim: &mut SimConfig, list: &str) {
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let r = match item.split_once('=') {
+            Some((name, value)) => sim.set_option(name.trim(), value.trim()),
+            None => Err(format!("expected NAME=VALUE, got {item:?}")),
+        };
+        if let Err(why) = r {
+            warn(format_args!("VERBSIM_SIM_OPTIONS: {why}; ignored"));
+        }
+    }
+}
+
 fn warn(msg: core::fmt::Arguments<'_>) {
     eprintln!("verbsim shim: {msg}");
 }
@@ -100,5 +118,16 @@ mod tests {
             f,
             vec![(FaultAction::Drop, 1000), (FaultAction::DelayNs(2000), 50)]
         );
+    }
+
+    #[test]
+    fn sim_options_apply_and_skip_bad_items() {
+        let mut sim = SimConfig::default();
+        apply_options(
+            &mut sim,
+            "cq_overrun=continue, bogus=1,errno_flavor=spec,cq_overrun",
+        );
+        assert_eq!(sim.cq_overrun_qp, backend_sim::CqOverrunQp::Continue);
+        assert_eq!(sim.errno_flavor, backend_sim::ErrnoFlavor::Spec);
     }
 }

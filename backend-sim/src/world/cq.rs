@@ -201,17 +201,18 @@ impl World {
             }
         }
         if overran {
-            // The hardware's model (docs/divergence.md, "CQ overrun"): the
-            // entries already written stay and poll as usual; this
-            // completion and every later one to the CQ are lost; the CQ's
-            // context gets IBV_EVENT_CQ_ERR once. mlx5 QPs go on (what
+            // The overrun (docs/divergence.md, "CQ overrun"): the entries
+            // already written stay and poll as usual; this completion and
+            // every later one to the CQ are lost; the CQ's context gets
+            // IBV_EVENT_CQ_ERR once. By default the QP whose completion was
+            // lost moves to ERR with QP_FATAL (the IB rule, data-path.md
+            // §6.3); with `CqOverrunQp::Continue` it goes on, as
             // google/rdma-unit-test's CqOverflowTest expects of NICs whose
-            // full CQ does not idle the QP); rxe's responder fails the
-            // receive it cannot complete and moves its QP to ERR
-            // (`RESPST_ERR_CQ_OVERFLOW`), while its requester drops the
-            // completion and goes on. Nothing frees the lost completions'
-            // slots, as no CQE covers them: their QP's queue stays that
-            // full until it is reset or destroyed.
+            // full CQ does not idle the QP, except that rxe's responder still
+            // fails a receive it cannot complete (`RESPST_ERR_CQ_OVERFLOW`).
+            // Nothing frees the lost completions' slots, as no CQE covers
+            // them: a QP that goes on keeps its queue that full until it is
+            // reset or destroyed.
             if first_overrun {
                 self.record(TraceEvent::CqOverrun {
                     device,
@@ -223,7 +224,9 @@ impl World {
                 }
             }
             let rxe = self.devices[device as usize].profile.driver == DriverModel::Rxe;
-            if rxe && entry.queue != QueueKind::Send {
+            let fatal = self.config.cq_overrun_qp == crate::CqOverrunQp::Error
+                || (rxe && entry.queue != QueueKind::Send);
+            if fatal {
                 let qp = self
                     .qps
                     .get(entry.qp.index, entry.qp.generation)
