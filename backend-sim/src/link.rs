@@ -241,9 +241,9 @@ impl Setup {
     ///   the payload fetch and a READ responder's memory read;
     /// * a CPU at `cpu_mhz` posts in [`Self::POST_CYCLES`] cycles: the
     ///   doorbell comes later by the difference from the anchors' host at
-    ///   [`Self::REF_MHZ`], and one QP's doorbells are at least a post
-    ///   apart (`doorbell_gap_ns` covers the rest of a post beyond
-    ///   `wqe_ns`). Wire, DMA rates and the engine's per-WQE time stay.
+    ///   [`Self::REF_MHZ`], and one QP's `ibv_post_send` calls are at
+    ///   least a post apart (`post_ns`, overlapping the adapter's own
+    ///   work). Wire, DMA rates and the engine's times stay.
     ///
     /// Errors: a profile without an adapter model, a PCIe switch on a
     /// software device (no PCIe), a clock outside 500–6000 MHz.
@@ -282,7 +282,7 @@ impl Setup {
             let post = Self::post_ns_at(self.cpu_mhz);
             let reference = Self::post_ns_at(Self::REF_MHZ);
             a.doorbell_ns = (a.doorbell_ns + post).saturating_sub(reference);
-            a.doorbell_gap_ns = a.doorbell_gap_ns.max(post.saturating_sub(a.wqe_ns));
+            a.post_ns = post;
         }
         Ok(a)
     }
@@ -462,32 +462,24 @@ mod tests {
         assert_eq!(Setup::post_ns_at(1_500), 386);
         assert_eq!(Setup::post_ns_at(Setup::REF_MHZ), 171);
         assert_eq!(slow.doorbell_ns, base.doorbell_ns + 386 - 171);
-        assert_eq!(slow.doorbell_gap_ns, 386 - base.wqe_ns);
+        assert_eq!(slow.post_ns, 386);
         assert_eq!(
-            (
-                slow.wire_ns,
-                slow.wire_mbps,
-                slow.dma_mbps,
-                slow.wqe_ns,
-                slow.rx_ns
-            ),
-            (
-                base.wire_ns,
-                base.wire_mbps,
-                base.dma_mbps,
-                base.wqe_ns,
-                base.rx_ns
-            )
+            crate::AdapterModel {
+                doorbell_ns: base.doorbell_ns,
+                post_ns: 0,
+                ..slow
+            },
+            base,
+            "wire, DMA and engine times stay"
         );
-        // At the reference clock the host posts faster than the adapter
-        // takes WQEs: nothing moves.
+        // At the reference clock the posting delay is the anchors'.
         let full = Setup {
             cpu_mhz: Setup::REF_MHZ,
             ..Setup::DEFAULT
         }
         .apply(base)
         .unwrap();
-        assert_eq!(full, base);
+        assert_eq!((full.doorbell_ns, full.post_ns), (base.doorbell_ns, 171));
     }
 
     #[test]

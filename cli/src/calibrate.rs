@@ -782,6 +782,16 @@ fn cx6_at(speed: &str) -> DeviceProfile {
     .profile
 }
 
+/// `profile` in `setup` (the table's set-ups are valid for cx6).
+fn with_setup(profile: &DeviceProfile, setup: &backend_sim::Setup) -> DeviceProfile {
+    backend_sim::ProfileChoice {
+        profile: profile.clone(),
+    }
+    .with_setup(setup)
+    .expect("a set-up the profile takes")
+    .profile
+}
+
 /// The whole table, fitted anchors first, then the held-out points
 /// (docs/calibration.md gives each source and setup).
 pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
@@ -882,6 +892,23 @@ pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
         "ConnectX-7, 400 Gb/s port (perf.md anchors)",
         write_rate(&cx7, 65_536, 16, 4_000).1,
     ));
+    // F's host: switched (LIDs 0x40 and 0x6e: one hop at least), CPUs
+    // at 1500 of 3393 MHz as perftest reports on every row.
+    let f_setup = backend_sim::Setup {
+        switch_hops: 1,
+        cpu_mhz: 1_500,
+        ..backend_sim::Setup::DEFAULT
+    };
+    let cx6_f = with_setup(&cx6, &f_setup);
+    rows.push(row(
+        Anchor,
+        "ib_write_bw -s 64 (1500 MHz host, 1 hop)",
+        "cx6",
+        2.59,
+        "Mmsg/s",
+        "F: ConnectX-6 HDR, 1.5 GHz, 1 hop, ib_write_bw -a",
+        bw(&cx6_f, w, 64).0,
+    ));
     rows.push(row(
         Anchor,
         "ib_send_bw -s 65536 (Soft-RoCE, 10 GbE)",
@@ -939,16 +966,8 @@ pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
         "E: openucx/ucx issue 8851, \"23GB/s\"",
         bw(&cx6, r, 1 << 20).1,
     ));
-    // F: another ConnectX-6 HDR pair (its CPUs reported at 1.5 of 3.4 GHz).
-    rows.push(row(
-        HeldOut,
-        "ib_write_bw -s 64 (one QP, no post list)",
-        "cx6",
-        2.59,
-        "Mmsg/s",
-        "F: ConnectX-6 HDR, A100 nodes, ib_write_bw -a",
-        bw(&cx6, w, 64).0,
-    ));
+    // F: another ConnectX-6 HDR pair, run in its set-up (`f_setup`); its
+    // 64 B message rate is the anchor of `Setup::POST_CYCLES`.
     for (size, published, name) in [
         (4096u32, 86.25, "ib_write_bw -s 4096 (one QP)"),
         (8192, 147.14, "ib_write_bw -s 8192 (one QP)"),
@@ -962,8 +981,8 @@ pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
             "cx6",
             published,
             "Gb/s",
-            "F: ConnectX-6 HDR, A100 nodes, ib_write_bw -a",
-            bw(&cx6, w, size).1,
+            "F: ConnectX-6 HDR, 1.5 GHz, 1 hop, ib_write_bw -a",
+            bw(&cx6_f, w, size).1,
         ));
     }
     for (size, published, name) in [
@@ -977,11 +996,18 @@ pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
             name,
             "cx6",
             published,
-            "F: ConnectX-6 HDR, A100 nodes, ib_write_lat -a",
-            write_lat(&cx6, size, wi),
+            "F: ConnectX-6 HDR, 1.5 GHz, 1 hop, ib_write_lat -a",
+            write_lat(&cx6_f, size, wi),
         ));
     }
-    let edr = cx6_at("edr");
+    // B: through a subnet (SM LID 117, port LID 25606): one hop at least.
+    let edr = with_setup(
+        &cx6_at("edr"),
+        &backend_sim::Setup {
+            switch_hops: 1,
+            ..backend_sim::Setup::DEFAULT
+        },
+    );
     let ud = perftest_inline(&edr, LatTest::SendUd);
     for (size, published) in [
         (2u32, 1.67),
@@ -1001,7 +1027,7 @@ pub(crate) fn calibration_table() -> Vec<CalibrationRow> {
             },
             "cx6@edr",
             published,
-            "B: ConnectX-5 EDR, UD, ib_send_lat -a",
+            "B: ConnectX-5 EDR, UD, ib_send_lat -a, 1 hop",
             percentiles(ud_send_lat_samples(&edr, 6, size, 200, ud)),
         ));
     }
@@ -1144,6 +1170,27 @@ pub(crate) struct CalibrateArgs {
     /// up to the profile's).
     #[arg(long, value_name = "S")]
     link_speed: Option<backend_sim::LinkSpeed>,
+    /// Switches between the adapters, one way (0-16; 150 ns each).
+    #[arg(long, value_name = "N", value_parser = backend_sim::parse_switch_hops)]
+    switch_hops: Option<u32>,
+    /// Each adapter behind a PCIe switch (105 ns a crossing).
+    #[arg(long)]
+    pcie_switch: bool,
+    /// The hosts' CPU clock (MHz, or GHz with a suffix).
+    #[arg(long, value_name = "MHZ", value_parser = backend_sim::parse_cpu_mhz)]
+    cpu_mhz: Option<u64>,
+}
+
+impl CalibrateArgs {
+    /// The set-up the options give.
+    fn setup(&self) -> backend_sim::Setup {
+        backend_sim::Setup {
+            switch_hops: self.switch_hops.unwrap_or(0),
+            pcie_switch: self.pcie_switch,
+            cpu_mhz: self.cpu_mhz.unwrap_or(0),
+            ..backend_sim::Setup::DEFAULT
+        }
+    }
 }
 
 /// `verbsim calibrate`: prints the tables; exit 0 when every anchor and
@@ -1151,21 +1198,26 @@ pub(crate) struct CalibrateArgs {
 /// error. With `--device-profile` / `--link-speed`: the predictions of
 /// that profile, exit 0.
 pub(crate) fn main(args: CalibrateArgs) -> std::process::ExitCode {
-    if args.device_profile.is_some() || args.link_speed.is_some() {
+    let setup = args.setup();
+    if args.device_profile.is_some() || args.link_speed.is_some() || !setup.is_default() {
         let choice = args.device_profile.unwrap_or(backend_sim::ProfileChoice {
             profile: DeviceProfile::connectx6(),
         });
         let choice = match args
             .link_speed
             .map_or(Ok(choice.clone()), |s| choice.with_link_speed(s))
+            .and_then(|c| c.with_setup(&setup))
         {
             Ok(c) => c,
             Err(e) => return crate::usage_error(Some("calibrate"), &e.to_string()),
         };
         crate::out::outln!(
-            "predictions of profile {} at {} Gb/s (perftest defaults, one QP)",
+            "predictions of profile {} at {} Gb/s, {} switch hop(s){}{} (perftest defaults, one QP)",
             choice.profile.name,
-            choice.link_mbps() / 1_000
+            choice.link_mbps() / 1_000,
+            setup.switch_hops,
+            if setup.pcie_switch { ", behind a PCIe switch" } else { "" },
+            if setup.cpu_mhz != 0 { format!(", CPU at {} MHz", setup.cpu_mhz) } else { String::new() }
         );
         crate::out::out!("{}", render(&prediction_table(&choice.profile)));
         return std::process::ExitCode::SUCCESS;

@@ -196,12 +196,20 @@ impl World {
         }
         let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
         let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
-        let (doorbell_ns, gap) = (a.doorbell_ns, a.doorbell_gap_ns);
+        let (doorbell_ns, gap, post) = (a.doorbell_ns, a.doorbell_gap_ns, a.post_ns);
         // The fetch is latency (fetches of successive doorbells overlap);
         // each doorbell costs the QP's send engine `doorbell_gap_ns`, so
         // unbatched posts pay it once a WQE, a post list once a list.
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-            q.tx.engine_free_ns = (now + doorbell_ns + fetch).max(q.tx.engine_free_ns + gap);
+            // A modelled host CPU makes one call at a time (`post_ns`).
+            let at = if post == 0 {
+                now
+            } else {
+                let start = now.max(q.tx.host_free_ns);
+                q.tx.host_free_ns = start + post;
+                start
+            };
+            q.tx.engine_free_ns = (at + doorbell_ns + fetch).max(q.tx.engine_free_ns + gap);
         }
     }
 
