@@ -1285,6 +1285,60 @@ mod tests {
         assert!(big - small > 0.40, "64 B {small} us, 4 KiB {big} us");
     }
 
+    // Goal: a switch hop adds exactly its latency to a one-way time
+    // (half a WRITE ping-pong), at every size, and nothing to bandwidth.
+    #[test]
+    fn a_switch_hop_adds_its_latency_each_way() {
+        let cx6 = DeviceProfile::connectx6();
+        let two = with_setup(
+            &cx6,
+            &backend_sim::Setup {
+                switch_hops: 2,
+                ..backend_sim::Setup::DEFAULT
+            },
+        );
+        for (size, inline) in [(2u32, 220u32), (4096, 0)] {
+            let a = percentiles(write_lat_samples(&cx6, 1, size, 40, inline)).0;
+            let b = percentiles(write_lat_samples(&two, 1, size, 40, inline)).0;
+            let added = (b - a) * 1_000.0;
+            let want = 2.0 * backend_sim::Setup::SWITCH_HOP_NS as f64;
+            assert!((added - want).abs() <= 5.0, "{size} B: +{added} ns");
+        }
+        let at = |p: &DeviceProfile| rate(p, WrOpcode::RdmaWrite, 65_536, 1, 400).1;
+        let (a, b) = (at(&cx6), at(&two));
+        assert!((b / a - 1.0).abs() < 0.01, "{a} {b}");
+    }
+
+    // Goal: the host's clock sets the post rate of one QP (64 B, bound by
+    // posting) and the posting delay, but not the wire: 1 MiB bandwidth
+    // stays, and a CPU at the anchors' clock changes no rate.
+    #[test]
+    fn the_cpu_clock_moves_the_post_rate_not_the_wire() {
+        let cx6 = DeviceProfile::connectx6();
+        let at = |mhz| {
+            with_setup(
+                &cx6,
+                &backend_sim::Setup {
+                    cpu_mhz: mhz,
+                    ..backend_sim::Setup::DEFAULT
+                },
+            )
+        };
+        let (slow, full) = (at(1_500), at(backend_sim::Setup::REF_MHZ));
+        let small = |p: &DeviceProfile| rate(p, WrOpcode::RdmaWrite, 64, 1, 5_000).0;
+        let post = backend_sim::Setup::post_ns_at(1_500) as f64;
+        let s = small(&slow);
+        assert!((s - 1e3 / post).abs() < 0.03, "{s} M msg/s at 1.5 GHz");
+        assert!((small(&full) - small(&cx6)).abs() < 1e-9);
+        let big = |p: &DeviceProfile| rate(p, WrOpcode::RdmaWrite, 1 << 20, 1, 400).1;
+        assert!((big(&slow) / big(&cx6) - 1.0).abs() < 0.005);
+        // Latency: later by the posting difference, one way.
+        let l = |p: &DeviceProfile| percentiles(write_lat_samples(p, 1, 2, 40, 220)).0;
+        let added = (l(&slow) - l(&cx6)) * 1e3;
+        let want = post - backend_sim::Setup::post_ns_at(backend_sim::Setup::REF_MHZ) as f64;
+        assert!((added - want).abs() <= 5.0, "+{added} ns, want {want}");
+    }
+
     // Goal: READ has its own per-request throughput cost: one QP's READ
     // bandwidth is below its WRITE bandwidth at 4 KiB and close to it at
     // 1 MiB; and one QP without post lists is below line rate at 4 KiB

@@ -1495,6 +1495,21 @@ mod tests {
                 "--plot /nonexistent-dir/x.svg",
             ),
             (&["write_bw", "--device-profile", "cx9"], "cx9"),
+            (&["write_bw", "--switch-hops", "17"], "at most 16"),
+            (
+                &["write_bw", "--switch-hops", "two"],
+                "not a number of hops",
+            ),
+            (&["write_lat", "--cpu-mhz", "fast"], "not a clock"),
+            (&["write_lat", "--cpu-mhz", "50"], "between 500 and 6000"),
+            (
+                &["write_bw", "--backend", "hw", "--switch-hops", "1"],
+                "the hardware backend measures the real one",
+            ),
+            (
+                &["write_bw", "--backend", "hw", "--cpu-mhz", "1500"],
+                "the hardware backend measures the real one",
+            ),
             (
                 &["write_bw", "--out_json_file", "/nonexistent-dir/o.json"],
                 "--out_json_file",
@@ -1504,6 +1519,44 @@ mod tests {
             let err = parse(args).unwrap_err();
             assert!(err.contains(want), "{args:?}: {err}");
         }
+    }
+
+    // Goal: the set-up flags reach the simulated profile: hops, a PCIe
+    // switch and a CPU clock give the profile `Setup::apply` gives, the
+    // defaults change nothing, and a PCIe switch on rxe is refused when
+    // the profile is built.
+    #[test]
+    fn setup_flags_parse_into_the_profile() {
+        let a = parse(&[
+            "write_lat",
+            "--switch-hops",
+            "2",
+            "--pcie-switch",
+            "--cpu-mhz",
+            "1.5GHz",
+        ])
+        .unwrap();
+        let want = backend_sim::Setup {
+            switch_hops: 2,
+            pcie_switch: true,
+            cpu_mhz: 1_500,
+            ..backend_sim::Setup::DEFAULT
+        };
+        assert_eq!(a.setup, want);
+        let p = sim_profile(&a).unwrap();
+        assert_eq!(
+            p.adapter,
+            want.apply(backend_sim::AdapterModel::CONNECTX6).unwrap()
+        );
+        let d = parse(&["write_lat"]).unwrap();
+        assert!(d.setup.is_default());
+        assert_eq!(
+            sim_profile(&d).unwrap().adapter,
+            backend_sim::AdapterModel::CONNECTX6
+        );
+        let r = parse(&["write_lat", "--device-profile", "rxe", "--pcie-switch"]).unwrap();
+        let e = sim_profile(&r).unwrap_err();
+        assert!(e.contains("no PCIe link"), "{e}");
     }
 
     // Goal: each of perftest's spellings means what it means in perftest

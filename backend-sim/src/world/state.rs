@@ -345,9 +345,6 @@ pub(crate) struct Tx {
     /// Adapter model: the QP's send engine is free (and the WQEs of the
     /// last doorbell fetched) from then on (ns).
     pub(crate) engine_free_ns: u64,
-    /// Adapter model with a host CPU (`AdapterModel::post_ns`): the
-    /// posting thread is free for the next `ibv_post_send` from then on.
-    pub(crate) host_free_ns: u64,
 }
 
 impl Default for Tx {
@@ -367,7 +364,6 @@ impl Default for Tx {
             dest: NOWHERE,
             mtu: 256,
             engine_free_ns: 0,
-            host_free_ns: 0,
         }
     }
 }
