@@ -30,6 +30,10 @@
 //! * A READ responder reads the data from host memory before answering
 //!   (`responder_read_ns`) and serves READs one at a time,
 //!   each for `read_msg_ns` plus its responses' time on the wire.
+//! * With a host CPU in the set-up (`Setup`, `--cpu-mhz`), a device's
+//!   posting thread makes one `ibv_post_send` at a time, `post_ns` each;
+//!   switch hops and a PCIe switch are folded into `wire_ns` and the PCIe
+//!   latencies (`Setup::apply`).
 //! * Each WQE gets a seeded jitter (exponential, mean `jitter_mean_ns`,
 //!   capped at 16 times the mean) from its own RNG stream, so latency
 //!   percentiles have a tail and runs stay reproducible.
