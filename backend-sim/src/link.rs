@@ -189,17 +189,17 @@ pub struct Setup {
 
 impl Setup {
     /// Port-to-port latency of one switch hop, cut-through (it does not
-    /// grow with the packet): 150 ns, the figure quoted for NVIDIA's
-    /// Quantum-2 switch ASIC ("port-to-port latency of under 150
-    /// nanoseconds", router-switch.com, "NVIDIA Quantum-2 QM9700 vs
-    /// Spectrum-4 SN5400"). An upper bound; the HDR and EDR switches'
-    /// own figures were not found in the public record searched.
+    /// grow with the packet): 150 ns, the bound given for NVIDIA's
+    /// Quantum-2 switch ASIC (port to port below 150 ns; router-switch.com,
+    /// "NVIDIA Quantum-2 QM9700 vs Spectrum-4 SN5400"). An upper bound;
+    /// the HDR and EDR switches' own figures were not found in the public
+    /// record searched.
     pub const SWITCH_HOP_NS: u64 = 150;
     /// One crossing of a PCIe Gen4 switch, cut-through, x16 to x16:
-    /// Broadcom PEX88000, 105 ns (Linley Group, "Broadcom Ships PCIe Gen4
-    /// Switches", 2019-09-24). A posted write (doorbell, data and CQE
-    /// writes) crosses it once, a read (WQE fetch, payload fetch, a READ
-    /// responder's memory read) twice.
+    /// Broadcom PEX88000, 105 ns between two x16 ports (Linley Group,
+    /// "Broadcom Ships PCIe Gen4 Switches", 2019-09-24). A posted write
+    /// (doorbell, data and CQE writes) crosses it once, a read (WQE
+    /// fetch, payload fetch, a READ responder's memory read) twice.
     pub const PCIE_SWITCH_NS: u64 = 105;
     /// CPU cycles one unbatched `ibv_post_send` costs perftest's loop (the
     /// call, the WQE, the doorbell's MMIO write and its share of polling):
