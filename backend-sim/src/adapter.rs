@@ -30,6 +30,10 @@
 //! * A READ responder reads the data from host memory before answering
 //!   (`responder_read_ns`) and serves READs one at a time,
 //!   each for `read_msg_ns` plus its responses' time on the wire.
+//! * With a host CPU in the set-up (`Setup`, `--cpu-mhz`), a device's
+//!   posting thread makes one `ibv_post_send` at a time, `post_ns` each;
+//!   switch hops and a PCIe switch are folded into `wire_ns` and the PCIe
+//!   latencies (`Setup::apply`).
 //! * Each WQE gets a seeded jitter (exponential, mean `jitter_mean_ns`,
 //!   capped at 16 times the mean) from its own RNG stream, so latency
 //!   percentiles have a tail and runs stay reproducible.
@@ -86,6 +90,11 @@ pub struct AdapterModel {
     /// Wire propagation (cable and PHYs) when the model is on; the fabric's
     /// default (500 ns) stands for the whole path when it is off.
     pub wire_ns: u64,
+    /// CPU time of one `ibv_post_send` call on the host (0 = not
+    /// modelled, the fitted anchors' hosts): a QP's calls follow each
+    /// other at least this far apart. Set by `Setup` (`--cpu-mhz`); the
+    /// posting delay itself is in `doorbell_ns`.
+    pub post_ns: u64,
     /// Link rate override in Mb/s for devices whose port attributes do not
     /// give it (rxe reports 1X SDR whatever the netdev is); 0 = from the
     /// port's width and speed.
@@ -110,6 +119,7 @@ impl AdapterModel {
         responder_read_ns: 0,
         jitter_mean_ns: 0,
         wire_ns: 0,
+        post_ns: 0,
         wire_mbps: 0,
     };
 
@@ -165,6 +175,7 @@ impl AdapterModel {
         responder_read_ns: 250,
         jitter_mean_ns: 15,
         wire_ns: 50,
+        post_ns: 0,
         wire_mbps: 0,
     };
 
@@ -198,6 +209,7 @@ impl AdapterModel {
         responder_read_ns: 500,
         jitter_mean_ns: 200,
         wire_ns: 50,
+        post_ns: 0,
         wire_mbps: 10_000,
     };
 

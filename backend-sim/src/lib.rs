@@ -123,7 +123,7 @@ pub use handles::{
     AhHandle, CmChannelHandle, CmIdHandle, CompChannelHandle, ContextHandle, CqHandle, DmHandle,
     MrHandle, MwHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle,
 };
-pub use link::{link_mbps, LinkSpeed, ProfileChoice};
+pub use link::{link_mbps, parse_cpu_mhz, parse_switch_hops, LinkSpeed, ProfileChoice, Setup};
 pub use memory::ExternalMemory;
 pub use profile::{DeviceProfile, DriverModel, Mlx5Limits};
 pub use sim::SimVerbs;

@@ -161,6 +161,193 @@ impl ProfileChoice {
     }
 }
 
+/// The set-up around the adapters: what lies between two NICs (switch
+/// hops) and between a NIC and its program (a PCIe switch, the host CPU's
+/// clock), as `verbsim perf` and `verbsim calibrate` take it on the
+/// command line (`--switch-hops`, `--pcie-switch`, `--cpu-mhz`).
+///
+/// [`Setup::DEFAULT`] is the set-up of the fitted anchors (two adapters
+/// back to back, each directly on its CPU's root port, the CPU at its
+/// full clock) and changes nothing. Every other set-up is folded into the
+/// profile's [`AdapterModel`](crate::AdapterModel) by [`Setup::apply`];
+/// the constants it uses are cited on each (docs/calibration.md, "The
+/// set-up").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    /// InfiniBand or Ethernet switches a packet crosses one way (0: back
+    /// to back).
+    pub switch_hops: u32,
+    /// Latency of one hop in ns (port to port, cut-through).
+    pub switch_ns: u64,
+    /// Whether each NIC sits behind a PCIe switch (as in GPU servers)
+    /// rather than on a CPU root port.
+    pub pcie_switch: bool,
+    /// The host CPU's clock in MHz while the test runs; 0 = the anchors'
+    /// host (nothing added).
+    pub cpu_mhz: u64,
+}
+
+impl Setup {
+    /// Port-to-port latency of one switch hop, cut-through (it does not
+    /// grow with the packet): 150 ns, the bound given for NVIDIA's
+    /// Quantum-2 switch ASIC (port to port below 150 ns; router-switch.com,
+    /// "NVIDIA Quantum-2 QM9700 vs Spectrum-4 SN5400"). An upper bound;
+    /// the HDR and EDR switches' own figures were not found in the public
+    /// record searched.
+    pub const SWITCH_HOP_NS: u64 = 150;
+    /// One crossing of a PCIe Gen4 switch, cut-through, x16 to x16:
+    /// Broadcom PEX88000, 105 ns between two x16 ports (Linley Group,
+    /// "Broadcom Ships PCIe Gen4 Switches", 2019-09-24). A posted write
+    /// (doorbell, data and CQE writes) crosses it once, a read (WQE
+    /// fetch, payload fetch, a READ responder's memory read) twice.
+    pub const PCIE_SWITCH_NS: u64 = 105;
+    /// CPU cycles one unbatched `ibv_post_send` costs perftest's loop (the
+    /// call, the WQE, the doorbell's MMIO write and its share of polling):
+    /// fitted to the anchor "F 64 B", 2.59 M msg/s of one QP on a host at
+    /// 1500 MHz (386 ns = 579 cycles).
+    pub const POST_CYCLES: u64 = 579;
+    /// The clock the fitted anchors' hosts are taken to run at (their
+    /// posting cost is inside `doorbell_ns`): a server CPU at its full
+    /// clock, 3393 MHz as the host of anchor F reports its maximum.
+    pub const REF_MHZ: u64 = 3393;
+    /// The anchors' set-up: back to back, no PCIe switch, a CPU at full
+    /// clock.
+    pub const DEFAULT: Self = Self {
+        switch_hops: 0,
+        switch_ns: Self::SWITCH_HOP_NS,
+        pcie_switch: false,
+        cpu_mhz: 0,
+    };
+    /// Most switch hops `--switch-hops` takes (a large fat tree's longest
+    /// path is 5 or 6).
+    pub const MAX_HOPS: u32 = 16;
+
+    /// Whether this is [`Self::DEFAULT`] (nothing added).
+    pub fn is_default(&self) -> bool {
+        self.switch_hops == 0 && !self.pcie_switch && self.cpu_mhz == 0
+    }
+
+    /// CPU time of one unbatched post at `mhz` in ns.
+    pub fn post_ns_at(mhz: u64) -> u64 {
+        (Self::POST_CYCLES * 1_000).div_ceil(mhz.max(1))
+    }
+
+    /// `adapter` with this set-up folded in:
+    ///
+    /// * each switch hop adds [`Self::SWITCH_HOP_NS`] (`switch_ns`) to
+    ///   every packet's way (`wire_ns`);
+    /// * a PCIe switch adds [`Self::PCIE_SWITCH_NS`] to the doorbell and
+    ///   to the receiver's memory write (`rx_ns`), twice to the WQE fetch,
+    ///   the payload fetch and a READ responder's memory read;
+    /// * a CPU at `cpu_mhz` posts in [`Self::POST_CYCLES`] cycles: the
+    ///   doorbell comes later by the difference from the anchors' host at
+    ///   [`Self::REF_MHZ`], and one QP's `ibv_post_send` calls are at
+    ///   least a post apart (`post_ns`, overlapping the adapter's own
+    ///   work). Wire, DMA rates and the engine's times stay.
+    ///
+    /// Errors: a profile without an adapter model, a PCIe switch on a
+    /// software device (no PCIe), a clock outside 500–6000 MHz.
+    pub fn apply(&self, adapter: crate::AdapterModel) -> Result<crate::AdapterModel, String> {
+        if self.is_default() {
+            return Ok(adapter);
+        }
+        if adapter.is_none() {
+            return Err("the set-up options need the adapter model (this profile has none)".into());
+        }
+        if self.switch_hops > Self::MAX_HOPS {
+            return Err(format!(
+                "--switch-hops {}: at most {}",
+                self.switch_hops,
+                Self::MAX_HOPS
+            ));
+        }
+        let mut a = adapter;
+        a.wire_ns += u64::from(self.switch_hops) * self.switch_ns;
+        if self.pcie_switch {
+            if a.wire_mbps != 0 {
+                return Err(
+                    "--pcie-switch: a software device (rxe) has no PCIe link to put a switch on"
+                        .into(),
+                );
+            }
+            let x = Self::PCIE_SWITCH_NS;
+            a.doorbell_ns += x;
+            a.rx_ns += x;
+            a.wqe_fetch_ns += 2 * x;
+            a.payload_fetch_ns += 2 * x;
+            a.responder_read_ns += 2 * x;
+        }
+        if self.cpu_mhz != 0 {
+            check_mhz(self.cpu_mhz)?;
+            let post = Self::post_ns_at(self.cpu_mhz);
+            let reference = Self::post_ns_at(Self::REF_MHZ);
+            a.doorbell_ns = (a.doorbell_ns + post).saturating_sub(reference);
+            a.post_ns = post;
+        }
+        Ok(a)
+    }
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+fn check_mhz(mhz: u64) -> Result<(), String> {
+    if (500..=6_000).contains(&mhz) {
+        Ok(())
+    } else {
+        Err(format!(
+            "--cpu-mhz {mhz}: a CPU clock between 500 and 6000 MHz"
+        ))
+    }
+}
+
+/// `--cpu-mhz`: a clock in MHz (`1500`, `1500mhz`) or GHz (`1.5ghz`),
+/// 500 to 6000 MHz.
+pub fn parse_cpu_mhz(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let mhz = if let Some(g) = t.strip_suffix("ghz") {
+        g.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|g| g.is_finite() && *g > 0.0)
+            .map(|g| (g * 1_000.0).round() as u64)
+    } else {
+        t.strip_suffix("mhz")
+            .unwrap_or(&t)
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    let mhz = mhz.ok_or_else(|| {
+        format!("--cpu-mhz `{s}`: not a clock (give MHz, e.g. 1500, or GHz, e.g. 1.5GHz)")
+    })?;
+    check_mhz(mhz)?;
+    Ok(mhz)
+}
+
+/// `--switch-hops`: 0 to [`Setup::MAX_HOPS`].
+pub fn parse_switch_hops(s: &str) -> Result<u32, String> {
+    let n = s
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| format!("--switch-hops `{s}`: not a number of hops"))?;
+    if n > Setup::MAX_HOPS {
+        return Err(format!("--switch-hops {n}: at most {}", Setup::MAX_HOPS));
+    }
+    Ok(n)
+}
+
+impl ProfileChoice {
+    /// This profile in `setup` ([`Setup::apply`] on its adapter model).
+    pub fn with_setup(mut self, setup: &Setup) -> Result<Self, String> {
+        self.profile.adapter = setup.apply(self.profile.adapter)?;
+        Ok(self)
+    }
+}
+
 /// The data rate of `profile`'s ports in Mb/s: the adapter model's
 /// override, else the port's width and speed (100 Gb/s when they encode
 /// no known rate).
@@ -224,6 +411,121 @@ mod tests {
             err.contains("unknown link speed `xdr`") && err.contains("hdr100"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_default_setup_changes_nothing_and_each_term_acts_where_documented() {
+        // Goal: the anchors' set-up leaves every constant as it is; a
+        // switch hop adds exactly its latency to the way and nothing
+        // else; a PCIe switch adds one crossing to posted writes and two
+        // to reads; a slower CPU moves the doorbell and the post rate but
+        // not the wire, the DMA or the engine's per-WQE time.
+        let base = crate::AdapterModel::CONNECTX6;
+        assert_eq!(Setup::DEFAULT.apply(base).unwrap(), base);
+
+        let hops = Setup {
+            switch_hops: 2,
+            ..Setup::DEFAULT
+        }
+        .apply(base)
+        .unwrap();
+        assert_eq!(hops.wire_ns, base.wire_ns + 2 * Setup::SWITCH_HOP_NS);
+        assert_eq!(
+            crate::AdapterModel {
+                wire_ns: base.wire_ns,
+                ..hops
+            },
+            base
+        );
+
+        let x = Setup::PCIE_SWITCH_NS;
+        let pcie = Setup {
+            pcie_switch: true,
+            ..Setup::DEFAULT
+        }
+        .apply(base)
+        .unwrap();
+        assert_eq!(pcie.doorbell_ns, base.doorbell_ns + x);
+        assert_eq!(pcie.rx_ns, base.rx_ns + x);
+        assert_eq!(pcie.wqe_fetch_ns, base.wqe_fetch_ns + 2 * x);
+        assert_eq!(pcie.payload_fetch_ns, base.payload_fetch_ns + 2 * x);
+        assert_eq!(pcie.responder_read_ns, base.responder_read_ns + 2 * x);
+        assert_eq!((pcie.wire_ns, pcie.dma_mbps), (base.wire_ns, base.dma_mbps));
+
+        let slow = Setup {
+            cpu_mhz: 1_500,
+            ..Setup::DEFAULT
+        }
+        .apply(base)
+        .unwrap();
+        // 579 cycles: 386 ns at 1.5 GHz against 171 at 3393 MHz.
+        assert_eq!(Setup::post_ns_at(1_500), 386);
+        assert_eq!(Setup::post_ns_at(Setup::REF_MHZ), 171);
+        assert_eq!(slow.doorbell_ns, base.doorbell_ns + 386 - 171);
+        assert_eq!(slow.post_ns, 386);
+        assert_eq!(
+            crate::AdapterModel {
+                doorbell_ns: base.doorbell_ns,
+                post_ns: 0,
+                ..slow
+            },
+            base,
+            "wire, DMA and engine times stay"
+        );
+        // At the reference clock the posting delay is the anchors'.
+        let full = Setup {
+            cpu_mhz: Setup::REF_MHZ,
+            ..Setup::DEFAULT
+        }
+        .apply(base)
+        .unwrap();
+        assert_eq!((full.doorbell_ns, full.post_ns), (base.doorbell_ns, 171));
+    }
+
+    #[test]
+    fn setup_values_are_checked() {
+        // Goal: bad set-up values are refused with what was wrong, and a
+        // PCIe switch on a software device is refused.
+        assert_eq!(parse_cpu_mhz("1500").unwrap(), 1_500);
+        assert_eq!(parse_cpu_mhz("1.5GHz").unwrap(), 1_500);
+        assert_eq!(parse_cpu_mhz("3393 MHz").unwrap(), 3_393);
+        let e = parse_cpu_mhz("fast").unwrap_err();
+        assert!(e.contains("not a clock"), "{e}");
+        let e = parse_cpu_mhz("100").unwrap_err();
+        assert!(e.contains("between 500 and 6000"), "{e}");
+        assert_eq!(parse_switch_hops("3").unwrap(), 3);
+        let e = parse_switch_hops("17").unwrap_err();
+        assert!(e.contains("at most 16"), "{e}");
+        assert!(parse_switch_hops("-1")
+            .unwrap_err()
+            .contains("not a number"));
+        let rxe = "rxe".parse::<ProfileChoice>().unwrap();
+        let e = rxe
+            .clone()
+            .with_setup(&Setup {
+                pcie_switch: true,
+                ..Setup::DEFAULT
+            })
+            .unwrap_err();
+        assert!(e.contains("no PCIe link"), "{e}");
+        // Hops work on rxe (a switched Ethernet).
+        let r = rxe
+            .with_setup(&Setup {
+                switch_hops: 1,
+                ..Setup::DEFAULT
+            })
+            .unwrap();
+        assert_eq!(
+            r.profile.adapter.wire_ns,
+            crate::AdapterModel::RXE.wire_ns + Setup::SWITCH_HOP_NS
+        );
+        let none = Setup {
+            switch_hops: 1,
+            ..Setup::DEFAULT
+        }
+        .apply(crate::AdapterModel::NONE)
+        .unwrap_err();
+        assert!(none.contains("adapter model"), "{none}");
     }
 
     #[test]

@@ -100,6 +100,19 @@ pub(crate) struct PerfArgs {
     /// on cx6, 400 on cx7, 100 on rxe).
     #[arg(long, value_name = "SPEC")]
     link_speed: Option<backend_sim::LinkSpeed>,
+    /// Simulator: switches between the two adapters, one way (0, the
+    /// default: back to back; at most 16); each adds 150 ns.
+    #[arg(long, value_name = "N", value_parser = backend_sim::parse_switch_hops)]
+    switch_hops: Option<u32>,
+    /// Simulator: each adapter sits behind a PCIe switch (105 ns a
+    /// crossing), as in GPU servers; not on rxe.
+    #[arg(long)]
+    pcie_switch: bool,
+    /// Simulator: the hosts' CPU clock while the test runs, in MHz (1500)
+    /// or GHz (1.5GHz); sets the post rate of one QP and the posting
+    /// delay. Default: the fitted anchors' hosts (full clock).
+    #[arg(long, value_name = "MHZ", value_parser = backend_sim::parse_cpu_mhz)]
+    cpu_mhz: Option<u64>,
 
     /// Bytes per message (K, M, G suffixes; default 65536 for *_bw, 2 for
     /// *_lat, 8 and fixed for atomic_rate; at most 1G).
@@ -341,6 +354,8 @@ struct Args {
     device_profile: Option<backend_sim::ProfileChoice>,
     /// `--link-speed`: the simulated ports' rate.
     link_speed: Option<backend_sim::LinkSpeed>,
+    /// `--switch-hops`, `--pcie-switch`, `--cpu-mhz`: the set-up.
+    setup: backend_sim::Setup,
     /// Internal: print the table's rows only (the sizes after the first
     /// of `-a`).
     rows_only: bool,
@@ -523,6 +538,15 @@ fn validate(p: PerfArgs) -> Result<Args, String> {
     if p.backend == Backend::Hw && (p.device_profile.is_some() || p.link_speed.is_some()) {
         return Err("--device-profile and --link-speed choose the simulator's model; the hardware backend measures the device".to_owned());
     }
+    let setup = backend_sim::Setup {
+        switch_hops: p.switch_hops.unwrap_or(0),
+        pcie_switch: p.pcie_switch,
+        cpu_mhz: p.cpu_mhz.unwrap_or(0),
+        ..backend_sim::Setup::DEFAULT
+    };
+    if p.backend == Backend::Hw && !setup.is_default() {
+        return Err("--switch-hops, --pcie-switch and --cpu-mhz describe the simulator's set-up; the hardware backend measures the real one".to_owned());
+    }
     let plan_seed = seed.unwrap_or(0);
     Ok(Args {
         backend: p.backend,
@@ -535,6 +559,7 @@ fn validate(p: PerfArgs) -> Result<Args, String> {
         gbits: p.report_gbits,
         device_profile: p.device_profile,
         link_speed: p.link_speed,
+        setup,
         rows_only: false,
         test: PerfTest {
             kind,
@@ -1169,10 +1194,11 @@ fn sim_profile(args: &Args) -> Result<backend_sim::DeviceProfile, String> {
         },
         (None, None) => cx6(),
     };
-    match args.link_speed {
-        Some(speed) => choice.with_link_speed(speed).map(|c| c.profile),
-        None => Ok(choice.profile),
-    }
+    let choice = match args.link_speed {
+        Some(speed) => choice.with_link_speed(speed)?,
+        None => choice,
+    };
+    choice.with_setup(&args.setup).map(|c| c.profile)
 }
 
 /// What perftest reports for `t` on the simulator (two devices of
@@ -1469,6 +1495,21 @@ mod tests {
                 "--plot /nonexistent-dir/x.svg",
             ),
             (&["write_bw", "--device-profile", "cx9"], "cx9"),
+            (&["write_bw", "--switch-hops", "17"], "at most 16"),
+            (
+                &["write_bw", "--switch-hops", "two"],
+                "not a number of hops",
+            ),
+            (&["write_lat", "--cpu-mhz", "fast"], "not a clock"),
+            (&["write_lat", "--cpu-mhz", "50"], "between 500 and 6000"),
+            (
+                &["write_bw", "--backend", "hw", "--switch-hops", "1"],
+                "the hardware backend measures the real one",
+            ),
+            (
+                &["write_bw", "--backend", "hw", "--cpu-mhz", "1500"],
+                "the hardware backend measures the real one",
+            ),
             (
                 &["write_bw", "--out_json_file", "/nonexistent-dir/o.json"],
                 "--out_json_file",
@@ -1478,6 +1519,44 @@ mod tests {
             let err = parse(args).unwrap_err();
             assert!(err.contains(want), "{args:?}: {err}");
         }
+    }
+
+    // Goal: the set-up flags reach the simulated profile: hops, a PCIe
+    // switch and a CPU clock give the profile `Setup::apply` gives, the
+    // defaults change nothing, and a PCIe switch on rxe is refused when
+    // the profile is built.
+    #[test]
+    fn setup_flags_parse_into_the_profile() {
+        let a = parse(&[
+            "write_lat",
+            "--switch-hops",
+            "2",
+            "--pcie-switch",
+            "--cpu-mhz",
+            "1.5GHz",
+        ])
+        .unwrap();
+        let want = backend_sim::Setup {
+            switch_hops: 2,
+            pcie_switch: true,
+            cpu_mhz: 1_500,
+            ..backend_sim::Setup::DEFAULT
+        };
+        assert_eq!(a.setup, want);
+        let p = sim_profile(&a).unwrap();
+        assert_eq!(
+            p.adapter,
+            want.apply(backend_sim::AdapterModel::CONNECTX6).unwrap()
+        );
+        let d = parse(&["write_lat"]).unwrap();
+        assert!(d.setup.is_default());
+        assert_eq!(
+            sim_profile(&d).unwrap().adapter,
+            backend_sim::AdapterModel::CONNECTX6
+        );
+        let r = parse(&["write_lat", "--device-profile", "rxe", "--pcie-switch"]).unwrap();
+        let e = sim_profile(&r).unwrap_err();
+        assert!(e.contains("no PCIe link"), "{e}");
     }
 
     // Goal: each of perftest's spellings means what it means in perftest

@@ -55,15 +55,47 @@ fn calibrate_prints_every_anchor_in_band() {
     let (code, stdout, _) = verbsim(&["calibrate"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(
-        stdout.contains("9 of 9 anchors within 0.75-1.33"),
+        stdout.contains("10 of 10 anchors within 0.75-1.33"),
         "{stdout}"
     );
     let (anchors, held) = stdout.split_once("held-out points").expect("two tables");
     assert!(!anchors.contains("MISS"), "{stdout}");
     assert!(
-        held.contains("13 of 27 held-out points within 0.75-1.33"),
+        held.contains("20 of 35 held-out points within 0.75-1.33"),
         "{stdout}"
     );
+}
+
+// Goal: the set-up options reach `calibrate`'s predictions (a slow host
+// posts at its rate) and bad values are usage errors naming the option.
+#[test]
+fn calibrate_predicts_for_a_set_up_and_refuses_bad_values() {
+    let (code, stdout, stderr) = verbsim(&["calibrate", "--cpu-mhz", "1500", "--switch-hops", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("1 switch hop(s), CPU at 1500 MHz"),
+        "{stdout}"
+    );
+    let rate = stdout
+        .lines()
+        .find(|l| l.starts_with("ib_write_bw -s 64 "))
+        .expect("the 64 B row");
+    assert!(rate.contains("2.59 M"), "{rate}");
+    for (args, want) in [
+        (
+            &["calibrate", "--cpu-mhz", "9000"][..],
+            "between 500 and 6000",
+        ),
+        (&["calibrate", "--switch-hops", "99"], "at most 16"),
+        (
+            &["calibrate", "--device-profile", "rxe", "--pcie-switch"],
+            "no PCIe link",
+        ),
+    ] {
+        let (code, _, stderr) = verbsim(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
 }
 
 // Goal: `calibrate --device-profile P --link-speed S` prints what that

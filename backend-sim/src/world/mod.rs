@@ -102,6 +102,10 @@ pub(crate) struct Device {
     pub(crate) qp_count: u32,
     /// The adapter model's DMA engine is busy until then (ns).
     pub(crate) dma_free_ns: u64,
+    /// Adapter model with a host CPU (`AdapterModel::post_ns`): the
+    /// host's posting thread is free for the next `ibv_post_send` from
+    /// then on.
+    pub(crate) host_free_ns: u64,
     /// The adapter model's READ responder is free from then on (ns): one
     /// per device (kept out of the QP, whose size the DC and scale targets
     /// bound).
@@ -421,6 +425,7 @@ impl World {
                 next_qpn: config.qpn_start & 0xff_ffff,
                 qp_count: 0,
                 dma_free_ns: 0,
+                host_free_ns: 0,
                 read_free_ns: 0,
                 // `dma_ns(0)` is 0 on every model.
                 dma_memo: (0, 0),

@@ -190,18 +190,29 @@ impl World {
         let Some(q) = self.qps.get(qp.index, qp.generation) else {
             return;
         };
-        let a = &self.devices[q.device as usize].profile.adapter;
+        let device = q.device as usize;
+        let a = &self.devices[device].profile.adapter;
         if a.is_none() {
             return;
         }
         let blueflame = wrs.len() == 1 && wrs[0].send_flags.contains(SendFlags::INLINE);
         let fetch = if blueflame { 0 } else { a.wqe_fetch_ns };
-        let (doorbell_ns, gap) = (a.doorbell_ns, a.doorbell_gap_ns);
+        let (doorbell_ns, gap, post) = (a.doorbell_ns, a.doorbell_gap_ns, a.post_ns);
+        // A modelled host CPU (`post_ns`) makes one call at a time: one
+        // posting thread per device, as perftest's.
+        let at = if post == 0 {
+            now
+        } else {
+            let d = &mut self.devices[device];
+            let start = now.max(d.host_free_ns);
+            d.host_free_ns = start + post;
+            start
+        };
         // The fetch is latency (fetches of successive doorbells overlap);
         // each doorbell costs the QP's send engine `doorbell_gap_ns`, so
         // unbatched posts pay it once a WQE, a post list once a list.
         if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
-            q.tx.engine_free_ns = (now + doorbell_ns + fetch).max(q.tx.engine_free_ns + gap);
+            q.tx.engine_free_ns = (at + doorbell_ns + fetch).max(q.tx.engine_free_ns + gap);
         }
     }
 
