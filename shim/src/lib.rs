@@ -27,30 +27,13 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
-mod addressing;
-mod channel;
+mod abi;
+mod appmem;
 mod config;
-mod cqex;
-mod datapath;
-mod device;
-mod dm;
-mod events;
 mod export;
-mod ext;
 pub mod fabric;
 mod guard;
-mod helpers;
-mod import;
-mod kern_abi;
-mod mlx5;
-mod objects;
-mod parent;
-mod qp;
-mod qpex;
-mod rdmacm;
-mod rsocket;
-mod state;
-mod stubs;
+mod provider;
 
 pub mod driver;
 

@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use backend_sim::*;
 use verbs_api::*;
 
-use crate::state::{Fail, Res, Shim, SimRes};
+use crate::provider::state::{Fail, Res, Shim, SimRes};
 
 /// Receive (and send) buffers per connection.
 pub(crate) const SLOTS: u32 = 16;
@@ -187,7 +187,7 @@ fn mr(shim: &mut Shim, v: &str, pd: PdHandle, b: &RawBuf, access: AccessFlags) -
     let (addr, len) = (b.ptr as usize, b.len);
     shim.sim
         .reg_mr_app(pd, addr as u64, addr, len, access, || {
-            Box::new(crate::objects::AppMemory::new(addr, len))
+            Box::new(crate::appmem::AppMemory::new(addr, len))
         })
         .at(v)
 }

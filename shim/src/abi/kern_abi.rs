@@ -9,7 +9,7 @@
 //! nothing (rdma-core would crash).
 
 use crate::export::export;
-use crate::state::c;
+use crate::provider::state::c;
 
 /// `struct ib_uverbs_global_route`.
 #[repr(C)]

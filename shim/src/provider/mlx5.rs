@@ -13,8 +13,8 @@ use core::mem::{offset_of, size_of};
 use verbs_api::*;
 
 use crate::export::export;
-use crate::qp::QpAlloc;
-use crate::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::qp::QpAlloc;
+use crate::provider::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `struct mlx5dv_context` as upstream rdma-core extends it past v44
 /// (`max_dc_rd_atom`, `max_dc_init_rd_atom`, `reg_c0`, `ooo_recv_wrs_caps`):
@@ -61,14 +61,14 @@ export! { "MLX5_1.7" fn mlx5dv_open_device(device: *mut c::ibv_device, attr: *mu
                 return Err(Fail::new(v, libc::EOPNOTSUPP, "unknown mlx5dv_context_attr flags or comp_mask"));
             }
         }
-        crate::device::open_device(shim, device)
+        crate::provider::device::open_device(shim, device)
     }))
 }}
 
 export! { "MLX5_1.0" fn mlx5dv_query_device(context: *mut c::ibv_context, attrs_out: *mut c::mlx5dv_context) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_query_device";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         if attrs_out.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "attrs_out is NULL"));
         }
@@ -97,7 +97,7 @@ export! { "MLX5_1.0" fn mlx5dv_query_device(context: *mut c::ibv_context, attrs_
 export! { "MLX5_1.2" fn mlx5dv_set_context_attr(context: *mut c::ibv_context, type_: u32, attr: *mut c_void) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_set_context_attr";
-        crate::device::ctx_of(shim, v, context)?;
+        crate::provider::device::ctx_of(shim, v, context)?;
         // SAFETY: a live context of ours.
         if device_is_mlx5(shim, unsafe { (*context).device }) != Some(true) {
             return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device profile"));
@@ -116,7 +116,7 @@ export! { "MLX5_1.2" fn mlx5dv_set_context_attr(context: *mut c::ibv_context, ty
 export! { "MLX5_1.4" fn mlx5dv_get_clock_info(context: *mut c::ibv_context, clock_info: *mut c::mlx5dv_clock_info) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_get_clock_info";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         if clock_info.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "clock_info is NULL"));
         }
@@ -139,7 +139,7 @@ export! { "MLX5_1.4" fn mlx5dv_get_clock_info(context: *mut c::ibv_context, cloc
 export! { "MLX5_1.19" fn _mlx5dv_query_port(context: *mut c::ibv_context, port_num: u32, info: *mut c_void, info_len: usize) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_query_port";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let dev = shim.sim.context_device(ctx).at(v)? as usize;
         if !shim.sim.is_mlx5(dev) {
             return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device"));
@@ -191,7 +191,7 @@ export! { "MLX5_1.3" fn mlx5dv_create_qp(context: *mut c::ibv_context, qp_attr: 
             }
         };
         // SAFETY: non-NULL; the caller's struct.
-        crate::qp::create_qp_dv(shim, v, context, unsafe { &mut *qp_attr }, Some(&dv))
+        crate::provider::qp::create_qp_dv(shim, v, context, unsafe { &mut *qp_attr }, Some(&dv))
     }))
 }}
 
@@ -209,7 +209,7 @@ export! { "MLX5_1.10" fn mlx5dv_qp_ex_from_ibv_qp_ex(qp: *mut c::ibv_qp_ex) -> *
 export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset(qp: *mut c::ibv_qp, stream_id: u16) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_dci_stream_id_reset";
-        let h = crate::objects::handle_of!(shim, v, qp, Qp, "QP")?;
+        let h = crate::provider::objects::handle_of!(shim, v, qp, Qp, "QP")?;
         shim.sim.mlx5dv_dci_stream_id_reset(&h, stream_id).at(v)
     }))
 }}
@@ -217,7 +217,7 @@ export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset(qp: *mut c::ibv_qp, stream_i
 export! { "MLX5_1.18" fn mlx5dv_reserved_qpn_alloc(ctx: *mut c::ibv_context, qpn: *mut u32) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_reserved_qpn_alloc";
-        let c = crate::device::ctx_of(shim, v, ctx)?;
+        let c = crate::provider::device::ctx_of(shim, v, ctx)?;
         if qpn.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "qpn is NULL"));
         }
@@ -231,7 +231,7 @@ export! { "MLX5_1.18" fn mlx5dv_reserved_qpn_alloc(ctx: *mut c::ibv_context, qpn
 export! { "MLX5_1.18" fn mlx5dv_reserved_qpn_dealloc(ctx: *mut c::ibv_context, qpn: u32) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_reserved_qpn_dealloc";
-        let c = crate::device::ctx_of(shim, v, ctx)?;
+        let c = crate::provider::device::ctx_of(shim, v, ctx)?;
         shim.sim.mlx5dv_reserved_qpn_dealloc(&c, qpn).at(v)
     }))
 }}
@@ -250,7 +250,7 @@ export! { "MLX5_1.1" fn mlx5dv_create_cq(context: *mut c::ibv_context, cq_attr: 
             sized = d.comp_mask & u64::from(c::MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE) != 0;
         }
         // SAFETY: non-NULL; the caller's struct.
-        crate::cqex::create_cq_sized(shim, v, context, unsafe { &*cq_attr }, true, sized)
+        crate::provider::cqex::create_cq_sized(shim, v, context, unsafe { &*cq_attr }, true, sized)
     }))
 }}
 
@@ -378,7 +378,7 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut c::mlx5dv_qp_ex, wqe: *const c_void) {
         let bytes = unsafe { core::slice::from_raw_parts(wqe.cast::<u8>(), ds.max(1) * SEG) };
         decode_raw_wqe(bytes)
     };
-    crate::qpex::push_raw(qp, decoded);
+    crate::provider::qpex::push_raw(qp, decoded);
 }
 
 /// A QP `mlx5dv_create_qp` made with mlx5dv `send_ops_flags` (any of
@@ -417,14 +417,14 @@ unsafe extern "C" fn wr_raw_wqe_not_enabled(mqp: *mut c::mlx5dv_qp_ex, _wqe: *co
         libc::EOPNOTSUPP,
         &"the QP was not created with mlx5dv send_ops_flags (MLX5DV_QP_EX_WITH_RAW_WQE)",
     );
-    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
+    crate::provider::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }
 
 /// `mlx5dv_wr_raw_wqe` on a QP whose WQEs carry more segments than RC's
 /// (UD and DC address vectors, XRC's SRQ number): not decoded, the batch
 /// fails with `EOPNOTSUPP`.
 unsafe extern "C" fn wr_raw_wqe_unsupported(mqp: *mut c::mlx5dv_qp_ex, _wqe: *const c_void) {
-    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
+    crate::provider::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }
 
 /// mlx5 opcodes (`mlx5dv.h`, `MLX5_OPCODE_*`) a raw WQE may carry.
@@ -463,7 +463,7 @@ const DATA_ADDR: usize = offset_of!(c::mlx5_wqe_data_seg, addr);
 
 /// Decodes a raw WQE's bytes (see [`wr_raw_wqe`]) into a request, or an
 /// errno.
-fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
+fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::provider::qpex::Pending, c_int> {
     let bytes = |off: usize, n: usize| wqe.get(off..off + n).ok_or(libc::EINVAL);
     let word = |off: usize| -> Result<u32, c_int> {
         let b = bytes(off, 4)?;
@@ -552,7 +552,7 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
             lkey: word(off + DATA_LKEY)?,
         });
     }
-    Ok(crate::qpex::Pending::raw(
+    Ok(crate::provider::qpex::Pending::raw(
         wr,
         flags,
         imm,
@@ -565,7 +565,7 @@ fn decode_raw_wqe(wqe: &[u8]) -> Result<crate::qpex::Pending, c_int> {
 /// An mlx5 work-request builder the simulator does not model: the batch
 /// fails with `EOPNOTSUPP` at `ibv_wr_complete`.
 unsafe extern "C" fn dv_unsupported(mqp: *mut c::mlx5dv_qp_ex) {
-    crate::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
+    crate::provider::qpex::fail(qp_ex_of(mqp), libc::EOPNOTSUPP);
 }
 
 /// The `ibv_qp_ex` of the allocation a `mlx5dv_qp_ex` lives in.
@@ -579,7 +579,7 @@ unsafe extern "C" fn wr_set_dc_addr(
     remote_dctn: u32,
     remote_dc_key: u64,
 ) {
-    if let Some(p) = crate::qpex::last(qp_ex_of(mqp)) {
+    if let Some(p) = crate::provider::qpex::last(qp_ex_of(mqp)) {
         p.dc = Some((ah as usize, remote_dctn, remote_dc_key, 0));
     }
 }
@@ -591,7 +591,7 @@ unsafe extern "C" fn wr_set_dc_addr_stream(
     remote_dc_key: u64,
     stream_id: u16,
 ) {
-    if let Some(p) = crate::qpex::last(qp_ex_of(mqp)) {
+    if let Some(p) = crate::provider::qpex::last(qp_ex_of(mqp)) {
         p.dc = Some((ah as usize, remote_dctn, remote_dc_key, stream_id));
     }
 }

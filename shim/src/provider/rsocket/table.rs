@@ -143,7 +143,7 @@ pub(crate) fn revents(fd: c_int, events: i16) -> Option<i16> {
         if !t.socks.contains_key(&fd) {
             return None;
         }
-        Some(crate::state::with(|shim| {
+        Some(crate::provider::state::with(|shim| {
             super::cm::revents(t, shim, fd, events)
         }))
     })

@@ -8,8 +8,8 @@
 use core::ffi::c_int;
 
 use crate::export::export;
-use crate::objects::handle_of;
-use crate::state::{self, c, ret_ptr, with, Fail, Obj, Res, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{self, c, ret_ptr, with, Fail, Obj, Res, SimRes};
 
 /// The inode of an fd (`None` if it is not open).
 fn inode(fd: c_int) -> Option<(u64, u64)> {
@@ -29,18 +29,18 @@ export! { "IBVERBS_1.10" fn ibv_import_device(cmd_fd: c_int) -> *mut c::ibv_cont
             (inode(fd) == Some(want)).then_some(h)
         });
         let h = found.ok_or_else(|| Fail::new(v, libc::EOPNOTSUPP, format!("fd {cmd_fd} is not the command fd of a context of this library")))?;
-        crate::device::wrap_context_fd(shim, v, h, Some(cmd_fd))
+        crate::provider::device::wrap_context_fd(shim, v, h, Some(cmd_fd))
     }))
 }}
 
 export! { "IBVERBS_1.10" fn ibv_import_pd(context: *mut c::ibv_context, pd_handle: u32) -> *mut c::ibv_pd {
     ret_ptr(with(|shim| {
         let v = "ibv_import_pd";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let found = shim.pd_ptrs.iter().find_map(|(&h, &p)| {
             // SAFETY: a live PD of ours.
             let pc = unsafe { (*(p as *mut c::ibv_pd)).context };
-            (h.index() == pd_handle && crate::device::ctx_of(shim, v, pc).ok() == Some(ctx)).then_some(h)
+            (h.index() == pd_handle && crate::provider::device::ctx_of(shim, v, pc).ok() == Some(ctx)).then_some(h)
         });
         let h = found.ok_or_else(|| Fail::new(v, libc::EINVAL, format!("no PD with handle {pd_handle} on this context")))?;
         let pd = state::alloc_zeroed::<c::ibv_pd>();
@@ -106,12 +106,12 @@ export! { "IBVERBS_1.10" fn ibv_unimport_mr(mr: *mut c::ibv_mr) {
 export! { "IBVERBS_1.13" fn ibv_import_dm(context: *mut c::ibv_context, dm_handle: u32) -> *mut c::ibv_dm {
     ret_ptr(with(|shim| {
         let v = "ibv_import_dm";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let found = shim.objects.iter().find_map(|(&p, e)| match e.obj {
             Obj::Dm(h) if h.index() == dm_handle && !shim.aliases.contains(&p) => {
                 // SAFETY: a live DM of ours.
                 let dc = unsafe { (*(p as *mut c::ibv_dm)).context };
-                (crate::device::ctx_of(shim, v, dc).ok() == Some(ctx)).then_some((h, e.extra.dm_len))
+                (crate::provider::device::ctx_of(shim, v, dc).ok() == Some(ctx)).then_some((h, e.extra.dm_len))
             }
             _ => None,
         });
@@ -120,8 +120,8 @@ export! { "IBVERBS_1.13" fn ibv_import_dm(context: *mut c::ibv_context, dm_handl
         // SAFETY: just allocated, not shared yet.
         unsafe {
             (*dm).context = context;
-            (*dm).memcpy_to_dm = Some(crate::dm::dm_memcpy_to);
-            (*dm).memcpy_from_dm = Some(crate::dm::dm_memcpy_from);
+            (*dm).memcpy_to_dm = Some(crate::provider::dm::dm_memcpy_to);
+            (*dm).memcpy_from_dm = Some(crate::provider::dm::dm_memcpy_from);
             (*dm).comp_mask = c::IBV_DM_MASK_HANDLE;
             (*dm).handle = dm_handle;
         }

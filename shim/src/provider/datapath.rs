@@ -9,8 +9,8 @@ use verbs_api::*;
 
 use backend_sim::datapath::post::inline_carries_payload;
 
-use crate::objects::handle_of;
-use crate::state::{c, with, Fail, Obj, Shim, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
 
 /// Buffers `ibv_post_send`/`ibv_post_recv` gather a chain of C work
 /// requests into, kept in [`Shim`] from call to call so that posting
@@ -109,7 +109,7 @@ fn copy_inline(
     lens: &mut Vec<usize>,
 ) -> Result<(), c_int> {
     // SAFETY: a live QP of ours (looked up by the caller): a QpAlloc.
-    let max = unsafe { (*qp.cast::<crate::qp::QpAlloc>()).max_inline_data } as usize;
+    let max = unsafe { (*qp.cast::<crate::provider::qp::QpAlloc>()).max_inline_data } as usize;
     let mut need = 0usize;
     for (i, &p) in raw.iter().enumerate() {
         // SAFETY: one of the caller's readable WRs.
@@ -132,7 +132,7 @@ fn copy_inline(
     if need == 0 {
         return Ok(());
     }
-    let (base, lkey) = crate::qpex::bounce(shim, v, qp, need)?;
+    let (base, lkey) = crate::provider::qpex::bounce(shim, v, qp, need)?;
     let mut at = 0usize;
     for i in 0..raw.len() {
         if lens[i] == 0 {
@@ -208,8 +208,8 @@ fn post_send(
     scratch.clear();
     let rc = post_send_gathered(shim, &mut scratch, v, (qp, h), qp_type, first, &set_bad);
     shim.post_scratch = scratch;
-    if crate::state::any_channel(shim) {
-        crate::events::settle(shim);
+    if crate::provider::state::any_channel(shim) {
+        crate::provider::events::settle(shim);
     }
     rc
 }
@@ -402,8 +402,8 @@ fn post_recv_common(
     };
     drop(wrs);
     shim.post_scratch = scratch;
-    if crate::state::any_channel(shim) {
-        crate::events::settle(shim);
+    if crate::provider::state::any_channel(shim) {
+        crate::provider::events::settle(shim);
     }
     rc
 }
@@ -511,8 +511,8 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
                 Err(f) => -f.errno,
             };
             shim.wc_scratch = buf;
-            if crate::state::any_channel(shim) {
-                crate::channel::sync(shim);
+            if crate::provider::state::any_channel(shim) {
+                crate::provider::fds::sync(shim);
             }
             out
         })
@@ -531,7 +531,7 @@ pub(crate) unsafe extern "C" fn op_req_notify_cq(
                 .and_then(|h| shim.sim.req_notify_cq(&h, solicited_only != 0).at(v));
             match r {
                 Ok(()) => {
-                    crate::events::settle(shim);
+                    crate::provider::events::settle(shim);
                     0
                 }
                 Err(f) => f.errno,

@@ -86,17 +86,17 @@ pub(crate) struct Shim {
     /// on objects that live on (closing them frees only the handle).
     pub(crate) aliases: std::collections::BTreeSet<usize>,
     /// rdma_cm ids and event channels (librdmacm), by simulator handle.
-    pub(crate) cm: crate::rdmacm::CmState,
+    pub(crate) cm: crate::provider::rdmacm::CmState,
     /// The fds kept readable while events are pending.
-    pub(crate) fds: crate::channel::Fds,
+    pub(crate) fds: crate::provider::fds::Fds,
     /// Async events handed out and not yet acknowledged.
-    pub(crate) async_unacked: crate::events::AsyncLedger,
+    pub(crate) async_unacked: crate::provider::events::AsyncLedger,
     /// Reused by `ibv_poll_cq`.
     pub(crate) wc_scratch: Vec<Wc>,
     /// Reused by `ibv_post_send`, `ibv_post_recv` and `ibv_post_srq_recv`.
-    pub(crate) post_scratch: crate::datapath::PostScratch,
+    pub(crate) post_scratch: crate::provider::datapath::PostScratch,
     /// Inline-data bounce MRs, by QP pointer.
-    pub(crate) bounces: BTreeMap<usize, crate::qpex::Bounce>,
+    pub(crate) bounces: BTreeMap<usize, crate::provider::qpex::Bounce>,
     /// Parent domains: the `ibv_pd` the program got → the protection
     /// domain's `ibv_pd` it contains.
     pub(crate) parents: BTreeMap<usize, usize>,
@@ -169,8 +169,8 @@ impl Shim {
             ctx_ptrs: BTreeMap::new(),
             pd_ptrs: BTreeMap::new(),
             aliases: std::collections::BTreeSet::new(),
-            cm: crate::rdmacm::CmState::default(),
-            fds: crate::channel::Fds::default(),
+            cm: crate::provider::rdmacm::CmState::default(),
+            fds: crate::provider::fds::Fds::default(),
             async_unacked: Vec::new(),
             wc_scratch: Vec::new(),
             post_scratch: Default::default(),
@@ -196,8 +196,8 @@ impl Shim {
         // SAFETY: registers plain extern "C" fns with no arguments; they
         // only take and release the shim's lock (see `fork_prepare`).
         unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release)) };
-        shim.devices = crate::device::make_devices(&mut shim);
-        crate::channel::start_watcher();
+        shim.devices = crate::provider::device::make_devices(&mut shim);
+        crate::provider::fds::start_watcher();
         shim
     }
 

@@ -12,7 +12,7 @@ use verbs_api::*;
 use super::{id_entry, refresh, ret, sync_fds, verb_then_wait};
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::state::{c, with, Fail, Res, Shim, SimRes};
+use crate::provider::state::{c, with, Fail, Res, Shim, SimRes};
 
 // `port_of` reads the storage as its 128 bytes.
 const _: () = assert!(size_of::<c::sockaddr_storage>() == 128);
@@ -176,7 +176,7 @@ fn create_srq_ex(
             "an XRC SRQ needs the caller's XRCD and CQ here (librdmacm would open a device XRCD and create the CQ itself; not modelled)",
         ));
     }
-    let srq = crate::objects::create_srq(shim, v, verbs, a)?;
+    let srq = crate::provider::objects::create_srq(shim, v, verbs, a)?;
     // SAFETY: a live id of ours.
     unsafe {
         (*id).srq = srq;
@@ -225,7 +225,7 @@ pub(super) fn destroy_id_srq(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -
     if srq.is_null() {
         return Err(Fail::new(v, libc::EINVAL, "the id has no SRQ"));
     }
-    crate::objects::destroy_srq(shim, v, srq)?;
+    crate::provider::objects::destroy_srq(shim, v, srq)?;
     // SAFETY: as above.
     unsafe { (*id).srq = ptr::null_mut() };
     Ok(())

@@ -12,7 +12,7 @@ use backend_sim::AsyncSubject;
 use verbs_api::*;
 
 use crate::guard::set_errno;
-use crate::state::{c, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{c, with, Fail, Obj, Res, Shim, SimRes};
 
 /// Runs the world until it is idle (bounded steps, repeated).
 pub(crate) fn settle(shim: &mut Shim) {
@@ -21,7 +21,7 @@ pub(crate) fn settle(shim: &mut Shim) {
             break;
         }
     }
-    crate::channel::sync(shim);
+    crate::provider::fds::sync(shim);
 }
 
 /// How long a blocked wait goes before it says why it may never return.
@@ -39,7 +39,7 @@ pub(crate) fn blocking<T>(
         if let Some(t) = try_once()? {
             return Ok(t);
         }
-        if crate::channel::nonblocking(fd) {
+        if crate::provider::fds::nonblocking(fd) {
             return Err(Fail::new(
                 verb,
                 libc::EAGAIN,
@@ -51,7 +51,7 @@ pub(crate) fn blocking<T>(
         // A signal handler that runs while we wait ends the wait with
         // EINTR, as it ends libibverbs' read() of the channel fd: qperf
         // stops its tests so, from SIGALRM.
-        if !crate::channel::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 }) {
+        if !crate::provider::fds::wait(fd, if crate::fabric::is_remote() { 1 } else { 50 }) {
             return Err(Fail::new(
                 verb,
                 libc::EINTR,
@@ -103,7 +103,7 @@ pub(crate) fn get_cq_event(
                 settle(shim);
                 ev = shim.sim.get_cq_event(&h).at(v)?;
             }
-            crate::channel::sync(shim);
+            crate::provider::fds::sync(shim);
             Ok(ev.and_then(|h| shim.cq_ptrs.get(&h).copied()))
         })
     });
@@ -158,7 +158,7 @@ pub(crate) fn get_async_event(
     }
     let r = blocking(v, fd, || {
         with(|shim| {
-            let h = crate::device::ctx_of(shim, v, context)?;
+            let h = crate::provider::device::ctx_of(shim, v, context)?;
             let (t, token, element, mut out) = loop {
                 let mut ev = shim.sim.get_async_event(h).at(v)?;
                 if ev.is_none() {
@@ -166,7 +166,7 @@ pub(crate) fn get_async_event(
                     ev = shim.sim.get_async_event(h).at(v)?;
                 }
                 let Some((t, subject, token)) = ev else {
-                    crate::channel::sync(shim);
+                    crate::provider::fds::sync(shim);
                     return Ok(None);
                 };
                 let mut out = c::ibv_async_event {
@@ -193,7 +193,7 @@ pub(crate) fn get_async_event(
                     }
                 }
             };
-            crate::channel::sync(shim);
+            crate::provider::fds::sync(shim);
             if element != usize::MAX {
                 out.element.qp = element as *mut c::ibv_qp;
             }

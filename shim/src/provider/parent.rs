@@ -23,7 +23,7 @@
 //! but never called (docs/divergence.md). Thread domains are not modelled
 //! (`ibv_alloc_td` is `EOPNOTSUPP`), so a non-NULL `td` is `EINVAL`.
 
-use crate::state::{self, c, ret_ptr, with, Fail, Obj, Res, Shim};
+use crate::provider::state::{self, c, ret_ptr, with, Fail, Obj, Res, Shim};
 
 /// `comp_mask` bits of `struct ibv_parent_domain_init_attr` mlx5 accepts
 /// (`ALLOCATORS`, `PD_CONTEXT`, `ALLOW_CC_UNPROTECTED_ALLOC`).
@@ -45,7 +45,7 @@ fn alloc(
     attr: *mut c::ibv_parent_domain_init_attr,
 ) -> Res<*mut c::ibv_pd> {
     let v = "ibv_alloc_parent_domain";
-    let ctx = crate::device::ctx_of(shim, v, context)?;
+    let ctx = crate::provider::device::ctx_of(shim, v, context)?;
     // Only mlx5's provider has the op: rxe's leaves it to libibverbs'
     // default, which fails with EOPNOTSUPP (rdma-core providers/rxe/rxe.c
     // has no alloc_parent_domain; libibverbs/dummy_ops.c).

@@ -13,7 +13,7 @@ use super::cm;
 use super::table::{with_table, Opts, Rsock, St};
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::state::{with, Fail, Res, SimRes};
+use crate::provider::state::{with, Fail, Res, SimRes};
 
 /// `SOL_RDMA` (rsocket.h) and its options.
 const SOL_RDMA: c_int = 0x10000;
@@ -170,7 +170,7 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
             ))
         }
     };
-    let fd = crate::channel::new_fd();
+    let fd = crate::provider::fds::new_fd();
     if fd < 0 {
         return Err(Fail::new(
             v,
@@ -183,7 +183,7 @@ fn socket(domain: c_int, ty: c_int) -> Res<c_int> {
             let (id, ch) = match cm::new_id(shim, v, dgram) {
                 Ok(x) => x,
                 Err(f) => {
-                    crate::channel::close_fd(fd);
+                    crate::provider::fds::close_fd(fd);
                     return Err(f);
                 }
             };
@@ -256,7 +256,7 @@ fn bind(fd: c_int, a: SocketAddr) -> Res<c_int> {
 /// Binds a datagram socket and makes its QP. A wildcard address stands
 /// (or the loopback one) stands for device 0's: a datagram socket has
 /// one QP, on one device.
-fn bind_dgram(s: &mut Rsock, shim: &mut crate::state::Shim, a: SocketAddr) -> Res<()> {
+fn bind_dgram(s: &mut Rsock, shim: &mut crate::provider::state::Shim, a: SocketAddr) -> Res<()> {
     let v = "rbind";
     let a = if a.ip().is_unspecified() || a.ip().is_loopback() {
         super::dgram::device0(a)
@@ -277,7 +277,7 @@ fn bind_dgram(s: &mut Rsock, shim: &mut crate::state::Shim, a: SocketAddr) -> Re
 
 /// A datagram socket bound (to device 0 and an ephemeral port if the
 /// program did not bind it), as sendto and connect bind it.
-pub(crate) fn ensure_bound(s: &mut Rsock, shim: &mut crate::state::Shim) -> Res<()> {
+pub(crate) fn ensure_bound(s: &mut Rsock, shim: &mut crate::provider::state::Shim) -> Res<()> {
     if s.dgram.is_some() {
         return Ok(());
     }
@@ -319,7 +319,7 @@ fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> Re
         Some(_) => Err(Fail::new(v, libc::EINVAL, "the rsocket is not listening")),
         None => Err(bad_fd(v, fd)),
     })?;
-    let nfd = crate::channel::new_fd();
+    let nfd = crate::provider::fds::new_fd();
     if nfd < 0 {
         return Err(Fail::new(
             v,
@@ -330,7 +330,7 @@ fn accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> Re
     if let Err(f) = cm::wait(fd, v, nonblock, None, |t, shim| {
         cm::accept_one(t, shim, fd, nfd)
     }) {
-        crate::channel::close_fd(nfd);
+        crate::provider::fds::close_fd(nfd);
         return Err(f);
     }
     // The connection is established once the requester's confirmation
@@ -498,7 +498,7 @@ pub(crate) fn close(fd: c_int) -> bool {
         true
     });
     if found {
-        crate::channel::close_fd(fd);
+        crate::provider::fds::close_fd(fd);
     }
     found
 }

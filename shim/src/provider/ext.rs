@@ -9,8 +9,8 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::objects::handle_of;
-use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `IBV_REREG_MR_ERR_INPUT`: bad arguments, nothing changed.
 const REREG_ERR_INPUT: c_int = -1;
@@ -57,7 +57,7 @@ export! { "IBVERBS_1.1" fn ibv_rereg_mr(mr: *mut c::ibv_mr, flags: c_int, pd: *m
             // iova libibverbs passes for ibv_rereg_mr is `addr`).
             let a = addr as usize;
             shim.sim.rereg_mr_app(h, ReregMrFlags(f), new_pd, (a as u64, a, length), AccessFlags(access as u32), || {
-                Box::new(crate::objects::AppMemory::new(a, length))
+                Box::new(crate::appmem::AppMemory::new(a, length))
             })
         } else {
             let args = ReregMr::<SimVerbs> {
@@ -106,7 +106,7 @@ export! { "IBVERBS_1.1" fn ibv_resize_cq(cq: *mut c::ibv_cq, cqe: c_int) -> c_in
         }
         // What the NIC has completed by now is on the CQ (the world runs
         // lazily), so the check against queued completions is fair.
-        crate::events::settle(shim);
+        crate::provider::events::settle(shim);
         shim.sim.resize_cq(&h, cqe as u32).at(v)?;
         let info = shim.sim.cq_info(&h).at(v)?;
         // SAFETY: a live CQ of ours; C reads cq->cqe without a call.
@@ -238,7 +238,7 @@ pub(crate) unsafe extern "C" fn op_bind_mw(
             // SAFETY: a live MW of ours; ibv_bind_mw hands the new rkey back in mw->rkey.
             unsafe { (*mw).rkey = info.rkey };
             if state::any_channel(shim) {
-                crate::events::settle(shim);
+                crate::provider::events::settle(shim);
             }
             Ok(())
         }))

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::state::{with, Shim};
+use crate::provider::state::{with, Shim};
 
 /// Whether `fd` is one the shim keeps in step with the simulator.
 fn shim_owned(shim: &Shim, fd: c_int) -> bool {
@@ -42,7 +42,7 @@ fn rsocket_revents(fd: c_int, events: i16) -> Option<i16> {
 /// nothing is due, bounded; then makes every shim fd current. On the
 /// shared fabric the fabric process runs time itself.
 pub(crate) fn advance(shim: &mut Shim, fds: &[libc::pollfd]) {
-    crate::events::settle(shim);
+    crate::provider::events::settle(shim);
     for _ in 0..64 {
         if fds
             .iter()
@@ -59,7 +59,7 @@ pub(crate) fn advance(shim: &mut Shim, fds: &[libc::pollfd]) {
         };
         let now = w.now_ns();
         w.advance_ns(t.saturating_sub(now));
-        crate::events::settle(shim);
+        crate::provider::events::settle(shim);
     }
 }
 
@@ -77,7 +77,7 @@ fn readable_now(fd: c_int) -> bool {
 /// `rpoll` on a slice of pollfds; the count of ready entries, or -1 with errno.
 pub(crate) fn rpoll_slice(fds: &mut [libc::pollfd], timeout_ms: c_int) -> c_int {
     let any_rsocket = fds.iter().any(|p| super::table::is_rsocket(p.fd));
-    let any_owned = crate::state::lock()
+    let any_owned = crate::provider::state::lock()
         .as_ref()
         .is_some_and(|s| fds.iter().any(|p| shim_owned(s, p.fd)));
     if !any_rsocket && !any_owned {

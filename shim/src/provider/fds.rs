@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use backend_sim::{CompChannelHandle, ContextHandle};
 
-use crate::state::Shim;
+use crate::provider::state::Shim;
 
 /// An eventfd (blocking, close-on-exec), or -1.
 pub(crate) fn new_fd() -> c_int {
@@ -81,7 +81,7 @@ pub(crate) fn sync(shim: &mut Shim) {
         let on = world.async_pending(w.handle).unwrap_or(0) > 0;
         set_fd(w.fd, &mut w.signaled, on);
     }
-    crate::rdmacm::sync_fds(shim);
+    crate::provider::rdmacm::sync_fds(shim);
 }
 
 /// How often [`start_watcher`]'s thread brings the fds in step.
@@ -109,7 +109,7 @@ pub(crate) fn start_watcher() {
             // poisoned for the program: it is caught, and the next turn
             // tries again (lock() clears a poison).
             let _ = std::panic::catch_unwind(|| {
-                let mut g = crate::state::lock();
+                let mut g = crate::provider::state::lock();
                 if let Some(shim) = g.as_mut() {
                     if !shim.fds.channels.is_empty()
                         || !shim.fds.contexts.is_empty()

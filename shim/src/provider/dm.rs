@@ -16,8 +16,8 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
-use crate::objects::handle_of;
-use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// The context's `alloc_dm` op.
 pub(crate) unsafe extern "C" fn op_alloc_dm(
@@ -27,7 +27,7 @@ pub(crate) unsafe extern "C" fn op_alloc_dm(
     crate::guard::catch("ibv_alloc_dm", || {
         ret_ptr(with(|shim| {
             let v = "ibv_alloc_dm";
-            let ctx = crate::device::ctx_of(shim, v, context)?;
+            let ctx = crate::provider::device::ctx_of(shim, v, context)?;
             if attr.is_null() {
                 return Err(Fail::new(v, libc::EINVAL, "attr is NULL"));
             }
@@ -187,10 +187,10 @@ export! { "MLX5_1.10" fn mlx5dv_alloc_dm(context: *mut c::ibv_context, dm_attr: 
     // (which mlx5 implements as a MEMIC mlx5dv_alloc_dm).
     let checked: Res<()> = with(|shim| {
         let v = "mlx5dv_alloc_dm";
-        crate::device::ctx_of(shim, v, context)?;
+        crate::provider::device::ctx_of(shim, v, context)?;
         // SAFETY: a live context of ours.
         let device = unsafe { (*context).device };
-        if crate::mlx5::device_is_mlx5(shim, device) != Some(true) {
+        if crate::provider::mlx5::device_is_mlx5(shim, device) != Some(true) {
             return Err(Fail::new(v, libc::EOPNOTSUPP, "not an mlx5 device profile"));
         }
         if dm_attr.is_null() || mlx5_dm_attr.is_null() {

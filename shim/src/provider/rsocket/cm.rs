@@ -10,7 +10,7 @@ use verbs_api::*;
 
 use super::conn::{Conn, Hello};
 use super::table::{Rsock, St, Table};
-use crate::state::{Fail, Res, Shim, SimRes};
+use crate::provider::state::{Fail, Res, Shim, SimRes};
 
 /// rdma_cm timeouts the connect steps use (milliseconds).
 const RESOLVE_MS: u32 = 2000;
@@ -323,7 +323,7 @@ pub(crate) fn wait<R>(
     let mut round = 0u32;
     loop {
         let r = super::table::with_table(|t| {
-            crate::state::with(|shim| {
+            crate::provider::state::with(|shim| {
                 if !t.socks.contains_key(&fd) {
                     return Err(Fail::new(
                         v,

@@ -11,7 +11,7 @@ use super::cm;
 use super::conn::{closed_errno, Conn, SLOT};
 use super::table::{with_table, Rsock, St, Table};
 use crate::export::export;
-use crate::state::{with, Fail, Res, Shim, SimRes};
+use crate::provider::state::{with, Fail, Res, Shim, SimRes};
 
 /// The connection of a socket that may carry data (waiting for an
 /// accepted one to be established).
@@ -648,7 +648,7 @@ fn iomap(fd: c_int, buf: *mut c_void, len: usize, prot: c_int, offset: i64) -> R
             let mr = shim
                 .sim
                 .reg_mr_app(c.pd, addr as u64, addr, len, access, || {
-                    Box::new(crate::objects::AppMemory::new(addr, len))
+                    Box::new(crate::appmem::AppMemory::new(addr, len))
                 })
                 .at(v)?;
             let rkey = shim.sim.mr_info(&mr).at(v)?.rkey;

@@ -13,8 +13,8 @@ use core::ffi::{c_int, c_void};
 use backend_sim::*;
 use verbs_api::*;
 
-use crate::qp::QpAlloc;
-use crate::state::{c, with, Fail, Obj, Shim, SimRes};
+use crate::provider::qp::QpAlloc;
+use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
 
 /// One work request being built.
 #[derive(Clone, Debug, Default)]
@@ -451,8 +451,8 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
         Ok(()) => 0,
         Err(f) => f.errno,
     };
-    if crate::state::any_channel(shim) {
-        crate::events::settle(shim);
+    if crate::provider::state::any_channel(shim) {
+        crate::provider::events::settle(shim);
     }
     rc
 }
@@ -492,7 +492,7 @@ pub(crate) fn bounce(
     let mr = shim
         .sim
         .reg_mr_app(pd, addr as u64, addr, len, AccessFlags::LOCAL_WRITE, || {
-            Box::new(crate::objects::AppMemory::new(addr, len))
+            Box::new(crate::appmem::AppMemory::new(addr, len))
         })
         .map_err(|e| Fail::sim(v, &e).errno)?;
     let lkey = shim
@@ -649,14 +649,14 @@ fn post_wr(shim: &mut Shim, h: QpHandle, wrs: &[Pending], ahs: &[Option<AhHandle
         Ok(()) => 0,
         Err(f) => f.errno,
     };
-    if crate::state::any_channel(shim) {
-        crate::events::settle(shim);
+    if crate::provider::state::any_channel(shim) {
+        crate::provider::events::settle(shim);
     }
     rc
 }
 
 /// A raw mlx5 WQE decoded into a request of the batch (`mlx5dv_wr_raw_wqe`
-/// in `crate::mlx5`), or the errno the batch then fails with.
+/// in `crate::provider::mlx5`), or the errno the batch then fails with.
 pub(crate) fn push_raw(qp: *mut c::ibv_qp_ex, decoded: Result<Pending, c_int>) {
     // SAFETY: see `alloc`.
     let q = unsafe { alloc(qp) };

@@ -8,8 +8,8 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
-use crate::objects::{ah_attr, c_ah_attr, handle_of};
-use crate::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::objects::{ah_attr, c_ah_attr, handle_of};
+use crate::provider::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// One allocation per QP: `struct ibv_qp_ex` (which starts with `struct
 /// ibv_qp`) and the `struct mlx5dv_qp_ex` `mlx5dv_qp_ex_from_ibv_qp_ex`
@@ -23,7 +23,7 @@ pub(crate) struct QpAlloc {
     /// `create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`).
     pub(crate) has_ex: bool,
     /// The `ibv_wr_*` batch being built.
-    pub(crate) batch: crate::qpex::Batch,
+    pub(crate) batch: crate::provider::qpex::Batch,
     /// The QP's `cap.max_inline_data`: `ibv_post_send` copies inline data
     /// up to it at post time.
     pub(crate) max_inline_data: u32,
@@ -91,8 +91,8 @@ pub(crate) fn create_qp_dv(
     } else {
         Some(handle_of!(shim, v, a.srq, Srq, "SRQ")?)
     };
-    let ctx = crate::device::ctx_of(shim, v, context)?;
-    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_QP_ALLOC_TYPE")?;
+    let ctx = crate::provider::device::ctx_of(shim, v, context)?;
+    crate::provider::mlx5::check_alloc_type(shim, v, ctx, "MLX_QP_ALLOC_TYPE")?;
     let mut attr = QpInitAttrEx::<SimVerbs> {
         qp_context: a.qp_context as u64,
         send_cq: send_cq.as_ref(),
@@ -132,7 +132,7 @@ pub(crate) fn create_qp_dv(
     }) {
         // SAFETY: wrap_qp just made this QP: a live QpAlloc of ours, not
         // yet handed to C.
-        crate::mlx5::enable_raw_wqe(unsafe { &mut *qp.cast::<QpAlloc>() });
+        crate::provider::mlx5::enable_raw_wqe(unsafe { &mut *qp.cast::<QpAlloc>() });
     }
     Ok(qp)
 }
@@ -182,12 +182,12 @@ pub(crate) fn wrap_qp(
     b.qp_type = qp_type;
     r.has_ex = has_ex;
     r.max_inline_data = max_inline_data;
-    crate::mlx5::fill_dv(r);
-    crate::qpex::fill(r);
+    crate::provider::mlx5::fill_dv(r);
+    crate::provider::qpex::fill(r);
     let ptr = q.cast::<c::ibv_qp>();
     shim.add(ptr.cast(), Obj::Qp(h));
     shim.qp_ptrs.insert(h, ptr as usize);
-    crate::parent::note_user(shim, ptr as usize, o.pd);
+    crate::provider::parent::note_user(shim, ptr as usize, o.pd);
     Ok(ptr)
 }
 
@@ -324,8 +324,8 @@ export! { "IBVERBS_1.1" fn ibv_modify_qp(qp: *mut c::ibv_qp, attr: *mut c::ibv_q
             // SAFETY: a live QP of ours.
             unsafe { (*qp).qp_num = n };
         }
-        if crate::state::any_channel(shim) {
-            crate::events::settle(shim);
+        if crate::provider::state::any_channel(shim) {
+            crate::provider::events::settle(shim);
         }
         Ok(())
     }))
@@ -366,11 +366,11 @@ export! { "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut c::ibv_qp) -> c_int {
             // A QP made by rdma_create_qp(_ex): libibverbs destroys it all
             // the same (the kernel knows no librdmacm ownership), and the
             // id is left without one.
-            if e.errno() != libc::EBUSY || !crate::rdmacm::release_id_qp(shim, h) {
+            if e.errno() != libc::EBUSY || !crate::provider::rdmacm::release_id_qp(shim, h) {
                 return Err(e).at(v);
             }
         }
-        crate::qpex::drop_bounce(shim, qp);
+        crate::provider::qpex::drop_bounce(shim, qp);
         shim.parent_users.remove(&(qp as usize));
         shim.objects.remove(&(qp as usize));
         shim.qp_ptrs.remove(&h);
@@ -447,7 +447,7 @@ pub(crate) unsafe extern "C" fn op_open_qp(
     crate::guard::catch("ibv_open_qp", || {
         ret_ptr(with(|shim| {
             let v = "ibv_open_qp";
-            let ctx = crate::device::ctx_of(shim, v, context)?;
+            let ctx = crate::provider::device::ctx_of(shim, v, context)?;
             if attr.is_null() {
                 return Err(Fail::new(v, libc::EINVAL, "qp_open_attr is NULL"));
             }
@@ -496,7 +496,7 @@ pub(crate) unsafe extern "C" fn op_open_qp(
                 .query_qp(&h, QpAttrMask::STATE)
                 .map(|(s, _)| s.qp_state.to_raw())
                 .unwrap_or(c::IBV_QPS_RESET);
-            crate::qpex::fill(r);
+            crate::provider::qpex::fill(r);
             let ptr = q.cast::<c::ibv_qp>();
             shim.add(ptr.cast(), Obj::Qp(h));
             shim.qp_ptrs.insert(h, ptr as usize);

@@ -13,7 +13,7 @@ use core::ffi::{c_int, c_void};
 use backend_sim::*;
 use verbs_api::*;
 
-use crate::state::{c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
 /// One allocation per CQ.
 #[repr(C)]
@@ -67,10 +67,10 @@ pub(crate) fn create_cq_sized(
     ex: bool,
     sized: bool,
 ) -> Res<*mut c::ibv_cq_ex> {
-    let ctx = crate::device::ctx_of(shim, v, context)?;
-    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_CQ_ALLOC_TYPE")?;
+    let ctx = crate::provider::device::ctx_of(shim, v, context)?;
+    crate::provider::mlx5::check_alloc_type(shim, v, ctx, "MLX_CQ_ALLOC_TYPE")?;
     if !sized {
-        crate::mlx5::check_cqe_size_env(shim, v, ctx)?;
+        crate::provider::mlx5::check_cqe_size_env(shim, v, ctx)?;
     }
     // SAFETY: `context` is a live context of ours (ctx_of checked it).
     let vectors = unsafe { (*context).num_comp_vectors }.max(1) as u32;
@@ -93,7 +93,7 @@ pub(crate) fn create_cq_sized(
         }
     };
     let h = if ex {
-        let parent = crate::parent::cq_parent(shim, v, context, a)?;
+        let parent = crate::provider::parent::cq_parent(shim, v, context, a)?;
         let init = CqInitAttrEx::<SimVerbs> {
             cqe: a.cqe,
             cq_context: a.cq_context as u64,
@@ -181,7 +181,7 @@ pub(crate) unsafe extern "C" fn op_create_cq_ex(
     attr: *mut c::ibv_cq_init_attr_ex,
 ) -> *mut c::ibv_cq_ex {
     crate::guard::catch("ibv_create_cq_ex", || {
-        crate::state::ret_ptr(with(|shim| {
+        crate::provider::state::ret_ptr(with(|shim| {
             if attr.is_null() {
                 return Err(Fail::new(
                     "ibv_create_cq_ex",

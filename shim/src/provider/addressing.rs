@@ -10,8 +10,8 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::objects::handle_of;
-use crate::state::{c, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{c, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// The sysfs GID types `ibv_init_ah_from_wc` searches by: IB and RoCE v1
 /// share 0, RoCE v2 is 1.
@@ -33,7 +33,7 @@ fn find_gid_index(
 ) -> Res<u8> {
     for i in 0u32.. {
         let g = shim.sim.query_gid(ctx, port, i).at(v)?;
-        let t = crate::device::gid_type(shim, ctx, port, i)?;
+        let t = crate::provider::device::gid_type(shim, ctx, port, i)?;
         let sysfs = if t == c::IBV_GID_TYPE_ROCE_V2 {
             SYSFS_ROCE_V2
         } else {
@@ -101,7 +101,7 @@ pub(crate) fn init_ah_from_wc(
     wc: *const c::ibv_wc,
     grh: *const c::ibv_grh,
 ) -> Res<c::ibv_ah_attr> {
-    let ctx = crate::device::ctx_of(shim, v, context)?;
+    let ctx = crate::provider::device::ctx_of(shim, v, context)?;
     if wc.is_null() {
         return Err(Fail::new(v, libc::EINVAL, "wc is NULL"));
     }
@@ -217,14 +217,14 @@ export! { "IBVERBS_1.1" fn ibv_create_ah_from_wc(pd: *mut c::ibv_pd, wc: *mut c:
         // SAFETY: `pd` is a live PD of ours.
         let context = unsafe { (*pd).context };
         let a = init_ah_from_wc(shim, v, context, port_num, wc, grh)?;
-        crate::objects::create_ah(shim, v, pd, &a)
+        crate::provider::objects::create_ah(shim, v, pd, &a)
     }))
 }}
 
 export! { "IBVERBS_1.5" fn ibv_get_pkey_index(context: *mut c::ibv_context, port_num: u8, pkey: u16) -> c_int {
     let r = with(|shim| {
         let v = "ibv_get_pkey_index";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let len = shim.sim.query_port(&ctx, port_num).at(v)?.pkey_tbl_len;
         for i in 0..len {
             // The table holds host order; the caller's P_Key is big-endian.
@@ -302,7 +302,7 @@ fn port_mac_holding(shim: &mut Shim, ctx: &ContextHandle, gid: [u8; 16]) -> Opti
 export! { "IBVERBS_1.1" fn ibv_resolve_eth_l2_from_gid(context: *mut c::ibv_context, attr: *mut c::ibv_ah_attr, eth_mac: *mut u8, vid: *mut u16) -> c_int {
     let r = with(|shim| {
         let v = "ibv_resolve_eth_l2_from_gid";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         if attr.is_null() || eth_mac.is_null() {
             return Err(Fail::new(v, libc::EINVAL, "attr or eth_mac is NULL"));
         }

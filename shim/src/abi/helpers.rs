@@ -11,7 +11,7 @@ use std::ffi::CString;
 use std::sync::OnceLock;
 
 use crate::export::export;
-use crate::state::c;
+use crate::provider::state::c;
 
 export! { "IBVERBS_1.1" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
     let s: &'static CStr = match node_type {

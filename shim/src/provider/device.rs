@@ -10,7 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that tells the inline
 /// wrappers the context is a `verbs_context`.
@@ -221,10 +221,10 @@ pub(crate) fn wrap_context_fd(
         // SAFETY: memfd_create with a NUL-terminated name and no pointers out.
         None => unsafe { libc::memfd_create(c"verbsim-context".as_ptr(), libc::MFD_CLOEXEC) },
     };
-    let async_fd = crate::channel::new_fd();
+    let async_fd = crate::provider::fds::new_fd();
     if cmd_fd < 0 || async_fd < 0 {
-        crate::channel::close_fd(cmd_fd);
-        crate::channel::close_fd(async_fd);
+        crate::provider::fds::close_fd(cmd_fd);
+        crate::provider::fds::close_fd(async_fd);
         return Err(Fail::new(
             v,
             libc::EMFILE,
@@ -237,7 +237,7 @@ pub(crate) fn wrap_context_fd(
     r.sz = size_of::<c::verbs_context>();
     r.query_port = Some(op_query_port);
     r.query_device_ex = Some(op_query_device_ex);
-    crate::objects::fill_context_ops(r);
+    crate::provider::objects::fill_context_ops(r);
     r.context.device = device;
     r.context.cmd_fd = cmd_fd;
     r.context.async_fd = async_fd;
@@ -256,13 +256,13 @@ pub(crate) fn wrap_context_fd(
     }
     shim.fds.contexts.insert(
         ctx as usize,
-        crate::channel::Watched {
+        crate::provider::fds::Watched {
             handle: h,
             fd: async_fd,
             signaled: false,
         },
     );
-    crate::channel::sync(shim);
+    crate::provider::fds::sync(shim);
     Ok(ctx)
 }
 
@@ -289,8 +289,8 @@ export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_i
         shim.fds.contexts.remove(&(context as usize));
         shim.async_unacked.clear();
         if let Some(e) = e {
-            crate::channel::close_fd(e.extra.fd);
-            crate::channel::close_fd(e.extra.async_fd);
+            crate::provider::fds::close_fd(e.extra.fd);
+            crate::provider::fds::close_fd(e.extra.async_fd);
         }
         let vctx = (context as usize - offset_of!(c::verbs_context, context)) as *mut c::verbs_context;
         // SAFETY: a live context of ours sits inside the verbs_context
@@ -770,9 +770,9 @@ export! { "IBVERBS_1.1" fn ibv_wc_status_str(status: u32) -> *const c_char {
 }}
 
 export! { "IBVERBS_1.1" fn ibv_get_async_event(context: *mut c::ibv_context, event: *mut c::ibv_async_event) -> c_int {
-    crate::events::get_async_event(context, event)
+    crate::provider::events::get_async_event(context, event)
 }}
 
 export! { "IBVERBS_1.1" fn ibv_ack_async_event(event: *mut c::ibv_async_event) {
-    crate::events::ack_async_event(event)
+    crate::provider::events::ack_async_event(event)
 }}

@@ -26,8 +26,8 @@ use crate::export::export;
 
 mod extra;
 use crate::guard::set_errno;
-use crate::objects::handle_of;
-use crate::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::objects::handle_of;
+use crate::provider::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `RAI_PASSIVE` (rdma_cma.h): the address is the local one, to listen on.
 const RAI_PASSIVE: c_int = 1;
@@ -106,7 +106,7 @@ pub(crate) fn sync_fds(shim: &mut Shim) {
     let world = &shim.sim;
     for ch in shim.cm.channels.values_mut() {
         let on = world.cm_channel_pending(ch.handle).unwrap_or(0) > 0;
-        crate::channel::set_fd(ch.fd, &mut ch.signaled, on);
+        crate::provider::fds::set_fd(ch.fd, &mut ch.signaled, on);
     }
 }
 
@@ -412,7 +412,7 @@ export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut c::rdma_event_chan
     state::ret_ptr(with(|shim| {
         let v = "rdma_create_event_channel";
         let h = shim.sim.rdma_create_event_channel().at(v)?;
-        let fd = crate::channel::new_fd();
+        let fd = crate::provider::fds::new_fd();
         if fd < 0 {
             let _ = shim.sim.rdma_destroy_event_channel(&h);
             return Err(Fail::new(v, libc::EMFILE, "no file descriptor for the channel"));
@@ -436,7 +436,7 @@ export! { "RDMACM_1.0" fn rdma_destroy_event_channel(channel: *mut c::rdma_event
         match shim.sim.rdma_destroy_event_channel(&e.handle) {
             Ok(()) => {
                 if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
-                    crate::channel::close_fd(e.fd);
+                    crate::provider::fds::close_fd(e.fd);
                 }
                 // SAFETY: a live channel of ours, unregistered above, freed once.
                 unsafe { state::free(channel) };
@@ -489,15 +489,15 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
     let h = id_entry(shim, v, id)?.handle;
     let info = shim.sim.rdma_id_info(&h).at(v)?;
     let verbs = match info.verbs {
-        Some(ctx) => crate::device::context_ptr(shim, v, ctx)?,
+        Some(ctx) => crate::provider::device::context_ptr(shim, v, ctx)?,
         None => ptr::null_mut(),
     };
-    let pd = info
-        .pd
-        .map_or(ptr::null_mut(), |p| crate::objects::wrap_pd(shim, p, verbs));
+    let pd = info.pd.map_or(ptr::null_mut(), |p| {
+        crate::provider::objects::wrap_pd(shim, p, verbs)
+    });
     let chan = |shim: &mut Shim, h: Option<CompChannelHandle>| -> Res<*mut c::ibv_comp_channel> {
         match h {
-            Some(h) => crate::objects::wrap_channel(shim, v, h, verbs),
+            Some(h) => crate::provider::objects::wrap_channel(shim, v, h, verbs),
             None => Ok(ptr::null_mut()),
         }
     };
@@ -507,13 +507,15 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
     // inline rdma_get_send_comp/rdma_get_recv_comp assert it).
     let send_cq = match info.send_cq {
         Some(q) => {
-            crate::cqex::wrap_cq(shim, v, q, verbs, send_cq_channel, id.cast(), false)?.cast()
+            crate::provider::cqex::wrap_cq(shim, v, q, verbs, send_cq_channel, id.cast(), false)?
+                .cast()
         }
         None => ptr::null_mut(),
     };
     let recv_cq = match info.recv_cq {
         Some(q) => {
-            crate::cqex::wrap_cq(shim, v, q, verbs, recv_cq_channel, id.cast(), false)?.cast()
+            crate::provider::cqex::wrap_cq(shim, v, q, verbs, recv_cq_channel, id.cast(), false)?
+                .cast()
         }
         None => ptr::null_mut(),
     };
@@ -617,10 +619,10 @@ fn reap(shim: &mut Shim) {
         .collect();
     for h in dead_qps {
         if let Some(p) = shim.qp_ptrs.remove(&h) {
-            crate::qpex::drop_bounce(shim, p as *mut c::ibv_qp);
+            crate::provider::qpex::drop_bounce(shim, p as *mut c::ibv_qp);
             shim.objects.remove(&p);
             // SAFETY: a QP wrapper of ours whose QP is gone; freed once.
-            drop(unsafe { Box::from_raw(p as *mut crate::qp::QpAlloc) });
+            drop(unsafe { Box::from_raw(p as *mut crate::provider::qp::QpAlloc) });
         }
     }
     let cqs: Vec<CqHandle> = shim.cq_ptrs.keys().copied().collect();
@@ -632,7 +634,7 @@ fn reap(shim: &mut Shim) {
         if let Some(p) = shim.cq_ptrs.remove(&h) {
             shim.objects.remove(&p);
             // SAFETY: a CQ wrapper of ours whose CQ is gone; freed once.
-            drop(unsafe { Box::from_raw(p as *mut crate::cqex::CqAlloc) });
+            drop(unsafe { Box::from_raw(p as *mut crate::provider::cqex::CqAlloc) });
         }
     }
     let dead_chs: Vec<usize> = shim
@@ -644,7 +646,7 @@ fn reap(shim: &mut Shim) {
         .collect();
     for p in dead_chs {
         if let Some(w) = shim.fds.channels.remove(&p) {
-            crate::channel::close_fd(w.fd);
+            crate::provider::fds::close_fd(w.fd);
         }
         shim.objects.remove(&p);
         // SAFETY: a channel wrapper of ours whose channel is gone; freed once.
@@ -709,7 +711,7 @@ fn next_sync_event(
     }
     for settled in [false, true] {
         if settled {
-            crate::events::settle(shim);
+            crate::provider::events::settle(shim);
         }
         while let Some(ev) = shim.sim.rdma_get_cm_event(&ch).at(v)? {
             let owner = sync_owner(&ev);
@@ -730,7 +732,7 @@ fn next_sync_event(
 /// becomes the errno librdmacm gives (`ECONNREFUSED` for a rejection, the
 /// event's status otherwise). `Ok(None)` for an id with a channel.
 fn wait_sync(v: &str, id: *mut c::rdma_cm_id, want: CmEventType) -> Res<Option<CmEvent<SimVerbs>>> {
-    let ev = crate::events::blocking(v, -1, || {
+    let ev = crate::provider::events::blocking(v, -1, || {
         with(|shim| {
             let e = id_entry(shim, v, id)?;
             if !e.sync {
@@ -1105,7 +1107,7 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
             *u = c::rdma_ud_param::default();
             u.private_data = ev.context as usize as *const c_void;
             if let Some(ud) = ev.ud {
-                u.ah_attr = crate::objects::c_ah_attr(&ud.ah_attr);
+                u.ah_attr = crate::provider::objects::c_ah_attr(&ud.ah_attr);
                 u.qp_num = ud.qp_num;
                 u.qkey = ud.qkey;
             }
@@ -1118,7 +1120,7 @@ fn c_event(shim: &mut Shim, v: &str, ev: CmEvent<SimVerbs>) -> Res<*mut c::rdma_
             *u = c::rdma_ud_param::default();
             u.private_data = pd;
             u.private_data_len = len;
-            u.ah_attr = crate::objects::c_ah_attr(&ud.ah_attr);
+            u.ah_attr = crate::provider::objects::c_ah_attr(&ud.ah_attr);
             u.qp_num = ud.qp_num;
             u.qkey = ud.qkey;
         }
@@ -1139,7 +1141,7 @@ export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel,
         set_errno(libc::EINVAL);
         return -1;
     }
-    let r = crate::events::blocking(v, fd, || {
+    let r = crate::provider::events::blocking(v, fd, || {
         with(|shim| {
             let ch = match shim.cm.channels.get(&(channel as usize)) {
                 Some(e) => e.handle,
@@ -1147,7 +1149,7 @@ export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel,
             };
             let mut ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
             if ev.is_none() {
-                crate::events::settle(shim);
+                crate::provider::events::settle(shim);
                 ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
             }
             let out = match ev {
@@ -1288,7 +1290,7 @@ unsafe fn rdma_create_qp_impl(
         // SAFETY: a live id of ours (refreshed above).
         let (verbs, id_pd, id_scq, id_rcq) =
             unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
-        let objs = crate::qp::QpObjs {
+        let objs = crate::provider::qp::QpObjs {
             context: verbs,
             pd: if pd.is_null() { id_pd } else { pd },
             send_cq: if a.send_cq.is_null() {
@@ -1303,7 +1305,7 @@ unsafe fn rdma_create_qp_impl(
             },
             srq: a.srq,
         };
-        let qp = crate::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, false)?;
+        let qp = crate::provider::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, false)?;
         // SAFETY: a live id of ours.
         unsafe { (*id).qp = qp };
         Ok(())
@@ -1373,7 +1375,7 @@ export! { "RDMACM_1.0" fn rdma_create_qp_ex(id: *mut c::rdma_cm_id, qp_init_attr
         // SAFETY: a live id of ours (refreshed above).
         let (verbs, id_pd, id_scq, id_rcq) =
             unsafe { ((*id).verbs, (*id).pd, (*id).send_cq, (*id).recv_cq) };
-        let objs = crate::qp::QpObjs {
+        let objs = crate::provider::qp::QpObjs {
             context: verbs,
             pd: if pd_h.is_none() { id_pd } else { a.pd },
             send_cq: if a.send_cq.is_null() { id_scq } else { a.send_cq },
@@ -1381,7 +1383,7 @@ export! { "RDMACM_1.0" fn rdma_create_qp_ex(id: *mut c::rdma_cm_id, qp_init_attr
             srq: a.srq,
         };
         let has_ex = a.comp_mask & c::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
-        let qp = crate::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, has_ex)?;
+        let qp = crate::provider::qp::wrap_qp(shim, v, q, &objs, a.qp_type, a.qp_context, has_ex)?;
         // SAFETY: a live id of ours.
         unsafe { (*id).qp = qp };
         Ok(())
@@ -1425,7 +1427,7 @@ export! { "RDMACM_1.2" fn rdma_init_qp_attr(id: *mut c::rdma_cm_id, qp_attr: *mu
         let (a, m) = shim.sim.rdma_init_qp_attr(&h, want).at(v)?;
         // SAFETY: both non-NULL; the caller's.
         unsafe {
-            qp_attr.write(crate::qp::c_qp_attr(&a));
+            qp_attr.write(crate::provider::qp::c_qp_attr(&a));
             *qp_attr_mask = m.bits() as c_int;
         }
         Ok(())
@@ -1439,7 +1441,7 @@ export! { "RDMACM_1.0" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut
         let v = "rdma_get_devices";
         if shim.cm.devices.is_empty() {
             for i in 0..shim.devices.len() {
-                match shim.sim.cm_device_context(i as u32).at(v).and_then(|h| crate::device::context_ptr(shim, v, h)) {
+                match shim.sim.cm_device_context(i as u32).at(v).and_then(|h| crate::provider::device::context_ptr(shim, v, h)) {
                     Ok(p) => shim.cm.devices.push(p as usize),
                     Err(f) => {
                         set_errno(f.errno);

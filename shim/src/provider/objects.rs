@@ -6,33 +6,34 @@ use core::ffi::{c_int, c_void};
 use backend_sim::*;
 use verbs_api::*;
 
+use crate::appmem::AppMemory;
 use crate::export::export;
-use crate::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// Fills the ops the inline wrappers of `verbs.h` call through.
 pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     let ops = &mut v.context.ops;
-    ops.post_send = Some(crate::datapath::op_post_send);
-    ops.post_recv = Some(crate::datapath::op_post_recv);
-    ops.post_srq_recv = Some(crate::datapath::op_post_srq_recv);
-    ops.poll_cq = Some(crate::datapath::op_poll_cq);
-    ops.req_notify_cq = Some(crate::datapath::op_req_notify_cq);
-    ops.alloc_mw = Some(crate::ext::op_alloc_mw);
-    ops.dealloc_mw = Some(crate::ext::op_dealloc_mw);
-    ops.bind_mw = Some(crate::ext::op_bind_mw);
-    v.alloc_dm = Some(crate::dm::op_alloc_dm);
-    v.free_dm = Some(crate::dm::op_free_dm);
-    v.reg_dm_mr = Some(crate::dm::op_reg_dm_mr);
-    v.create_qp_ex = Some(crate::qp::op_create_qp_ex);
-    v.create_cq_ex = Some(crate::cqex::op_create_cq_ex);
+    ops.post_send = Some(crate::provider::datapath::op_post_send);
+    ops.post_recv = Some(crate::provider::datapath::op_post_recv);
+    ops.post_srq_recv = Some(crate::provider::datapath::op_post_srq_recv);
+    ops.poll_cq = Some(crate::provider::datapath::op_poll_cq);
+    ops.req_notify_cq = Some(crate::provider::datapath::op_req_notify_cq);
+    ops.alloc_mw = Some(crate::provider::ext::op_alloc_mw);
+    ops.dealloc_mw = Some(crate::provider::ext::op_dealloc_mw);
+    ops.bind_mw = Some(crate::provider::ext::op_bind_mw);
+    v.alloc_dm = Some(crate::provider::dm::op_alloc_dm);
+    v.free_dm = Some(crate::provider::dm::op_free_dm);
+    v.reg_dm_mr = Some(crate::provider::dm::op_reg_dm_mr);
+    v.create_qp_ex = Some(crate::provider::qp::op_create_qp_ex);
+    v.create_cq_ex = Some(crate::provider::cqex::op_create_cq_ex);
     v.create_srq_ex = Some(op_create_srq_ex);
     v.get_srq_num = Some(op_get_srq_num);
     v.open_xrcd = Some(op_open_xrcd);
     v.close_xrcd = Some(op_close_xrcd);
-    v.open_qp = Some(crate::qp::op_open_qp);
-    v.alloc_parent_domain = Some(crate::parent::op_alloc_parent_domain);
-    v.advise_mr = Some(crate::ext::op_advise_mr);
-    v.query_rt_values = Some(crate::device::op_query_rt_values);
+    v.open_qp = Some(crate::provider::qp::op_open_qp);
+    v.alloc_parent_domain = Some(crate::provider::parent::op_alloc_parent_domain);
+    v.advise_mr = Some(crate::provider::ext::op_advise_mr);
+    v.query_rt_values = Some(crate::provider::device::op_query_rt_values);
 }
 
 /// The handle behind a C pointer, if it is a live object of kind `$kind`.
@@ -66,7 +67,7 @@ pub(crate) use handle_of;
 export! { "IBVERBS_1.1" fn ibv_alloc_pd(context: *mut c::ibv_context) -> *mut c::ibv_pd {
     ret_ptr(with(|shim| {
         let v = "ibv_alloc_pd";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let h = shim.sim.alloc_pd(&ctx).at(v)?;
         Ok(wrap_pd(shim, h, context))
     }))
@@ -95,11 +96,11 @@ pub(crate) fn wrap_pd(
 export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
     ret_int(with(|shim| {
         let v = "ibv_dealloc_pd";
-        if let Some(r) = crate::parent::dealloc(shim, v, pd) {
+        if let Some(r) = crate::provider::parent::dealloc(shim, v, pd) {
             return r;
         }
         let h = handle_of!(shim, v, pd, Pd, "PD")?;
-        crate::parent::check_unused_pd(shim, v, pd)?;
+        crate::provider::parent::check_unused_pd(shim, v, pd)?;
         shim.sim.dealloc_pd(&h).at(v)?;
         shim.objects.remove(&(pd as usize));
         shim.pd_ptrs.remove(&h);
@@ -110,58 +111,6 @@ export! { "IBVERBS_1.1" fn ibv_dealloc_pd(pd: *mut c::ibv_pd) -> c_int {
 }}
 
 // ------------------------------------------------------------------ MR
-
-/// The application's buffer, lent to the simulator for one MR.
-#[derive(Debug)]
-pub(crate) struct AppMemory {
-    addr: usize,
-    len: usize,
-}
-
-impl AppMemory {
-    /// Memory at `addr`, `len` bytes, that outlives the MR it backs.
-    pub(crate) fn new(addr: usize, len: usize) -> Self {
-        Self { addr, len }
-    }
-}
-
-// SAFETY: the buffer belongs to the application, which may touch it from
-// any thread; the simulator only uses it under the shim's lock.
-unsafe impl Send for AppMemory {}
-
-impl AppMemory {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ibv_reg_mr`'s contract: the application keeps
-        // [addr, addr+len) mapped until ibv_dereg_mr, which drops this
-        // value; the simulator holds the slice only inside one verb call,
-        // as a NIC's DMA reads it. Concurrent application writes are a
-        // data race on hardware too (the verbs contract forbids them).
-        unsafe { core::slice::from_raw_parts(self.addr as *const u8, self.len) }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as `bytes`; the MR was registered with LOCAL_WRITE or
-        // the simulator's access checks refuse the write before it happens.
-        unsafe { core::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
-    }
-}
-
-impl ExternalMemory for AppMemory {
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn read(&self, offset: usize, dst: &mut [u8]) {
-        dst.copy_from_slice(&self.bytes()[offset..offset + dst.len()]);
-    }
-    fn write(&mut self, offset: usize, src: &[u8]) {
-        self.bytes_mut()[offset..offset + src.len()].copy_from_slice(src);
-    }
-    fn as_slice(&self) -> Option<&[u8]> {
-        Some(self.bytes())
-    }
-    fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
-        Some(self.bytes_mut())
-    }
-}
 
 fn reg_mr(
     shim: &mut Shim,
@@ -298,7 +247,7 @@ fn reg_implicit(
 export! { "IBVERBS_1.0" fn ibv_create_comp_channel(context: *mut c::ibv_context) -> *mut c::ibv_comp_channel {
     ret_ptr(with(|shim| {
         let v = "ibv_create_comp_channel";
-        let ctx = crate::device::ctx_of(shim, v, context)?;
+        let ctx = crate::provider::device::ctx_of(shim, v, context)?;
         let h = shim.sim.create_comp_channel(&ctx).at(v)?;
         wrap_channel(shim, v, h, context).inspect_err(|_| {
             let _ = shim.sim.destroy_comp_channel(&h);
@@ -317,7 +266,7 @@ pub(crate) fn wrap_channel(
     if let Some((&p, _)) = shim.fds.channels.iter().find(|(_, w)| w.handle == h) {
         return Ok(p as *mut c::ibv_comp_channel);
     }
-    let fd = crate::channel::new_fd();
+    let fd = crate::provider::fds::new_fd();
     if fd < 0 {
         return Err(Fail::new(
             v,
@@ -334,13 +283,13 @@ pub(crate) fn wrap_channel(
     shim.add(ch.cast(), Obj::Channel(h));
     shim.fds.channels.insert(
         ch as usize,
-        crate::channel::Watched {
+        crate::provider::fds::Watched {
             handle: h,
             fd,
             signaled: false,
         },
     );
-    crate::channel::sync(shim);
+    crate::provider::fds::sync(shim);
     Ok(ch)
 }
 
@@ -351,7 +300,7 @@ export! { "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c::ibv_comp_ch
         shim.sim.destroy_comp_channel(&h).at(v)?;
         shim.objects.remove(&(channel as usize));
         if let Some(w) = shim.fds.channels.remove(&(channel as usize)) {
-            crate::channel::close_fd(w.fd);
+            crate::provider::fds::close_fd(w.fd);
         }
         // SAFETY: a live channel of ours, unregistered above, freed once.
         unsafe { state::free(channel) };
@@ -360,11 +309,11 @@ export! { "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c::ibv_comp_ch
 }}
 
 export! { "IBVERBS_1.1" fn ibv_get_cq_event(channel: *mut c::ibv_comp_channel, cq: *mut *mut c::ibv_cq, cq_context: *mut *mut c_void) -> c_int {
-    crate::events::get_cq_event(channel, cq, cq_context)
+    crate::provider::events::get_cq_event(channel, cq, cq_context)
 }}
 
 export! { "IBVERBS_1.1" fn ibv_ack_cq_events(cq: *mut c::ibv_cq, nevents: u32) {
-    crate::events::ack_cq_events(cq, nevents)
+    crate::provider::events::ack_cq_events(cq, nevents)
 }}
 
 // ------------------------------------------------------------------ CQ
@@ -381,7 +330,7 @@ export! { "IBVERBS_1.1" fn ibv_create_cq(context: *mut c::ibv_context, cqe: c_in
         if cqe < 0 || comp_vector < 0 {
             return Err(Fail::new("ibv_create_cq", libc::EINVAL, "cqe or comp_vector is negative"));
         }
-        crate::cqex::create_cq(shim, "ibv_create_cq", context, &attr, false).map(|p| p.cast())
+        crate::provider::cqex::create_cq(shim, "ibv_create_cq", context, &attr, false).map(|p| p.cast())
     }))
 }}
 
@@ -394,7 +343,7 @@ export! { "IBVERBS_1.1" fn ibv_destroy_cq(cq: *mut c::ibv_cq) -> c_int {
         shim.objects.remove(&(cq as usize));
         shim.cq_ptrs.remove(&h);
         // SAFETY: a live CQ of ours (an ibv_cq_ex allocation), unregistered, freed once.
-        unsafe { state::free(cq.cast::<crate::cqex::CqAlloc>()) };
+        unsafe { state::free(cq.cast::<crate::provider::cqex::CqAlloc>()) };
         Ok(())
     }))
 }}
@@ -441,8 +390,8 @@ pub(crate) fn create_srq(
     attr.pd = pd.as_ref();
     attr.xrcd = xrcd.as_ref();
     attr.cq = cq.as_ref();
-    let ctx = crate::device::ctx_of(shim, v, context)?;
-    crate::mlx5::check_alloc_type(shim, v, ctx, "MLX_SRQ_ALLOC_TYPE")?;
+    let ctx = crate::provider::device::ctx_of(shim, v, context)?;
+    crate::provider::mlx5::check_alloc_type(shim, v, ctx, "MLX_SRQ_ALLOC_TYPE")?;
     let h = shim.sim.create_srq_ex(&ctx, &mut attr).at(v)?;
     a.attr.max_wr = attr.attr.max_wr;
     a.attr.max_sge = attr.attr.max_sge;
@@ -568,7 +517,7 @@ unsafe extern "C" fn op_open_xrcd(
     crate::guard::catch("ibv_open_xrcd", || {
         ret_ptr(with(|shim| {
             let v = "ibv_open_xrcd";
-            let ctx = crate::device::ctx_of(shim, v, context)?;
+            let ctx = crate::provider::device::ctx_of(shim, v, context)?;
             if attr.is_null() {
                 return Err(Fail::new(v, libc::EINVAL, "xrcd_init_attr is NULL"));
             }

@@ -19,7 +19,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use super::conn::RawBuf;
-use crate::state::{Fail, Res, Shim, SimRes};
+use crate::provider::state::{Fail, Res, Shim, SimRes};
 
 /// Receive buffers per socket.
 const RSLOTS: u32 = 64;
@@ -148,7 +148,7 @@ impl Dgram {
             let r = shim
                 .sim
                 .reg_mr_app(pd, addr as u64, addr, len, AccessFlags::LOCAL_WRITE, || {
-                    Box::new(crate::objects::AppMemory::new(addr, len))
+                    Box::new(crate::appmem::AppMemory::new(addr, len))
                 })
                 .and_then(|m| shim.sim.mr_info(&m).map(|i| (m, i.lkey)));
             match r {
