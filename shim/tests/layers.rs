@@ -237,10 +237,13 @@ fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
                     if to == from {
                         continue;
                     }
-                    g.entry(from.clone()).or_default().entry(to.clone()).or_insert(Edge {
-                        to,
-                        at: format!("{}:{line}", s.path),
-                    });
+                    g.entry(from.clone())
+                        .or_default()
+                        .entry(to.clone())
+                        .or_insert(Edge {
+                            to,
+                            at: format!("{}:{line}", s.path),
+                        });
                 }
             }
         }
@@ -434,8 +437,14 @@ fn checker_names_a_cycle_and_an_upward_import() {
     let layered = tree(&[
         ("provider/mod.rs", "mod a; mod b;"),
         ("provider/a.rs", "use crate::provider::{b::f, state};\n"),
-        ("provider/b.rs", "// crate::provider::a is only named here\nfn f() {}"),
-        ("provider/state.rs", "use crate::sys as c; use crate::guard::catch;"),
+        (
+            "provider/b.rs",
+            "// crate::provider::a is only named here\nfn f() {}",
+        ),
+        (
+            "provider/state.rs",
+            "use crate::sys as c; use crate::guard::catch;",
+        ),
         ("abi/mod.rs", "mod x;"),
         ("abi/x.rs", "fn g() { crate::provider::a::h() }"),
         ("sys.rs", ""),
@@ -465,9 +474,16 @@ fn checker_names_a_cycle_and_an_upward_import() {
     ]);
     let p = problems(&upward);
     assert_eq!(p.len(), 2, "{p:?}");
-    assert!(p.iter().any(|l| l.contains("`fabric` (transport) imports `provider::a`")));
-    assert!(p.iter().any(|l| l.contains("`provider::a` (provider) imports `abi::x`")));
+    assert!(p
+        .iter()
+        .any(|l| l.contains("`fabric` (transport) imports `provider::a`")));
+    assert!(p
+        .iter()
+        .any(|l| l.contains("`provider::a` (provider) imports `abi::x`")));
 
     let unknown = tree(&[("newlayer.rs", "use crate::sys;"), ("sys.rs", "")]);
-    assert_eq!(problems(&unknown), vec!["module `newlayer` is in no layer of LAYERS"]);
+    assert_eq!(
+        problems(&unknown),
+        vec!["module `newlayer` is in no layer of LAYERS"]
+    );
 }

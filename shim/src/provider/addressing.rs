@@ -10,7 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::objects::handle_of;
+use crate::provider::state::handle_of;
 use crate::provider::state::{c, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// The sysfs GID types `ibv_init_ah_from_wc` searches by: IB and RoCE v1

@@ -9,32 +9,9 @@ use verbs_api::*;
 
 use backend_sim::datapath::post::inline_carries_payload;
 
-use crate::provider::objects::handle_of;
+use crate::provider::records::PostScratch;
+use crate::provider::state::handle_of;
 use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
-
-/// Buffers `ibv_post_send`/`ibv_post_recv` gather a chain of C work
-/// requests into, kept in [`Shim`] from call to call so that posting
-/// allocates nothing once they have grown to the longest chain seen.
-#[derive(Default)]
-pub(crate) struct PostScratch {
-    /// The chain's WRs, as addresses, in order.
-    ptrs: Vec<usize>,
-    /// Every WR's SGEs, one after the other.
-    sg: Vec<Sge>,
-    /// The SGEs of WR *i*: `sg[ranges[i]]`.
-    ranges: Vec<core::ops::Range<usize>>,
-    /// The inline bytes of WR *i* (0: not copied at post).
-    inline: Vec<usize>,
-}
-
-impl PostScratch {
-    fn clear(&mut self) {
-        self.ptrs.clear();
-        self.sg.clear();
-        self.ranges.clear();
-        self.inline.clear();
-    }
-}
 
 /// Reads a C SGE list.
 ///
@@ -512,7 +489,7 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
             };
             shim.wc_scratch = buf;
             if crate::provider::state::any_channel(shim) {
-                crate::provider::fds::sync(shim);
+                crate::provider::state::sync(shim);
             }
             out
         })

@@ -10,6 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
+use crate::provider::state::put_str;
 use crate::provider::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that tells the inline
@@ -19,43 +20,6 @@ const ABI_IS_EXTENDED: usize = usize::MAX;
 /// The process id every context of this process is opened under: one
 /// process per world, so a constant keeps traces identical between runs.
 const PROCESS: ProcessId = ProcessId(0);
-
-/// Allocates one `struct ibv_device` per simulated device.
-pub(crate) fn make_devices(shim: &mut Shim) -> Vec<usize> {
-    let list = shim.sim.get_device_list().unwrap_or_default();
-    list.iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let dev = state::alloc_zeroed::<c::ibv_device>();
-            // SAFETY: `dev` was just allocated, zeroed, and is not shared yet.
-            let r = unsafe { &mut *dev };
-            r.node_type = c::IBV_NODE_CA;
-            r.transport_type = c::IBV_TRANSPORT_IB;
-            put_str(&mut r.name, &d.name);
-            put_str(&mut r.dev_name, &format!("uverbs{i}"));
-            put_str(
-                &mut r.dev_path,
-                &format!("/sys/class/infiniband_verbs/uverbs{i}"),
-            );
-            put_str(
-                &mut r.ibdev_path,
-                &format!("/sys/class/infiniband/{}", d.name),
-            );
-            dev as usize
-        })
-        .collect()
-}
-
-/// Copies `s` into a C char array, NUL-terminated and truncated to fit.
-pub(crate) fn put_str(dst: &mut [c_char], s: &str) {
-    let n = s.len().min(dst.len().saturating_sub(1));
-    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
-        *d = *b as c_char;
-    }
-    if let Some(end) = dst.get_mut(n) {
-        *end = 0;
-    }
-}
 
 fn device_index(shim: &Shim, dev: *mut c::ibv_device) -> Option<usize> {
     shim.devices.iter().position(|&d| d == dev as usize)
@@ -262,7 +226,7 @@ pub(crate) fn wrap_context_fd(
             signaled: false,
         },
     );
-    crate::provider::fds::sync(shim);
+    state::sync(shim);
     Ok(ctx)
 }
 

@@ -16,7 +16,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
-use crate::provider::objects::handle_of;
+use crate::provider::state::handle_of;
 use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// The context's `alloc_dm` op.

@@ -21,7 +21,7 @@ pub(crate) fn settle(shim: &mut Shim) {
             break;
         }
     }
-    crate::provider::fds::sync(shim);
+    crate::provider::state::sync(shim);
 }
 
 /// How long a blocked wait goes before it says why it may never return.
@@ -103,7 +103,7 @@ pub(crate) fn get_cq_event(
                 settle(shim);
                 ev = shim.sim.get_cq_event(&h).at(v)?;
             }
-            crate::provider::fds::sync(shim);
+            crate::provider::state::sync(shim);
             Ok(ev.and_then(|h| shim.cq_ptrs.get(&h).copied()))
         })
     });
@@ -139,9 +139,6 @@ pub(crate) fn ack_cq_events(cq: *mut c::ibv_cq, nevents: u32) {
     let _ = r;
 }
 
-/// Unacknowledged async events: (token, type, element) in the order handed out.
-pub(crate) type AsyncLedger = Vec<(u64, u32, usize)>;
-
 pub(crate) fn get_async_event(
     context: *mut c::ibv_context,
     event: *mut c::ibv_async_event,
@@ -166,7 +163,7 @@ pub(crate) fn get_async_event(
                     ev = shim.sim.get_async_event(h).at(v)?;
                 }
                 let Some((t, subject, token)) = ev else {
-                    crate::provider::fds::sync(shim);
+                    crate::provider::state::sync(shim);
                     return Ok(None);
                 };
                 let mut out = c::ibv_async_event {
@@ -193,7 +190,7 @@ pub(crate) fn get_async_event(
                     }
                 }
             };
-            crate::provider::fds::sync(shim);
+            crate::provider::state::sync(shim);
             if element != usize::MAX {
                 out.element.qp = element as *mut c::ibv_qp;
             }

@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 
 use backend_sim::{CompChannelHandle, ContextHandle};
 
-use crate::provider::state::Shim;
-
 /// An eventfd (blocking, close-on-exec), or -1.
 pub(crate) fn new_fd() -> c_int {
     // SAFETY: eventfd has no memory arguments.
@@ -67,61 +65,6 @@ impl Fds {
     /// Whether any channel exists (then the world runs eagerly after posts).
     pub(crate) fn any_channel(&self) -> bool {
         !self.channels.is_empty()
-    }
-}
-
-/// Sets every watched fd from the simulator's pending events.
-pub(crate) fn sync(shim: &mut Shim) {
-    let world = &shim.sim;
-    for w in shim.fds.channels.values_mut() {
-        let on = world.comp_channel_pending(w.handle).unwrap_or(0) > 0;
-        set_fd(w.fd, &mut w.signaled, on);
-    }
-    for w in shim.fds.contexts.values_mut() {
-        let on = world.async_pending(w.handle).unwrap_or(0) > 0;
-        set_fd(w.fd, &mut w.signaled, on);
-    }
-    crate::provider::rdmacm::sync_fds(shim);
-}
-
-/// How often [`start_watcher`]'s thread brings the fds in step.
-const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// Starts (once per process) a thread that keeps every watched fd in step
-/// with the world, so a program that `poll`s, `select`s or `epoll`s an fd
-/// (a context's `async_fd` above all, which no other call of the program
-/// refreshes when it has no completion channel) learns of an event without
-/// calling the library: on the shared fabric another process's verbs or
-/// the fabric's timers make events, and in process the program's own verbs
-/// do. The thread only reads pending counts and sets the eventfds; it
-/// never moves the world (in process, time still moves only in verbs, so
-/// runs stay reproducible). A forked child has no such thread.
-pub(crate) fn start_watcher() {
-    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("verbsim-fds".into())
-        .spawn(|| loop {
-            std::thread::sleep(WATCH_INTERVAL);
-            // A panic here must not end the thread with the lock held
-            // poisoned for the program: it is caught, and the next turn
-            // tries again (lock() clears a poison).
-            let _ = std::panic::catch_unwind(|| {
-                let mut g = crate::provider::state::lock();
-                if let Some(shim) = g.as_mut() {
-                    if !shim.fds.channels.is_empty()
-                        || !shim.fds.contexts.is_empty()
-                        || !shim.cm.channels.is_empty()
-                    {
-                        sync(shim);
-                    }
-                }
-            });
-        });
-    if spawned.is_err() {
-        STARTED.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -209,7 +209,7 @@ export! { "MLX5_1.10" fn mlx5dv_qp_ex_from_ibv_qp_ex(qp: *mut c::ibv_qp_ex) -> *
 export! { "MLX5_1.21" fn mlx5dv_dci_stream_id_reset(qp: *mut c::ibv_qp, stream_id: u16) -> c_int {
     ret_int(with(|shim| {
         let v = "mlx5dv_dci_stream_id_reset";
-        let h = crate::provider::objects::handle_of!(shim, v, qp, Qp, "QP")?;
+        let h = crate::provider::state::handle_of!(shim, v, qp, Qp, "QP")?;
         shim.sim.mlx5dv_dci_stream_id_reset(&h, stream_id).at(v)
     }))
 }}

@@ -15,5 +15,6 @@ pub(crate) mod parent;
 pub(crate) mod qp;
 pub(crate) mod qpex;
 pub(crate) mod rdmacm;
+pub(crate) mod records;
 pub(crate) mod rsocket;
 pub(crate) mod state;

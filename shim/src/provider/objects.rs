@@ -8,6 +8,7 @@ use verbs_api::*;
 
 use crate::appmem::AppMemory;
 use crate::export::export;
+use crate::provider::state::handle_of;
 use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// Fills the ops the inline wrappers of `verbs.h` call through.
@@ -35,32 +36,6 @@ pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
     v.advise_mr = Some(crate::provider::ext::op_advise_mr);
     v.query_rt_values = Some(crate::provider::device::op_query_rt_values);
 }
-
-/// The handle behind a C pointer, if it is a live object of kind `$kind`.
-/// A PD may also be a parent domain: it stands for the PD it contains.
-macro_rules! handle_of {
-    ($shim:expr, $verb:expr, $ptr:expr, Pd, $what:literal) => {
-        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
-            Some(Obj::Pd(h) | Obj::ParentDomain(h)) => Ok(h),
-            _ => Err(Fail::bad_ptr(
-                $verb,
-                $what,
-                ($ptr) as *const core::ffi::c_void,
-            )),
-        }
-    };
-    ($shim:expr, $verb:expr, $ptr:expr, $kind:ident, $what:literal) => {
-        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
-            Some(Obj::$kind(h)) => Ok(h),
-            _ => Err(Fail::bad_ptr(
-                $verb,
-                $what,
-                ($ptr) as *const core::ffi::c_void,
-            )),
-        }
-    };
-}
-pub(crate) use handle_of;
 
 // ------------------------------------------------------------------ PD
 
@@ -289,7 +264,7 @@ pub(crate) fn wrap_channel(
             signaled: false,
         },
     );
-    crate::provider::fds::sync(shim);
+    state::sync(shim);
     Ok(ch)
 }
 

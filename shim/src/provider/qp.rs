@@ -8,7 +8,8 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
-use crate::provider::objects::{ah_attr, c_ah_attr, handle_of};
+use crate::provider::objects::{ah_attr, c_ah_attr};
+use crate::provider::state::handle_of;
 use crate::provider::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// One allocation per QP: `struct ibv_qp_ex` (which starts with `struct
@@ -366,7 +367,7 @@ export! { "IBVERBS_1.1" fn ibv_destroy_qp(qp: *mut c::ibv_qp) -> c_int {
             // A QP made by rdma_create_qp(_ex): libibverbs destroys it all
             // the same (the kernel knows no librdmacm ownership), and the
             // id is left without one.
-            if e.errno() != libc::EBUSY || !crate::provider::rdmacm::release_id_qp(shim, h) {
+            if e.errno() != libc::EBUSY || !release_id_qp(shim, h) {
                 return Err(e).at(v);
             }
         }
@@ -503,4 +504,22 @@ pub(crate) unsafe extern "C" fn op_open_qp(
             Ok(ptr)
         }))
     })
+}
+
+/// Destroys `qp` through the rdma_cm id that owns it (`rdma_destroy_qp`),
+/// for a program that destroys such a QP with `ibv_destroy_qp`; whether an
+/// id owned it. The id's `qp` pointer is cleared; CQs the program passed
+/// stay, CQs `rdma_create_qp` made go with the QP, as with `rdma_destroy_qp`.
+pub(crate) fn release_id_qp(shim: &mut Shim, qp: QpHandle) -> bool {
+    let ids: Vec<(usize, CmIdHandle)> = shim.cm.ids.iter().map(|(p, e)| (*p, e.handle)).collect();
+    for (ptr, id) in ids {
+        if shim.sim.rdma_id_info(&id).is_ok_and(|i| i.qp == Some(qp))
+            && shim.sim.rdma_destroy_qp(&id).is_ok()
+        {
+            // SAFETY: a live id of ours (from the registry).
+            unsafe { (*(ptr as *mut c::rdma_cm_id)).qp = core::ptr::null_mut() };
+            return true;
+        }
+    }
+    false
 }

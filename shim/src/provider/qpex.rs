@@ -14,6 +14,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::provider::qp::QpAlloc;
+use crate::provider::records::Bounce;
 use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
 
 /// One work request being built.
@@ -455,16 +456,6 @@ fn post_batch(shim: &mut Shim, qp: *mut c::ibv_qp, mut wrs: Vec<Pending>) -> c_i
         crate::provider::events::settle(shim);
     }
     rc
-}
-
-/// A QP's bounce buffer for inline data.
-#[derive(Debug)]
-pub(crate) struct Bounce {
-    pub(crate) buf: Box<[u8]>,
-    pub(crate) mr: MrHandle,
-    /// The MR's lkey (asked once: over the shared fabric each question is
-    /// a round trip).
-    pub(crate) lkey: u32,
 }
 
 /// The QP's bounce MR of at least `need` bytes: its address and lkey.

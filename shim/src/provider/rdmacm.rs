@@ -15,7 +15,6 @@
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::size_of;
 use core::ptr;
-use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -26,89 +25,15 @@ use crate::export::export;
 
 mod extra;
 use crate::guard::set_errno;
-use crate::provider::objects::handle_of;
+use crate::provider::records::{ChannelEntry, IdEntry};
+use crate::provider::state::handle_of;
+use crate::provider::state::sync_fds;
 use crate::provider::state::{self, c, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `RAI_PASSIVE` (rdma_cma.h): the address is the local one, to listen on.
 const RAI_PASSIVE: c_int = 1;
 /// `RAI_NUMERICHOST`.
 const RAI_NUMERICHOST: c_int = 2;
-
-/// An id the library handed out.
-#[derive(Debug)]
-pub(crate) struct IdEntry {
-    handle: CmIdHandle,
-    /// Created with a NULL channel: calls wait for their own events.
-    sync: bool,
-    /// A sync id's channel is its own (made by `rdma_create_id`), not its
-    /// listener's: destroying the id destroys the channel.
-    owns_channel: bool,
-    /// A sync id whose `rdma_disconnect` has had its DISCONNECTED: a
-    /// second call has nothing more to wait for.
-    disconnected: bool,
-    /// The channel its events go to (the internal one of a sync id).
-    channel: CmChannelHandle,
-    /// A passive endpoint's QP recipe (`rdma_create_ep` with
-    /// `RAI_PASSIVE`): librdmacm keeps the PD and a copy of the attributes
-    /// and creates each accepted id's QP in `rdma_get_request`.
-    passive_qp: Option<(usize, c::ibv_qp_init_attr)>,
-    /// Bound or resolved with `AF_IB` addresses: `rdma_get_local_addr`
-    /// and `rdma_get_peer_addr` read `struct sockaddr_ib` (the ids a
-    /// listener's CONNECT_REQUEST brings inherit it, as the kernel's do).
-    af_ib: bool,
-}
-
-/// An event channel the library handed out.
-#[derive(Debug)]
-pub(crate) struct ChannelEntry {
-    pub(crate) handle: CmChannelHandle,
-    pub(crate) fd: c_int,
-    pub(crate) signaled: bool,
-}
-
-/// librdmacm's objects, by C pointer.
-#[derive(Debug, Default)]
-pub(crate) struct CmState {
-    pub(crate) channels: BTreeMap<usize, ChannelEntry>,
-    ids: BTreeMap<usize, IdEntry>,
-    id_ptrs: BTreeMap<CmIdHandle, usize>,
-    /// Events handed out and not acknowledged: the event and its private data.
-    events: BTreeMap<usize, (CmEvent<SimVerbs>, Box<[u8]>)>,
-    /// Events of sync ids taken off a shared channel while another id of
-    /// it waited, kept for their own id (see `next_sync_event`).
-    stash: BTreeMap<CmIdHandle, std::collections::VecDeque<CmEvent<SimVerbs>>>,
-    /// Contexts `rdma_get_devices` lists (one per device, opened once).
-    devices: Vec<usize>,
-    /// Arrays `rdma_get_devices` returned.
-    device_lists: BTreeMap<usize, ()>,
-}
-
-/// Destroys `qp` through the rdma_cm id that owns it (`rdma_destroy_qp`),
-/// for a program that destroys such a QP with `ibv_destroy_qp`; whether an
-/// id owned it. The id's `qp` pointer is cleared; CQs the program passed
-/// stay, CQs `rdma_create_qp` made go with the QP, as with `rdma_destroy_qp`.
-pub(crate) fn release_id_qp(shim: &mut Shim, qp: QpHandle) -> bool {
-    let ids: Vec<(usize, CmIdHandle)> = shim.cm.ids.iter().map(|(p, e)| (*p, e.handle)).collect();
-    for (ptr, id) in ids {
-        if shim.sim.rdma_id_info(&id).is_ok_and(|i| i.qp == Some(qp))
-            && shim.sim.rdma_destroy_qp(&id).is_ok()
-        {
-            // SAFETY: a live id of ours (from the registry).
-            unsafe { (*(ptr as *mut c::rdma_cm_id)).qp = ptr::null_mut() };
-            return true;
-        }
-    }
-    false
-}
-
-/// Sets every CM channel fd from the simulator's pending events.
-pub(crate) fn sync_fds(shim: &mut Shim) {
-    let world = &shim.sim;
-    for ch in shim.cm.channels.values_mut() {
-        let on = world.cm_channel_pending(ch.handle).unwrap_or(0) > 0;
-        crate::provider::fds::set_fd(ch.fd, &mut ch.signaled, on);
-    }
-}
 
 /// librdmacm's return: 0, or -1 with errno.
 fn ret(r: Res<()>) -> c_int {

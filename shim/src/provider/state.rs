@@ -7,6 +7,7 @@
 //! C passes back is looked up there before anything reads through it, so an
 //! unknown, freed or NULL pointer is `EINVAL`, never a crash.
 
+use core::ffi::c_char;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
@@ -15,6 +16,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::config::ShimConfig;
+use crate::provider::fds::set_fd;
 
 /// What a pointer handed to C stands for.
 #[derive(Clone, Copy, Debug)]
@@ -86,17 +88,17 @@ pub(crate) struct Shim {
     /// on objects that live on (closing them frees only the handle).
     pub(crate) aliases: std::collections::BTreeSet<usize>,
     /// rdma_cm ids and event channels (librdmacm), by simulator handle.
-    pub(crate) cm: crate::provider::rdmacm::CmState,
+    pub(crate) cm: crate::provider::records::CmState,
     /// The fds kept readable while events are pending.
     pub(crate) fds: crate::provider::fds::Fds,
     /// Async events handed out and not yet acknowledged.
-    pub(crate) async_unacked: crate::provider::events::AsyncLedger,
+    pub(crate) async_unacked: crate::provider::records::AsyncLedger,
     /// Reused by `ibv_poll_cq`.
     pub(crate) wc_scratch: Vec<Wc>,
     /// Reused by `ibv_post_send`, `ibv_post_recv` and `ibv_post_srq_recv`.
-    pub(crate) post_scratch: crate::provider::datapath::PostScratch,
+    pub(crate) post_scratch: crate::provider::records::PostScratch,
     /// Inline-data bounce MRs, by QP pointer.
-    pub(crate) bounces: BTreeMap<usize, crate::provider::qpex::Bounce>,
+    pub(crate) bounces: BTreeMap<usize, crate::provider::records::Bounce>,
     /// Parent domains: the `ibv_pd` the program got → the protection
     /// domain's `ibv_pd` it contains.
     pub(crate) parents: BTreeMap<usize, usize>,
@@ -169,7 +171,7 @@ impl Shim {
             ctx_ptrs: BTreeMap::new(),
             pd_ptrs: BTreeMap::new(),
             aliases: std::collections::BTreeSet::new(),
-            cm: crate::provider::rdmacm::CmState::default(),
+            cm: crate::provider::records::CmState::default(),
             fds: crate::provider::fds::Fds::default(),
             async_unacked: Vec::new(),
             wc_scratch: Vec::new(),
@@ -196,8 +198,8 @@ impl Shim {
         // SAFETY: registers plain extern "C" fns with no arguments; they
         // only take and release the shim's lock (see `fork_prepare`).
         unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release)) };
-        shim.devices = crate::provider::device::make_devices(&mut shim);
-        crate::provider::fds::start_watcher();
+        shim.devices = make_devices(&mut shim);
+        start_watcher();
         shim
     }
 
@@ -346,3 +348,130 @@ pub(crate) unsafe fn free<T>(p: *mut T) {
 
 /// `sys` re-exported for the verb modules.
 pub(crate) use crate::sys as c;
+
+/// Sets every CM channel fd from the simulator's pending events.
+pub(crate) fn sync_fds(shim: &mut Shim) {
+    let world = &shim.sim;
+    for ch in shim.cm.channels.values_mut() {
+        let on = world.cm_channel_pending(ch.handle).unwrap_or(0) > 0;
+        set_fd(ch.fd, &mut ch.signaled, on);
+    }
+}
+
+/// Sets every watched fd from the simulator's pending events.
+pub(crate) fn sync(shim: &mut Shim) {
+    let world = &shim.sim;
+    for w in shim.fds.channels.values_mut() {
+        let on = world.comp_channel_pending(w.handle).unwrap_or(0) > 0;
+        set_fd(w.fd, &mut w.signaled, on);
+    }
+    for w in shim.fds.contexts.values_mut() {
+        let on = world.async_pending(w.handle).unwrap_or(0) > 0;
+        set_fd(w.fd, &mut w.signaled, on);
+    }
+    sync_fds(shim);
+}
+
+/// How often [`start_watcher`]'s thread brings the fds in step.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Starts (once per process) a thread that keeps every watched fd in step
+/// with the world, so a program that `poll`s, `select`s or `epoll`s an fd
+/// (a context's `async_fd` above all, which no other call of the program
+/// refreshes when it has no completion channel) learns of an event without
+/// calling the library: on the shared fabric another process's verbs or
+/// the fabric's timers make events, and in process the program's own verbs
+/// do. The thread only reads pending counts and sets the eventfds; it
+/// never moves the world (in process, time still moves only in verbs, so
+/// runs stay reproducible). A forked child has no such thread.
+pub(crate) fn start_watcher() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("verbsim-fds".into())
+        .spawn(|| loop {
+            std::thread::sleep(WATCH_INTERVAL);
+            // A panic here must not end the thread with the lock held
+            // poisoned for the program: it is caught, and the next turn
+            // tries again (lock() clears a poison).
+            let _ = std::panic::catch_unwind(|| {
+                let mut g = lock();
+                if let Some(shim) = g.as_mut() {
+                    if !shim.fds.channels.is_empty()
+                        || !shim.fds.contexts.is_empty()
+                        || !shim.cm.channels.is_empty()
+                    {
+                        sync(shim);
+                    }
+                }
+            });
+        });
+    if spawned.is_err() {
+        STARTED.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Allocates one `struct ibv_device` per simulated device.
+pub(crate) fn make_devices(shim: &mut Shim) -> Vec<usize> {
+    let list = shim.sim.get_device_list().unwrap_or_default();
+    list.iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let dev = alloc_zeroed::<c::ibv_device>();
+            // SAFETY: `dev` was just allocated, zeroed, and is not shared yet.
+            let r = unsafe { &mut *dev };
+            r.node_type = c::IBV_NODE_CA;
+            r.transport_type = c::IBV_TRANSPORT_IB;
+            put_str(&mut r.name, &d.name);
+            put_str(&mut r.dev_name, &format!("uverbs{i}"));
+            put_str(
+                &mut r.dev_path,
+                &format!("/sys/class/infiniband_verbs/uverbs{i}"),
+            );
+            put_str(
+                &mut r.ibdev_path,
+                &format!("/sys/class/infiniband/{}", d.name),
+            );
+            dev as usize
+        })
+        .collect()
+}
+
+/// Copies `s` into a C char array, NUL-terminated and truncated to fit.
+pub(crate) fn put_str(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *b as c_char;
+    }
+    if let Some(end) = dst.get_mut(n) {
+        *end = 0;
+    }
+}
+
+/// The handle behind a C pointer, if it is a live object of kind `$kind`.
+/// A PD may also be a parent domain: it stands for the PD it contains.
+macro_rules! handle_of {
+    ($shim:expr, $verb:expr, $ptr:expr, Pd, $what:literal) => {
+        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
+            Some(Obj::Pd(h) | Obj::ParentDomain(h)) => Ok(h),
+            _ => Err(Fail::bad_ptr(
+                $verb,
+                $what,
+                ($ptr) as *const core::ffi::c_void,
+            )),
+        }
+    };
+    ($shim:expr, $verb:expr, $ptr:expr, $kind:ident, $what:literal) => {
+        match $shim.get(($ptr) as *const core::ffi::c_void).map(|e| e.obj) {
+            Some(Obj::$kind(h)) => Ok(h),
+            _ => Err(Fail::bad_ptr(
+                $verb,
+                $what,
+                ($ptr) as *const core::ffi::c_void,
+            )),
+        }
+    };
+}
+pub(crate) use handle_of;

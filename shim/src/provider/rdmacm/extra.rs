@@ -9,9 +9,10 @@ use core::ptr;
 
 use verbs_api::*;
 
-use super::{id_entry, refresh, ret, sync_fds, verb_then_wait};
+use super::{id_entry, refresh, ret, verb_then_wait};
 use crate::export::export;
 use crate::guard::set_errno;
+use crate::provider::state::sync_fds;
 use crate::provider::state::{c, with, Fail, Res, Shim, SimRes};
 
 // `port_of` reads the storage as its 128 bytes.
