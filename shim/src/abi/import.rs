@@ -29,7 +29,7 @@ export! { "IBVERBS_1.10" fn ibv_import_device(cmd_fd: c_int) -> *mut c::ibv_cont
             (inode(fd) == Some(want)).then_some(h)
         });
         let h = found.ok_or_else(|| Fail::new(v, libc::EOPNOTSUPP, format!("fd {cmd_fd} is not the command fd of a context of this library")))?;
-        crate::provider::device::wrap_context_fd(shim, v, h, Some(cmd_fd))
+        crate::provider::context::wrap_context_fd(shim, v, h, Some(cmd_fd))
     }))
 }}
 

@@ -1,7 +1,7 @@
 //! Devices and contexts: the device list, `ibv_open_device`, the queries,
 //! async events and the small helpers (`ibv_wc_status_str`, fork).
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int};
 use core::mem::{offset_of, size_of};
 use core::ptr;
 
@@ -15,13 +15,13 @@ use crate::provider::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRe
 
 /// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that tells the inline
 /// wrappers the context is a `verbs_context`.
-const ABI_IS_EXTENDED: usize = usize::MAX;
+pub(crate) const ABI_IS_EXTENDED: usize = usize::MAX;
 
 /// The process id every context of this process is opened under: one
 /// process per world, so a constant keeps traces identical between runs.
-const PROCESS: ProcessId = ProcessId(0);
+pub(crate) const PROCESS: ProcessId = ProcessId(0);
 
-fn device_index(shim: &Shim, dev: *mut c::ibv_device) -> Option<usize> {
+pub(crate) fn device_index(shim: &Shim, dev: *mut c::ibv_device) -> Option<usize> {
     shim.devices.iter().position(|&d| d == dev as usize)
 }
 
@@ -139,96 +139,6 @@ export! { "IBVERBS_1.1" fn ibv_get_device_guid(device: *mut c::ibv_device) -> u6
 export! { "IBVERBS_1.9" fn ibv_get_device_index(device: *mut c::ibv_device) -> c_int {
     with(|shim| device_index(shim, device).map_or(-1, |i| i as c_int))
 }}
-
-export! { "IBVERBS_1.1" fn ibv_open_device(device: *mut c::ibv_device) -> *mut c::ibv_context {
-    state::ret_ptr(with(|shim| open_device(shim, device)))
-}}
-
-pub(crate) fn open_device(shim: &mut Shim, device: *mut c::ibv_device) -> Res<*mut c::ibv_context> {
-    let v = "ibv_open_device";
-    let index =
-        device_index(shim, device).ok_or_else(|| Fail::bad_ptr(v, "device", device.cast()))?;
-    let h = shim.sim.open_device(index, PROCESS).at(v)?;
-    wrap_context(shim, v, h).inspect_err(|_| {
-        let _ = shim.sim.close_device(&h);
-    })
-}
-
-/// The C context of a simulator context: the one handed out already, or a
-/// new `verbs_context` around it (librdmacm's own contexts reach C this way).
-pub(crate) fn context_ptr(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
-    match shim.ctx_ptrs.get(&h) {
-        Some(&p) => Ok(p as *mut c::ibv_context),
-        None => wrap_context(shim, v, h),
-    }
-}
-
-/// Allocates the C `verbs_context` for a simulator context.
-fn wrap_context(shim: &mut Shim, v: &str, h: ContextHandle) -> Res<*mut c::ibv_context> {
-    wrap_context_fd(shim, v, h, None)
-}
-
-/// [`wrap_context`], with the command fd `ibv_import_device` was given
-/// (the new context is then another handle on the same simulator context).
-pub(crate) fn wrap_context_fd(
-    shim: &mut Shim,
-    v: &str,
-    h: ContextHandle,
-    imported: Option<c_int>,
-) -> Res<*mut c::ibv_context> {
-    let index = shim.sim.context_device(h).at(v)? as usize;
-    let device = shim.devices.get(index).copied().unwrap_or(0) as *mut c::ibv_device;
-    // The command fd is a memfd: a file of its own inode, so that
-    // ibv_import_device can find the context from any dup of it.
-    let cmd_fd = match imported {
-        Some(fd) => fd,
-        // SAFETY: memfd_create with a NUL-terminated name and no pointers out.
-        None => unsafe { libc::memfd_create(c"verbsim-context".as_ptr(), libc::MFD_CLOEXEC) },
-    };
-    let async_fd = crate::provider::fds::new_fd();
-    if cmd_fd < 0 || async_fd < 0 {
-        crate::provider::fds::close_fd(cmd_fd);
-        crate::provider::fds::close_fd(async_fd);
-        return Err(Fail::new(
-            v,
-            libc::EMFILE,
-            "no file descriptor for the context",
-        ));
-    }
-    let vctx = state::alloc_zeroed::<c::verbs_context>();
-    // SAFETY: `vctx` was just allocated, zeroed, and is not shared yet.
-    let r = unsafe { &mut *vctx };
-    r.sz = size_of::<c::verbs_context>();
-    r.query_port = Some(op_query_port);
-    r.query_device_ex = Some(op_query_device_ex);
-    crate::provider::objects::fill_context_ops(r);
-    r.context.device = device;
-    r.context.cmd_fd = cmd_fd;
-    r.context.async_fd = async_fd;
-    r.context.num_comp_vectors = 1;
-    r.context.abi_compat = ABI_IS_EXTENDED as *mut c_void;
-    let ctx: *mut c::ibv_context = &mut r.context;
-    shim.add(ctx.cast(), Obj::Context(h));
-    if let Some(e) = shim.get_mut(ctx.cast()) {
-        e.extra.async_fd = async_fd;
-        e.extra.fd = cmd_fd;
-    }
-    if imported.is_some() {
-        shim.aliases.insert(ctx as usize);
-    } else {
-        shim.ctx_ptrs.insert(h, ctx as usize);
-    }
-    shim.fds.contexts.insert(
-        ctx as usize,
-        crate::provider::fds::Watched {
-            handle: h,
-            fd: async_fd,
-            signaled: false,
-        },
-    );
-    state::sync(shim);
-    Ok(ctx)
-}
 
 export! { "IBVERBS_1.1" fn ibv_close_device(context: *mut c::ibv_context) -> c_int {
     ret_int(with(|shim| {
@@ -392,7 +302,7 @@ export! { "IBVERBS_1.1" fn ibv_query_device(context: *mut c::ibv_context, attr: 
 
 /// The `query_device_ex` op of `verbs_context` (what the inline
 /// `ibv_query_device_ex` calls): fills `min(attr_size, ours)` bytes.
-unsafe extern "C" fn op_query_device_ex(
+pub(crate) unsafe extern "C" fn op_query_device_ex(
     context: *mut c::ibv_context,
     input: *const c::ibv_query_device_ex_input,
     attr: *mut c::ibv_device_attr_ex,
@@ -527,7 +437,7 @@ fn query_port(
 }
 
 /// The `query_port` op (what the inline `ibv_query_port` calls).
-unsafe extern "C" fn op_query_port(
+pub(crate) unsafe extern "C" fn op_query_port(
     context: *mut c::ibv_context,
     port: u8,
     attr: *mut c::ibv_port_attr,
@@ -731,12 +641,4 @@ export! { "IBVERBS_1.1" fn ibv_wc_status_str(status: u32) -> *const c_char {
         _ => c"unknown",
     };
     s.as_ptr()
-}}
-
-export! { "IBVERBS_1.1" fn ibv_get_async_event(context: *mut c::ibv_context, event: *mut c::ibv_async_event) -> c_int {
-    crate::provider::events::get_async_event(context, event)
-}}
-
-export! { "IBVERBS_1.1" fn ibv_ack_async_event(event: *mut c::ibv_async_event) {
-    crate::provider::events::ack_async_event(event)
 }}

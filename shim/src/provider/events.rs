@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use backend_sim::AsyncSubject;
 use verbs_api::*;
 
+use crate::export::export;
 use crate::guard::set_errno;
 use crate::provider::state::{c, with, Fail, Obj, Res, Shim, SimRes};
 
@@ -246,3 +247,19 @@ pub(crate) fn ack_async_event(event: *mut c::ibv_async_event) {
         }
     });
 }
+
+export! { "IBVERBS_1.1" fn ibv_get_cq_event(channel: *mut c::ibv_comp_channel, cq: *mut *mut c::ibv_cq, cq_context: *mut *mut c_void) -> c_int {
+    get_cq_event(channel, cq, cq_context)
+}}
+
+export! { "IBVERBS_1.1" fn ibv_ack_cq_events(cq: *mut c::ibv_cq, nevents: u32) {
+    ack_cq_events(cq, nevents)
+}}
+
+export! { "IBVERBS_1.1" fn ibv_get_async_event(context: *mut c::ibv_context, event: *mut c::ibv_async_event) -> c_int {
+    get_async_event(context, event)
+}}
+
+export! { "IBVERBS_1.1" fn ibv_ack_async_event(event: *mut c::ibv_async_event) {
+    ack_async_event(event)
+}}

@@ -61,7 +61,7 @@ export! { "MLX5_1.7" fn mlx5dv_open_device(device: *mut c::ibv_device, attr: *mu
                 return Err(Fail::new(v, libc::EOPNOTSUPP, "unknown mlx5dv_context_attr flags or comp_mask"));
             }
         }
-        crate::provider::device::open_device(shim, device)
+        crate::provider::context::open_device(shim, device)
     }))
 }}
 

@@ -2,6 +2,7 @@
 //! rsockets over the transport.
 
 pub(crate) mod addressing;
+pub(crate) mod context;
 pub(crate) mod cqex;
 pub(crate) mod datapath;
 pub(crate) mod device;

@@ -11,32 +11,6 @@ use crate::export::export;
 use crate::provider::state::handle_of;
 use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
-/// Fills the ops the inline wrappers of `verbs.h` call through.
-pub(crate) fn fill_context_ops(v: &mut c::verbs_context) {
-    let ops = &mut v.context.ops;
-    ops.post_send = Some(crate::provider::datapath::op_post_send);
-    ops.post_recv = Some(crate::provider::datapath::op_post_recv);
-    ops.post_srq_recv = Some(crate::provider::datapath::op_post_srq_recv);
-    ops.poll_cq = Some(crate::provider::datapath::op_poll_cq);
-    ops.req_notify_cq = Some(crate::provider::datapath::op_req_notify_cq);
-    ops.alloc_mw = Some(crate::provider::ext::op_alloc_mw);
-    ops.dealloc_mw = Some(crate::provider::ext::op_dealloc_mw);
-    ops.bind_mw = Some(crate::provider::ext::op_bind_mw);
-    v.alloc_dm = Some(crate::provider::dm::op_alloc_dm);
-    v.free_dm = Some(crate::provider::dm::op_free_dm);
-    v.reg_dm_mr = Some(crate::provider::dm::op_reg_dm_mr);
-    v.create_qp_ex = Some(crate::provider::qp::op_create_qp_ex);
-    v.create_cq_ex = Some(crate::provider::cqex::op_create_cq_ex);
-    v.create_srq_ex = Some(op_create_srq_ex);
-    v.get_srq_num = Some(op_get_srq_num);
-    v.open_xrcd = Some(op_open_xrcd);
-    v.close_xrcd = Some(op_close_xrcd);
-    v.open_qp = Some(crate::provider::qp::op_open_qp);
-    v.alloc_parent_domain = Some(crate::provider::parent::op_alloc_parent_domain);
-    v.advise_mr = Some(crate::provider::ext::op_advise_mr);
-    v.query_rt_values = Some(crate::provider::device::op_query_rt_values);
-}
-
 // ------------------------------------------------------------------ PD
 
 export! { "IBVERBS_1.1" fn ibv_alloc_pd(context: *mut c::ibv_context) -> *mut c::ibv_pd {
@@ -283,14 +257,6 @@ export! { "IBVERBS_1.0" fn ibv_destroy_comp_channel(channel: *mut c::ibv_comp_ch
     }))
 }}
 
-export! { "IBVERBS_1.1" fn ibv_get_cq_event(channel: *mut c::ibv_comp_channel, cq: *mut *mut c::ibv_cq, cq_context: *mut *mut c_void) -> c_int {
-    crate::provider::events::get_cq_event(channel, cq, cq_context)
-}}
-
-export! { "IBVERBS_1.1" fn ibv_ack_cq_events(cq: *mut c::ibv_cq, nevents: u32) {
-    crate::provider::events::ack_cq_events(cq, nevents)
-}}
-
 // ------------------------------------------------------------------ CQ
 
 export! { "IBVERBS_1.1" fn ibv_create_cq(context: *mut c::ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut c::ibv_comp_channel, comp_vector: c_int) -> *mut c::ibv_cq {
@@ -406,7 +372,7 @@ export! { "IBVERBS_1.1" fn ibv_create_srq(pd: *mut c::ibv_pd, srq_init_attr: *mu
     }))
 }}
 
-unsafe extern "C" fn op_create_srq_ex(
+pub(crate) unsafe extern "C" fn op_create_srq_ex(
     context: *mut c::ibv_context,
     attr: *mut c::ibv_srq_init_attr_ex,
 ) -> *mut c::ibv_srq {
@@ -425,7 +391,7 @@ unsafe extern "C" fn op_create_srq_ex(
     })
 }
 
-unsafe extern "C" fn op_get_srq_num(srq: *mut c::ibv_srq, srq_num: *mut u32) -> c_int {
+pub(crate) unsafe extern "C" fn op_get_srq_num(srq: *mut c::ibv_srq, srq_num: *mut u32) -> c_int {
     crate::guard::catch("ibv_get_srq_num", || {
         ret_int(with(|shim| {
             let v = "ibv_get_srq_num";
@@ -485,7 +451,7 @@ export! { "IBVERBS_1.1" fn ibv_destroy_srq(srq: *mut c::ibv_srq) -> c_int {
 
 // ----------------------------------------------------------------- XRCD
 
-unsafe extern "C" fn op_open_xrcd(
+pub(crate) unsafe extern "C" fn op_open_xrcd(
     context: *mut c::ibv_context,
     attr: *mut c::ibv_xrcd_init_attr,
 ) -> *mut c::ibv_xrcd {
@@ -525,7 +491,7 @@ unsafe extern "C" fn op_open_xrcd(
     })
 }
 
-unsafe extern "C" fn op_close_xrcd(xrcd: *mut c::ibv_xrcd) -> c_int {
+pub(crate) unsafe extern "C" fn op_close_xrcd(xrcd: *mut c::ibv_xrcd) -> c_int {
     crate::guard::catch("ibv_close_xrcd", || {
         ret_int(with(|shim| {
             let v = "ibv_close_xrcd";

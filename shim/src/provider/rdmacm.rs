@@ -414,7 +414,7 @@ fn refresh(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id) -> Res<()> {
     let h = id_entry(shim, v, id)?.handle;
     let info = shim.sim.rdma_id_info(&h).at(v)?;
     let verbs = match info.verbs {
-        Some(ctx) => crate::provider::device::context_ptr(shim, v, ctx)?,
+        Some(ctx) => crate::provider::context::context_ptr(shim, v, ctx)?,
         None => ptr::null_mut(),
     };
     let pd = info.pd.map_or(ptr::null_mut(), |p| {
@@ -1366,7 +1366,7 @@ export! { "RDMACM_1.0" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut
         let v = "rdma_get_devices";
         if shim.cm.devices.is_empty() {
             for i in 0..shim.devices.len() {
-                match shim.sim.cm_device_context(i as u32).at(v).and_then(|h| crate::provider::device::context_ptr(shim, v, h)) {
+                match shim.sim.cm_device_context(i as u32).at(v).and_then(|h| crate::provider::context::context_ptr(shim, v, h)) {
                     Ok(p) => shim.cm.devices.push(p as usize),
                     Err(f) => {
                         set_errno(f.errno);
