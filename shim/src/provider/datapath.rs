@@ -86,7 +86,7 @@ fn copy_inline(
     lens: &mut Vec<usize>,
 ) -> Result<(), c_int> {
     // SAFETY: a live QP of ours (looked up by the caller): a QpAlloc.
-    let max = unsafe { (*qp.cast::<crate::provider::qp::QpAlloc>()).max_inline_data } as usize;
+    let max = unsafe { (*qp.cast::<crate::provider::qpex::QpAlloc>()).max_inline_data } as usize;
     let mut need = 0usize;
     for (i, &p) in raw.iter().enumerate() {
         // SAFETY: one of the caller's readable WRs.

@@ -11,6 +11,7 @@ pub(crate) mod events;
 pub(crate) mod ext;
 pub(crate) mod fds;
 pub(crate) mod mlx5;
+pub(crate) mod mlx5dv;
 pub(crate) mod objects;
 pub(crate) mod parent;
 pub(crate) mod qp;

@@ -9,26 +9,9 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::provider::objects::{ah_attr, c_ah_attr};
+use crate::provider::qpex::QpAlloc;
 use crate::provider::state::handle_of;
 use crate::provider::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
-
-/// One allocation per QP: `struct ibv_qp_ex` (which starts with `struct
-/// ibv_qp`) and the `struct mlx5dv_qp_ex` `mlx5dv_qp_ex_from_ibv_qp_ex`
-/// returns.
-#[repr(C)]
-#[derive(Default)]
-pub(crate) struct QpAlloc {
-    pub(crate) ex: c::ibv_qp_ex,
-    pub(crate) dv: c::mlx5dv_qp_ex,
-    /// Whether `ibv_qp_to_qp_ex` may return `ex` (created through
-    /// `create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`).
-    pub(crate) has_ex: bool,
-    /// The `ibv_wr_*` batch being built.
-    pub(crate) batch: crate::provider::qpex::Batch,
-    /// The QP's `cap.max_inline_data`: `ibv_post_send` copies inline data
-    /// up to it at post time.
-    pub(crate) max_inline_data: u32,
-}
 
 fn cap(c: &c::ibv_qp_cap) -> QpCap {
     QpCap {

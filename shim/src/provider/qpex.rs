@@ -13,10 +13,26 @@ use core::ffi::{c_int, c_void};
 use backend_sim::*;
 use verbs_api::*;
 
-use crate::provider::qp::QpAlloc;
 use crate::provider::records::Bounce;
 use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
 
+/// One allocation per QP: `struct ibv_qp_ex` (which starts with `struct
+/// ibv_qp`) and the `struct mlx5dv_qp_ex` `mlx5dv_qp_ex_from_ibv_qp_ex`
+/// returns.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct QpAlloc {
+    pub(crate) ex: c::ibv_qp_ex,
+    pub(crate) dv: c::mlx5dv_qp_ex,
+    /// Whether `ibv_qp_to_qp_ex` may return `ex` (created through
+    /// `create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`).
+    pub(crate) has_ex: bool,
+    /// The `ibv_wr_*` batch being built.
+    pub(crate) batch: Batch,
+    /// The QP's `cap.max_inline_data`: `ibv_post_send` copies inline data
+    /// up to it at post time.
+    pub(crate) max_inline_data: u32,
+}
 /// One work request being built.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Pending {

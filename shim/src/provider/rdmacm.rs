@@ -547,7 +547,7 @@ fn reap(shim: &mut Shim) {
             crate::provider::qpex::drop_bounce(shim, p as *mut c::ibv_qp);
             shim.objects.remove(&p);
             // SAFETY: a QP wrapper of ours whose QP is gone; freed once.
-            drop(unsafe { Box::from_raw(p as *mut crate::provider::qp::QpAlloc) });
+            drop(unsafe { Box::from_raw(p as *mut crate::provider::qpex::QpAlloc) });
         }
     }
     let cqs: Vec<CqHandle> = shim.cq_ptrs.keys().copied().collect();
