@@ -61,7 +61,7 @@ pub(crate) struct CmState {
 }
 
 /// Buffers `ibv_post_send`/`ibv_post_recv` gather a chain of C work
-/// requests into, kept in [`Shim`] from call to call so that posting
+/// requests into, kept in [`Shim`](crate::provider::state::Shim) from call to call so that posting
 /// allocates nothing once they have grown to the longest chain seen.
 #[derive(Default)]
 pub(crate) struct PostScratch {
