@@ -9,8 +9,13 @@
 //! (top-level modules, and the modules one level down inside the layer
 //! directories `abi/` and `provider/`). Then: every module is in
 //! [`LAYERS`]; no edge runs from a lower layer to a higher one; the graph
-//! has no cycle (a failure names one, with the line of each import); and
-//! no file is over [`MAX_LINES`] unless it is generated.
+//! has no cycle (a failure names one, with the line of each import); no
+//! module glob-imports a layer's modules (`use super::*` from
+//! `provider/x.rs`), which would let it name its siblings unseen; and no
+//! file is over [`MAX_LINES`] unless it is generated.
+//!
+//! The modules inside `provider/rdmacm/` and `provider/rsocket/` count as
+//! one node each (their rooms share private helpers through `super::`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -186,8 +191,50 @@ struct Edge {
     at: String,
 }
 
-/// The module graph of `sources`: node → (node it imports → first site).
-fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
+/// The byte ranges of the inline modules (`mod name { … }`) of `text`.
+fn inline_mods(text: &str) -> Vec<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut search = 0;
+    while let Some(off) = text[search..].find("mod ") {
+        let at = search + off;
+        search = at + 4;
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let mut i = at + 4;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+        }
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if b.get(i) != Some(&b'{') {
+            continue;
+        }
+        let mut depth = 0usize;
+        for (j, &c) in b.iter().enumerate().skip(i) {
+            match c {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((i, j));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The module graph of `sources`: node → (node it imports → first site),
+/// and the glob imports of a layer's (or the crate's) modules, which
+/// would hide what a module uses.
+fn graph(sources: &[Source]) -> (BTreeMap<String, BTreeMap<String, Edge>>, Vec<String>) {
+    let mut globs = Vec::new();
     let mut known: BTreeSet<Vec<String>> = BTreeSet::new();
     for s in sources {
         let m = module_of(&s.path);
@@ -205,10 +252,8 @@ fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
         g.entry(from.clone()).or_default();
         let text = strip(&s.text);
         let bytes = text.as_bytes();
-        for (kw, base) in [
-            ("crate::", Vec::new()),
-            ("super::", module[..module.len() - 1].to_vec()),
-        ] {
+        let inline = inline_mods(&text);
+        for kw in ["crate::", "super::"] {
             let mut search = 0;
             while let Some(off) = text[search..].find(kw) {
                 let at = search + off;
@@ -217,10 +262,29 @@ fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
                 if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
                     continue;
                 }
+                // `super::` in an inline module (`mod tests`) names the
+                // file's own module, or a module inside the file.
+                let depth = inline.iter().filter(|(a, b)| *a < at && at < *b).count();
+                let base = match (kw, depth) {
+                    ("crate::", _) => Vec::new(),
+                    (_, 0) => module[..module.len() - 1].to_vec(),
+                    (_, 1) => module.clone(),
+                    _ => continue,
+                };
                 let mut paths = Vec::new();
                 paths_at(bytes, at + kw.len(), &base, &mut paths);
                 let line = text[..at].matches('\n').count() + 1;
                 for p in paths {
+                    let glob_of_layer = p.last().is_some_and(|l| l == "*")
+                        && (p.len() == 1 || (p.len() == 2 && LAYER_DIRS.contains(&p[0].as_str())));
+                    if glob_of_layer {
+                        globs.push(format!(
+                            "{}:{line} imports every module of `{}` with a glob",
+                            s.path,
+                            if p.len() == 1 { "crate" } else { p[0].as_str() }
+                        ));
+                        continue;
+                    }
                     let Some(target) = (1..=p.len())
                         .rev()
                         .map(|n| p[..n].to_vec())
@@ -228,8 +292,7 @@ fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
                     else {
                         continue;
                     };
-                    // A module naming itself or an ancestor (`use super::*`
-                    // in an inline test module) is not an edge.
+                    // A module naming itself or an ancestor is not an edge.
                     if module.starts_with(&target) {
                         continue;
                     }
@@ -248,7 +311,7 @@ fn graph(sources: &[Source]) -> BTreeMap<String, BTreeMap<String, Edge>> {
             }
         }
     }
-    g
+    (g, globs)
 }
 
 /// A cycle of `g` as its nodes and the import sites, if there is one.
@@ -326,8 +389,7 @@ fn layer_of(node: &str) -> Option<usize> {
 
 /// Every problem with `sources`' shape, one line each.
 fn problems(sources: &[Source]) -> Vec<String> {
-    let g = graph(sources);
-    let mut out = Vec::new();
+    let (g, mut out) = graph(sources);
     for (from, edges) in &g {
         let Some(lf) = layer_of(from) else {
             out.push(format!("module `{from}` is in no layer of LAYERS"));
@@ -480,6 +542,18 @@ fn checker_names_a_cycle_and_an_upward_import() {
     assert!(p
         .iter()
         .any(|l| l.contains("`provider::a` (provider) imports `abi::x`")));
+
+    let tests_inside = tree(&[
+        (
+            "provider/a.rs",
+            "fn f() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+        ("provider/b.rs", "use super::*;\nfn g() { a::f() }\n"),
+    ]);
+    assert_eq!(
+        problems(&tests_inside),
+        vec!["provider/b.rs:1 imports every module of `provider` with a glob"]
+    );
 
     let unknown = tree(&[("newlayer.rs", "use crate::sys;"), ("sys.rs", "")]);
     assert_eq!(
