@@ -8,8 +8,7 @@
 use core::ffi::c_int;
 
 use crate::export::export;
-use crate::provider::state::handle_of;
-use crate::provider::state::{self, c, ret_ptr, with, Fail, Obj, Res, SimRes};
+use crate::provider::state::{self, c, handle_of, ret_ptr, with, Fail, Obj, Res, SimRes};
 
 /// The inode of an fd (`None` if it is not open).
 fn inode(fd: c_int) -> Option<(u64, u64)> {

@@ -10,8 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::state::handle_of;
-use crate::provider::state::{c, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{c, handle_of, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 /// The sysfs GID types `ibv_init_ah_from_wc` searches by: IB and RoCE v1
 /// share 0, RoCE v2 is 1.

@@ -10,8 +10,7 @@ use verbs_api::*;
 use backend_sim::datapath::post::inline_carries_payload;
 
 use crate::provider::records::PostScratch;
-use crate::provider::state::handle_of;
-use crate::provider::state::{c, with, Fail, Obj, Shim, SimRes};
+use crate::provider::state::{c, handle_of, with, Fail, Obj, Shim, SimRes};
 
 /// Reads a C SGE list.
 ///

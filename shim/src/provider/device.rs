@@ -10,8 +10,7 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::state::put_str;
-use crate::provider::state::{self, c, ret_int, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{self, c, put_str, ret_int, with, Fail, Obj, Res, Shim, SimRes};
 
 /// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` value that tells the inline
 /// wrappers the context is a `verbs_context`.

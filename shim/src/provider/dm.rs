@@ -16,8 +16,9 @@ use backend_sim::*;
 use verbs_api::*;
 
 use crate::export::export;
-use crate::provider::state::handle_of;
-use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{
+    self, c, handle_of, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes,
+};
 
 /// The context's `alloc_dm` op.
 pub(crate) unsafe extern "C" fn op_alloc_dm(

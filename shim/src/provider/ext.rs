@@ -9,8 +9,9 @@ use verbs_api::*;
 
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::state::handle_of;
-use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{
+    self, c, handle_of, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes,
+};
 
 /// `IBV_REREG_MR_ERR_INPUT`: bad arguments, nothing changed.
 const REREG_ERR_INPUT: c_int = -1;

@@ -8,8 +8,9 @@ use verbs_api::*;
 
 use crate::appmem::AppMemory;
 use crate::export::export;
-use crate::provider::state::handle_of;
-use crate::provider::state::{self, c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{
+    self, c, handle_of, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes,
+};
 
 // ------------------------------------------------------------------ PD
 

@@ -10,8 +10,7 @@ use verbs_api::*;
 use crate::export::export;
 use crate::provider::objects::{ah_attr, c_ah_attr};
 use crate::provider::qpex::QpAlloc;
-use crate::provider::state::handle_of;
-use crate::provider::state::{c, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{c, handle_of, ret_int, ret_ptr, with, Fail, Obj, Res, Shim, SimRes};
 
 fn cap(c: &c::ibv_qp_cap) -> QpCap {
     QpCap {

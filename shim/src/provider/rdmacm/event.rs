@@ -11,8 +11,7 @@ use verbs_api::*;
 use super::*;
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::state::sync_fds;
-use crate::provider::state::{self, c, with, Fail, Res, Shim, SimRes};
+use crate::provider::state::{self, c, sync_fds, with, Fail, Res, Shim, SimRes};
 
 /// `rdma_ack_cm_event` under the lock already held.
 ///

@@ -12,8 +12,7 @@ use verbs_api::*;
 use super::{id_entry, refresh, ret, verb_then_wait};
 use crate::export::export;
 use crate::guard::set_errno;
-use crate::provider::state::sync_fds;
-use crate::provider::state::{c, with, Fail, Res, Shim, SimRes};
+use crate::provider::state::{c, sync_fds, with, Fail, Res, Shim, SimRes};
 
 // `port_of` reads the storage as its 128 bytes.
 const _: () = assert!(size_of::<c::sockaddr_storage>() == 128);

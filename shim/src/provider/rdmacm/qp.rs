@@ -8,8 +8,7 @@ use verbs_api::*;
 
 use super::*;
 use crate::export::export;
-use crate::provider::state::handle_of;
-use crate::provider::state::{c, with, Fail, Obj, Res, Shim, SimRes};
+use crate::provider::state::{c, handle_of, with, Fail, Obj, Res, Shim, SimRes};
 
 // -------------------------------------------------------------------- QPs
 
