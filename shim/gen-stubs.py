@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/stubs.rs: every function of data/symbols.tsv that no module
+"""Writes src/abi/stubs.rs: every function of data/symbols.tsv that no module
 implements with `export!` (or, for a compat version, `export_compat!`), as
 a stub that fails cleanly; and rewrites the table's `how` column to say
 which functions are real.
@@ -71,6 +71,6 @@ for line in table:
         stubs += 1
         out.append(f'export! {{ "{node}" fn {name}() {body} }}')
     rows.append("\t".join([lib, node, name, kind, how, users]))
-(root / "src" / "stubs.rs").write_text("\n".join(out) + "\n")
+(root / "src" / "abi" / "stubs.rs").write_text("\n".join(out) + "\n")
 (root / "data" / "symbols.tsv").write_text("\n".join(rows) + "\n")
 print(f"{stubs} stubs, {reals} implemented")

@@ -360,7 +360,7 @@ fn probes() -> Vec<Probe> {
             comp_mask,
             wr_set_dc_addr
         }),
-        // The WQE segments `mlx5dv_wr_raw_wqe` decodes (src/mlx5.rs); the
+        // The WQE segments `mlx5dv_wr_raw_wqe` decodes (src/provider/mlx5.rs); the
         // control segment is sys.rs's hand-declared one (bindgen made it
         // 20 bytes).
         probe!(mlx5_wqe_ctrl_seg {

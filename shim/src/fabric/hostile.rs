@@ -815,7 +815,7 @@ fn reg_mr_over_a_hole_is_efault() {
         let pd = e.alloc_pd(&ctx).unwrap();
         let mut reg = |addr: usize, len: usize, access: AccessFlags| {
             e.reg_mr_app(pd, addr as u64, addr, len, access, || {
-                Box::new(crate::objects::AppMemory::new(addr, len))
+                Box::new(crate::appmem::AppMemory::new(addr, len))
             })
         };
         let rw = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
