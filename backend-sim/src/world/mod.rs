@@ -7,6 +7,7 @@ mod async_events;
 pub(crate) mod cm;
 mod context;
 mod cq;
+mod cq_mirror;
 mod dc;
 mod digest;
 mod dm;
@@ -39,6 +40,7 @@ use crate::trace::{Trace, TraceEvent};
 use crate::{DeviceProfile, SimConfig};
 
 pub(crate) use cq::Cq;
+pub use cq_mirror::{wc_ex_of, CqMirror, MirroredCqe, MirroredQueue};
 pub(crate) use exec::may_have_cause as exec_may_have_cause;
 pub use live::LiveObjects;
 pub(crate) use mr::Mr;

@@ -61,6 +61,9 @@ pub(crate) enum ExtraCall {
     QpOutOfOrder(QpHandle),
     /// `RDMA_OPTION_ID_ACK_TIMEOUT` of an rdma_cm id.
     CmSetAckTimeout(CmIdHandle, u8),
+    /// A ring in shared memory for a CQ (`true`: an extended CQ, polled in
+    /// its format); its region comes with the reply (`fast`).
+    AttachCq(CqHandle, bool),
 }
 
 impl ExtraCall {
@@ -77,6 +80,8 @@ impl ExtraCall {
             Self::AckAsyncEvent(_) => Verb::AckAsyncEvent,
             Self::QpOutOfOrder(_) => Verb::QueryQp,
             Self::CmSetAckTimeout(..) => Verb::RdmaSetOption,
+            Self::AttachCq(_, false) => Verb::PollCq,
+            Self::AttachCq(_, true) => Verb::PollCqEx,
         }
     }
 }
@@ -132,6 +137,7 @@ fn handles(call: &ExtraCall) -> Vec<Owned> {
         ExtraCall::CmChannelPending(ch) => hs.push(Owned::CmChannel(*ch)),
         ExtraCall::QpOutOfOrder(qp) => hs.push(Owned::Qp(*qp)),
         ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
+        ExtraCall::AttachCq(cq, _) => hs.push(Owned::Cq(*cq)),
         ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) | ExtraCall::CmDeviceContext(_) => {}
     }
     hs
@@ -232,6 +238,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
         }
         ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
         ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
+        ExtraCall::AttachCq(cq, ex) => super::fast::attach_cq(sim, session, cq, ex),
     }
 }
 

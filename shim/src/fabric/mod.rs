@@ -30,12 +30,15 @@
 //! its cost per verb, and where runs stop being reproducible.
 
 pub(crate) mod client;
+pub(crate) mod cqring;
 pub(crate) mod extra;
+pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
 pub(crate) mod rpc;
 pub mod server;
+pub(crate) mod shm;
 pub(crate) mod wire;
 
 use serde::Serialize;

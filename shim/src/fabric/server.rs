@@ -120,6 +120,8 @@ pub(crate) struct Family {
     objects: BTreeMap<Owned, Maker>,
     /// Async events handed to the family, not yet acknowledged.
     async_tokens: std::collections::BTreeSet<u64>,
+    /// CQs of the family mirrored into a ring in shared memory.
+    mirrors: std::collections::BTreeSet<CqHandle>,
 }
 
 /// One connected process, as the fabric serves one call of it.
@@ -131,6 +133,8 @@ pub(crate) struct Session<'a> {
     /// Raised by the process's memory when a copy from or to it failed:
     /// the process is gone (or unmapped what it registered).
     gone: &'a Arc<AtomicBool>,
+    /// A descriptor to pass with the reply (a shared region).
+    fd_out: Option<std::os::fd::OwnedFd>,
 }
 
 impl Session<'_> {
@@ -176,6 +180,14 @@ impl Session<'_> {
             )),
         }
     }
+    /// Remembers that the family's CQ `cq` is mirrored into shared memory.
+    pub(crate) fn note_mirror(&mut self, cq: CqHandle) {
+        self.family.mirrors.insert(cq);
+    }
+    /// Passes `fd` with the reply to this call.
+    pub(crate) fn pass_fd(&mut self, fd: std::os::fd::OwnedFd) {
+        self.fd_out = Some(fd);
+    }
     /// Remembers an async event handed to the family.
     pub(crate) fn note_async_token(&mut self, token: u64) {
         self.family.async_tokens.insert(token);
@@ -187,6 +199,18 @@ impl Session<'_> {
 }
 
 impl Family {
+    /// Applies what the family's processes took from their CQ rings to the
+    /// world's CQs (freeing the work-queue slots those completions cover),
+    /// before anything else of theirs is served; forgets CQs no longer
+    /// mirrored.
+    fn sync_mirrors(&mut self, sim: &mut SimVerbs) {
+        let w = sim.world_mut();
+        self.mirrors.retain(|cq| {
+            w.sync_cq_mirror(*cq);
+            w.cq_mirrored(*cq)
+        });
+    }
+
     /// Destroys what connection `conn` made, as closing a uverbs file
     /// does: QPs first (peers' requests to them go unanswered; nothing more
     /// leaves on their behalf), then what they used, contexts last.
@@ -354,6 +378,30 @@ impl Client {
             }
         }
         self.out_since = None;
+    }
+
+    /// Queues a reply frame with `fd` attached to its first byte. The
+    /// client waits for this reply, so nothing is queued before it; if
+    /// something is (or the descriptor cannot go), the reply goes without
+    /// it and the client polls by call.
+    fn reply_with_fd(&mut self, bytes: &[u8], fd: std::os::fd::OwnedFd) {
+        if !self.outbuf.is_empty() {
+            self.reply(bytes);
+            return;
+        }
+        let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        let mut frame = Vec::with_capacity(4 + bytes.len());
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(bytes);
+        match super::shm::send_with_fd(self.stream.as_raw_fd(), &frame, fd.as_raw_fd()) {
+            Ok(n) => {
+                self.outbuf.extend_from_slice(&frame[n..]);
+                self.out_since = Some(Instant::now());
+                self.flush();
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.reply(bytes),
+            Err(_) => self.closed = true,
+        }
     }
 
     /// Queues a reply frame and writes what it can of it.
@@ -525,6 +573,7 @@ impl Registry {
                                 process: ProcessId(u32::try_from(f).unwrap_or(u32::MAX)),
                                 objects: BTreeMap::new(),
                                 async_tokens: Default::default(),
+                                mirrors: Default::default(),
                             },
                         );
                         f
@@ -552,14 +601,19 @@ impl Registry {
                     c.closed = true;
                     return;
                 };
+                family.sync_mirrors(sim);
                 let mut session = Session {
                     pid: c.pid,
                     conn: id,
                     family,
                     gone: &c.gone,
+                    fd_out: None,
                 };
                 let reply = dispatch(sim, &mut session, call);
-                c.reply(&reply);
+                match session.fd_out.take() {
+                    Some(fd) => c.reply_with_fd(&reply, fd),
+                    None => c.reply(&reply),
+                }
             }
         }
     }
