@@ -118,6 +118,9 @@ impl Remote {
     /// came with it.
     fn call_raw(&self, call: &Call) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
         let verb = call.verb();
+        if super::fast::stales_snapshots(call) {
+            self.fast.borrow_mut().forget_snapshots();
+        }
         let bytes = super::encode(call);
         let mut conn = self.conn.borrow_mut();
         // SAFETY: getpid has no preconditions.

@@ -39,6 +39,7 @@ pub(crate) mod memory;
 pub(crate) mod rpc;
 pub mod server;
 pub(crate) mod shm;
+pub(crate) mod sqring;
 pub(crate) mod wire;
 
 use serde::Serialize;

@@ -431,8 +431,8 @@ impl Remote {
     pub(crate) fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo> {
         self.call(&Call::MrInfo(*mr))
     }
-    /// `dereg_mr` on the shared fabric.
-    pub(crate) fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+    /// `dereg_mr` on the shared fabric, as a call over the socket.
+    pub(crate) fn dereg_mr_by_call(&mut self, mr: &MrHandle) -> Result<()> {
         self.call(&Call::DeregMr(*mr))
     }
     /// `rereg_mr` on the shared fabric.
@@ -611,20 +611,24 @@ impl Remote {
     pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
         self.call(&Call::DestroyAh(*ah))
     }
-    /// `post_send` on the shared fabric.
+    /// `post_send` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_send(
+    pub(crate) unsafe fn post_send_by_call(
         &mut self,
         qp: &QpHandle,
         wrs: &[SendWr<'_, SimVerbs>],
     ) -> Result<()> {
         self.call(&Call::PostSend(*qp, SendWrW::list(wrs)))
     }
-    /// `post_recv` on the shared fabric.
+    /// `post_recv` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+    pub(crate) unsafe fn post_recv_by_call(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[RecvWr<'_>],
+    ) -> Result<()> {
         self.call(&Call::PostRecv(*qp, RecvWrW::list(wrs)))
     }
     /// `post_srq_recv` on the shared fabric.

@@ -143,15 +143,16 @@ impl Shm {
     }
 }
 
-/// Writes `bytes` on `sock` with `fd` attached (SCM_RIGHTS); how many
-/// bytes went.
-pub(crate) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<usize> {
+/// Writes `bytes` on `sock` with `fds` attached (SCM_RIGHTS, at most 4);
+/// how many bytes went.
+pub(crate) fn send_with_fds(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    let fds = &fds[..fds.len().min(4)];
     let mut iov = libc::iovec {
         iov_base: bytes.as_ptr() as *mut libc::c_void,
         iov_len: bytes.len(),
     };
     // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(size_of::<RawFd>() as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(size_of_val(fds) as u32) } as usize;
     let mut cbuf = vec![0u64; space.div_ceil(8)];
     // SAFETY: zeroed msghdr is valid; pointers set below name live buffers.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -159,13 +160,17 @@ pub(crate) fn send_with_fd(sock: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<u
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
-    // SAFETY: the control buffer holds one cmsg of one fd (CMSG_SPACE).
+    // SAFETY: the control buffer holds one cmsg of `fds.len()` fds
+    // (CMSG_SPACE above).
     unsafe {
         let c = libc::CMSG_FIRSTHDR(&msg);
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
-        core::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+        (*c).cmsg_len = libc::CMSG_LEN(size_of_val(fds) as u32) as _;
+        let data = libc::CMSG_DATA(c).cast::<RawFd>();
+        for (i, fd) in fds.iter().enumerate() {
+            core::ptr::write_unaligned(data.add(i), *fd);
+        }
     }
     loop {
         // SAFETY: `msg` names live buffers; the socket is open.
