@@ -106,12 +106,12 @@ impl Remote {
 
     /// [`Remote::call`] whose reply may carry a descriptor (a shared
     /// region the fabric made).
-    pub(crate) fn call_fd<T: DeserializeOwned>(&self, call: &Call) -> Result<(T, Option<OwnedFd>)> {
+    pub(crate) fn call_fd<T: DeserializeOwned>(&self, call: &Call) -> Result<(T, Vec<OwnedFd>)> {
         let verb = call.verb();
         let (reply, fds) = self.call_raw(call)?;
         let r = postcard::from_bytes::<Result<T>>(&reply)
             .unwrap_or_else(|e| Err(lost(verb, &format!("a reply it could not read: {e}"))))?;
-        Ok((r, fds.into_iter().next()))
+        Ok((r, fds))
     }
 
     /// Sends `call` and reads its reply frame, with any descriptors that

@@ -173,4 +173,5 @@ impl CqRing {
 pub(crate) mod layout {
     pub(crate) const PRODUCER: usize = super::PRODUCER;
     pub(crate) const CONSUMER: usize = super::CONSUMER;
+    pub(crate) const DETACHED: usize = super::DETACHED;
 }

@@ -206,7 +206,7 @@ impl Remote {
             let ex = verb == Verb::PollCqEx;
             let (info, fd) =
                 self.call_fd::<Option<RingInfo>>(&Call::Extra(ExtraCall::AttachCq(cq, ex)))?;
-            let poll = match (info, fd) {
+            let poll = match (info, fd.into_iter().next()) {
                 (Some(info), Some(fd)) => {
                     let bytes = ring_bytes(info.capacity).unwrap_or(0);
                     match Shm::map(&fd, bytes) {
@@ -488,6 +488,24 @@ impl Remote {
         self.dereg_mr_by_call(mr)
     }
 
+    /// Writes a record into the submission ring as it is (tests write
+    /// garbage); false when there is no ring or no room.
+    #[cfg(test)]
+    pub(crate) fn submit_raw(&self, kind: u32, body: &[u8]) -> bool {
+        self.fast
+            .borrow_mut()
+            .posts
+            .as_mut()
+            .is_some_and(|p| p.submit(kind, body))
+    }
+
+    /// Runs `f` on the submission ring, if there is one (tests scribble on
+    /// it).
+    #[cfg(test)]
+    pub(crate) fn with_posts<R>(&self, f: impl FnOnce(&Submitter) -> R) -> Option<R> {
+        self.fast.borrow().posts.as_ref().map(f)
+    }
+
     /// The ring of `cq`, if it is polled through one (tests scribble on it).
     #[cfg(test)]
     pub(crate) fn with_cq_ring<R>(&self, cq: CqHandle, f: impl FnOnce(&CqRing) -> R) -> Option<R> {
@@ -558,7 +576,7 @@ fn shift_bad_wr(e: Error, k: usize) -> Error {
 }
 
 /// A record's body: the QP handle, then the requests.
-fn encode_record<T: Serialize>(qp: &QpHandle, what: &T) -> Vec<u8> {
+pub(crate) fn encode_record<T: Serialize>(qp: &QpHandle, what: &T) -> Vec<u8> {
     let mut b = super::encode(qp);
     b.extend_from_slice(&super::encode(what));
     b

@@ -237,3 +237,9 @@ impl Receiver {
         Taken::Record(kind, body)
     }
 }
+
+/// Offsets of the ring's counters, for tests that scribble on them.
+#[cfg(test)]
+pub(crate) mod layout {
+    pub(crate) const PRODUCER: usize = super::PRODUCER;
+}
