@@ -293,7 +293,16 @@ impl PerftestPair {
     /// `verbsim` fails or prints no `wall` row.
     pub fn local_write_bw(&self, iters: u64) -> Result<Duration, String> {
         let n = iters.max(1).to_string();
-        let out = self.perf(&["write_bw", "-s", "65536", "-n", &n, "--post-list", "1"])?;
+        let out = self.perf(&[
+            "write_bw",
+            "-s",
+            "65536",
+            "-n",
+            &n,
+            "--post-list",
+            "1",
+            "--report_gbits",
+        ])?;
         let row = perf_row(&out, "wall").ok_or_else(|| format!("no wall row: {out}"))?;
         per_message_at(*row.get(2).ok_or("a short wall row")?)
     }

@@ -669,12 +669,15 @@ fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs)
     if !ring.pending() {
         return;
     }
-    family.sync_mirrors(sim);
     let (mut bad, mut first_bad) = (0u64, None);
     loop {
         match ring.take() {
             Taken::Empty => break,
             Taken::Record(kind, body) => {
+                // What the process took from its CQ rings before it wrote
+                // this record (its consumer counts are read after the
+                // record, so they are at least that far).
+                family.sync_mirrors(sim);
                 let mut session = Session {
                     pid: *pid,
                     conn: id,
