@@ -136,14 +136,13 @@ impl Remote {
         let Some((stream, _)) = conn.as_mut() else {
             return Err(lost(verb, "no connection"));
         };
-        let reply = write_frame(stream, &bytes)
+        write_frame(stream, &bytes)
             .and_then(|()| read_frame_fds(stream))
             .map_err(|e| {
                 let err = lost(verb, &e.to_string());
                 *conn = None;
                 err
-            });
-        reply
+            })
     }
 }
 

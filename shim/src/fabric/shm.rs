@@ -112,7 +112,10 @@ impl Shm {
     /// # Panics
     /// On an offset that is not; offsets are the layouts' constants.
     pub(crate) fn counter(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len, "counter at {off}");
+        assert!(
+            off.is_multiple_of(8) && off + 8 <= self.len,
+            "counter at {off}"
+        );
         // SAFETY: in bounds and aligned (the mapping is page-aligned); an
         // AtomicU64 may alias memory another process writes, as every
         // access to it is atomic.
