@@ -149,6 +149,11 @@ impl CqRing {
             self.shm.read(at, &mut buf);
             let len = (u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize).min(SLOT - 4);
             let Ok(cqe) = postcard::from_bytes::<MirroredCqe>(&buf[4..4 + len]) else {
+                // Not what the fabric writes: stop here; with nothing
+                // taken, attach anew (or poll by call) rather than stick.
+                if got == 0 {
+                    return None;
+                }
                 break;
             };
             out(got, &cqe);
