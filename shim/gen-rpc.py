@@ -209,10 +209,16 @@ def handle_checks(a, ty):
     return []
 
 
-def sig(unsafe, name, params, ret):
+def sig(unsafe, name, params, ret, suffix=""):
     ps = ", ".join(f"{a}: {t}" for a, t in params)
     u = "unsafe " if unsafe else ""
-    return f"pub(crate) {u}fn {name}(&mut self{', ' if ps else ''}{ps}) -> Result<{ret}>"
+    return f"pub(crate) {u}fn {name}{suffix}(&mut self{', ' if ps else ''}{ps}) -> Result<{ret}>"
+
+
+# Verbs whose client side is written by hand (src/fabric/fast.rs: the
+# queues in shared memory); their call over the socket is generated as
+# `NAME_by_call`, which the hand-written side uses when it must.
+BY_HAND = {"poll_cq", "poll_cq_ex", "destroy_cq", "resize_cq", "post_send", "post_recv", "dereg_mr"}
 
 
 verbs = parse(VERBS)
@@ -259,12 +265,13 @@ w("}")
 w("")
 w("impl Remote {")
 for unsafe, name, params, ret in verbs:
-    doc = f"    /// `{name}` on the shared fabric."
+    by_hand = name in BY_HAND
+    doc = f"    /// `{name}` on the shared fabric" + (", as a call over the socket." if by_hand else ".")
     w(doc)
     if unsafe:
         w("    /// # Safety")
         w("    /// None beyond the trait's: the fabric reads the memory the requests name itself.")
-    w(f"    {sig(unsafe, name, params, ret)} {{")
+    w(f"    {sig(unsafe, name, params, ret, '_by_call' if by_hand else '')} {{")
     enc = ", ".join(kind(t)[1].format(a=a) for a, t in params)
     wbs = [(a, t, kind(t)) for a, t in params if kind(t)[3]]
     if wbs:

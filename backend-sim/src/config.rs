@@ -5,6 +5,7 @@ use crate::DeviceProfile;
 /// Which driver's errno to return where the drivers disagree (data-path.md
 /// §1.1–§1.2), e.g. `ibv_post_send` on a QP in INIT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ErrnoFlavor {
     /// The mlx5 user-space provider: `ENOMEM` for a send in RESET/INIT/RTR,
     /// for too many send SGEs and for too much inline data; work requests

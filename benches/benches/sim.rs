@@ -38,7 +38,7 @@ use verbsim_benches::control::{ModifyMix, ModifyPlan, QpLifecycle};
 use verbsim_benches::data::{
     MessageRate, MessageRateConfig, RateOp, SendRecvBw, SendRecvConfig, SCALE_PAIRS,
 };
-use verbsim_benches::fabric::{self, CheapVerb, PingPongPair, VerbCostChild};
+use verbsim_benches::fabric::{self, CheapVerb, PerftestPair, PingPongPair, VerbCostChild};
 use verbsim_benches::paired::{self, PairPlan, PairedRatio};
 use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, report, WorkloadError};
@@ -1033,6 +1033,91 @@ fn verb_cost_child(shim: &Path) -> i32 {
     i32::from(served.is_err())
 }
 
+/// Messages per sample of `fabric_perftest`'s bandwidth cases (each
+/// sample starts a perftest pair, so fewer would time the start-up).
+const PERFTEST_BW_MESSAGES: u64 = 2000;
+
+/// Round trips per sample of `fabric_perftest`'s latency cases.
+const PERFTEST_LAT_ITERS: u64 = 1000;
+
+/// `fabric_perftest/{local,fabric}_{write_bw,write_lat}`: Debian's
+/// perftest as server and client processes on the shared fabric
+/// (`ib_write_bw -s 65536`, `ib_write_lat -s 2`, release `verbsim exec
+/// --fabric`) beside `verbsim perf` running the same workload in one
+/// process (`write_bw -s 65536 --post-list 1`, `write_lat -s 2`), both
+/// wall clock. One iteration is one message (bandwidth: the time per 64
+/// KiB message at the reported average bandwidth) or one `t_typical`
+/// (latency); each sample is one run of the programs. Skipped with a SKIP
+/// line when perftest or the release builds are missing.
+fn fabric_perftest(c: &mut Criterion) {
+    const GROUP: &str = "fabric_perftest";
+    if !selected(GROUP) {
+        return;
+    }
+    let pair = match release_verbsim() {
+        Ok(verbsim) => PerftestPair {
+            verbsim,
+            fabric: bench_fabric(),
+        },
+        Err(e) => {
+            eprintln!("SKIP {GROUP}: {e}");
+            return;
+        }
+    };
+    let have_perftest = ["ib_write_bw", "ib_write_lat"]
+        .iter()
+        .all(|p| fabric::on_path(p).is_some());
+    if !have_perftest {
+        eprintln!("SKIP {GROUP}/fabric_*: perftest is not installed (Debian's perftest)");
+    }
+    type Case = fn(&PerftestPair, u64) -> Result<Duration, String>;
+    let cases: [(&str, u64, Case, bool); 4] = [
+        (
+            "local_write_bw",
+            PERFTEST_BW_MESSAGES,
+            PerftestPair::local_write_bw,
+            true,
+        ),
+        (
+            "fabric_write_bw",
+            PERFTEST_BW_MESSAGES,
+            PerftestPair::write_bw,
+            have_perftest,
+        ),
+        (
+            "local_write_lat",
+            PERFTEST_LAT_ITERS,
+            PerftestPair::local_write_lat,
+            true,
+        ),
+        (
+            "fabric_write_lat",
+            PERFTEST_LAT_ITERS,
+            PerftestPair::write_lat,
+            have_perftest,
+        ),
+    ];
+    let mut g = c.benchmark_group(GROUP);
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(10);
+    for (name, n, run, ok) in cases {
+        if !ok || !selected(&format!("{GROUP}/{name}")) {
+            continue;
+        }
+        if let Err(e) = run(&pair, n) {
+            eprintln!("SKIP {GROUP}/{name}: {e}");
+            continue;
+        }
+        g.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| {
+                let per = run(&pair, n).unwrap_or_else(|e| panic!("{GROUP}/{name}: {e}"));
+                Duration::from_secs_f64(per.as_secs_f64() * iters as f64)
+            });
+        });
+    }
+    g.finish();
+}
+
 /// The criterion groups; `criterion_group!` defines undocumented `pub fn`s.
 #[allow(missing_docs, unreachable_pub)]
 mod groups {
@@ -1055,7 +1140,7 @@ mod groups {
     criterion_group! {
         name = shared_fabric;
         config = config();
-        targets = fabric_pingpong_rate, fabric_verb_cost
+        targets = fabric_pingpong_rate, fabric_verb_cost, fabric_perftest
     }
 }
 

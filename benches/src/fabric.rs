@@ -190,6 +190,162 @@ impl PingPongPair {
     }
 }
 
+/// perftest (Debian's) as server and client on one shared fabric, and
+/// `verbsim perf` for the same workload in one process
+/// (`fabric_perftest`, docs/fabric-perf.md).
+#[derive(Clone, Debug)]
+pub struct PerftestPair {
+    /// The release `verbsim`.
+    pub verbsim: PathBuf,
+    /// The fabric's socket.
+    pub fabric: String,
+}
+
+/// The numbers of the first result row of perftest's report (the row that
+/// starts with the message size).
+pub fn perftest_numbers(output: &str) -> Option<Vec<f64>> {
+    output.lines().find_map(|l| {
+        let nums: Vec<f64> = l
+            .split_whitespace()
+            .map_while(|w| w.parse::<f64>().ok())
+            .collect();
+        (nums.len() >= 4 && l.split_whitespace().count() == nums.len()).then_some(nums)
+    })
+}
+
+/// The numbers of the `verbsim perf` row labelled `label` (`wall`,
+/// `simulated`, `perftest`).
+pub fn perf_row(output: &str, label: &str) -> Option<Vec<f64>> {
+    output.lines().find_map(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        (words.last() == Some(&label))
+            .then(|| words.iter().filter_map(|w| w.parse::<f64>().ok()).collect())
+    })
+}
+
+impl PerftestPair {
+    /// Runs `program args` as server and client on the fabric; the
+    /// client's output.
+    ///
+    /// # Errors
+    /// A process fails, hangs, or the server never listens.
+    pub fn run(&self, program: &str, args: &[&str]) -> Result<String, String> {
+        let port = free_port()?.to_string();
+        let cmd = |server: bool| {
+            let mut c = Command::new(&self.verbsim);
+            c.args(["exec", "--fabric", &self.fabric, "--", program])
+                .args(args)
+                .args(["-p", &port])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if !server {
+                c.arg("127.0.0.1");
+            }
+            c
+        };
+        let mut server = cmd(true)
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.verbsim.display()))?;
+        if let Err(e) = wait_listen(port.parse().unwrap_or(0), &mut server) {
+            let _ = server.kill();
+            let out = finish(server, "the server").unwrap_or_else(|e| e);
+            return Err(format!("{e}: {}", out.trim()));
+        }
+        let client = cmd(false)
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", self.verbsim.display()))?;
+        let client_out = finish(client, "the client");
+        let server_out = finish(server, "the server");
+        let text = client_out?;
+        server_out?;
+        Ok(text)
+    }
+
+    /// `ib_write_bw -s 65536 -n iters` over the fabric: wall-clock time
+    /// per message (from perftest's `BW average`).
+    ///
+    /// # Errors
+    /// As [`PerftestPair::run`], or no result row.
+    pub fn write_bw(&self, iters: u64) -> Result<Duration, String> {
+        let n = iters.max(1).to_string();
+        let out = self.run("ib_write_bw", &["-s", "65536", "-n", &n, "--report_gbits"])?;
+        let nums = perftest_numbers(&out).ok_or_else(|| format!("no result row: {out}"))?;
+        per_message_at(nums[3])
+    }
+
+    /// `ib_write_lat -s 2 -n iters` over the fabric: perftest's
+    /// `t_typical`.
+    ///
+    /// # Errors
+    /// As [`PerftestPair::run`], or no result row.
+    pub fn write_lat(&self, iters: u64) -> Result<Duration, String> {
+        let n = iters.max(2).to_string();
+        let out = self.run("ib_write_lat", &["-s", "2", "-n", &n])?;
+        let nums = perftest_numbers(&out).ok_or_else(|| format!("no result row: {out}"))?;
+        Ok(Duration::from_secs_f64(nums[4] * 1e-6))
+    }
+
+    /// `verbsim perf write_bw -s 65536 -n iters --post-list 1` in one
+    /// process: wall-clock time per message.
+    ///
+    /// # Errors
+    /// `verbsim` fails or prints no `wall` row.
+    pub fn local_write_bw(&self, iters: u64) -> Result<Duration, String> {
+        let n = iters.max(1).to_string();
+        let out = self.perf(&[
+            "write_bw",
+            "-s",
+            "65536",
+            "-n",
+            &n,
+            "--post-list",
+            "1",
+            "--report_gbits",
+        ])?;
+        let row = perf_row(&out, "wall").ok_or_else(|| format!("no wall row: {out}"))?;
+        per_message_at(*row.get(2).ok_or("a short wall row")?)
+    }
+
+    /// `verbsim perf write_lat -s 2 -n iters` in one process: the wall
+    /// row's `t_typical`.
+    ///
+    /// # Errors
+    /// `verbsim` fails or prints no `wall` row.
+    pub fn local_write_lat(&self, iters: u64) -> Result<Duration, String> {
+        let n = iters.max(2).to_string();
+        let out = self.perf(&["write_lat", "-s", "2", "-n", &n])?;
+        let row = perf_row(&out, "wall").ok_or_else(|| format!("no wall row: {out}"))?;
+        Ok(Duration::from_secs_f64(
+            *row.get(3).ok_or("a short wall row")? * 1e-6,
+        ))
+    }
+
+    fn perf(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(&self.verbsim)
+            .arg("perf")
+            .args(args)
+            .output()
+            .map_err(|e| format!("spawn {}: {e}", self.verbsim.display()))?;
+        if !out.status.success() {
+            return Err(format!(
+                "verbsim perf {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// The time one 64 KiB message takes at `gbits` Gb/s.
+fn per_message_at(gbits: f64) -> Result<Duration, String> {
+    if gbits.is_finite() && gbits > 0.0 {
+        Ok(Duration::from_secs_f64(65536.0 * 8.0 / (gbits * 1e9)))
+    } else {
+        Err(format!("a bandwidth of {gbits} Gb/s"))
+    }
+}
+
 /// The verbs [`VerbCostChild`] times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheapVerb {
@@ -339,6 +495,28 @@ mod tests {
                    2000 iters in 0.37 seconds = 183.17 usec/iter\n";
         assert_eq!(usec_per_iter(out), Some(183.17));
         assert_eq!(usec_per_iter("Couldn't connect to 127.0.0.1:18515"), None);
+    }
+
+    #[test]
+    fn reads_perftest_and_verbsim_perf_rows() {
+        let perftest =
+            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n \
+                        65536      5000             5.20               5.18   \t\t     0.009878\n";
+        assert_eq!(
+            perftest_numbers(perftest),
+            Some(vec![65536.0, 5000.0, 5.20, 5.18, 0.009878])
+        );
+        assert_eq!(perftest_numbers("Couldn't connect"), None);
+        let perf = " 65536  5000  198.66  0.38  simulated\n 65536  5000  83.98  0.16  wall\n";
+        assert_eq!(
+            perf_row(perf, "wall"),
+            Some(vec![65536.0, 5000.0, 83.98, 0.16])
+        );
+        assert_eq!(perf_row(perf, "perftest"), None);
+        let t = per_message_at(83.98).unwrap().as_secs_f64();
+        // Duration keeps whole nanoseconds.
+        assert!((t - 65536.0 * 8.0 / 83.98e9).abs() < 1e-9, "{t}");
+        assert!(per_message_at(0.0).is_err());
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl MrLookup for [MrView] {
 /// The transport service of a QP, as the data-path tables distinguish it
 /// (data-path §2.1 columns, plus the receive-only XRC_RECV and DCT).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Transport {
     /// `IBV_QPT_RC`.
     Rc,

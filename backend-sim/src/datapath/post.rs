@@ -98,6 +98,7 @@ pub enum RecvAdmission {
 
 /// The send-queue facts a post is validated against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SendQueueView {
     /// The QP's transport.
     pub transport: Transport,
@@ -375,6 +376,7 @@ impl SendListCheck {
 
 /// The receive-queue facts a post is validated against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RecvQueueView {
     /// The QP's transport.
     pub transport: Transport,

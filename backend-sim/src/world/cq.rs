@@ -25,6 +25,8 @@ pub(crate) struct Cq {
     pub(crate) events_unacked: u32,
     /// Set after an overrun: the CQ is unusable (data-path.md §6.3).
     pub(crate) overrun: bool,
+    /// Where its completions are mirrored, if anywhere (`cq_mirror`).
+    pub(crate) mirror: Option<super::cq_mirror::Mirror>,
 }
 
 impl World {
@@ -132,6 +134,7 @@ impl World {
             armed: None,
             events_unacked: 0,
             overrun: false,
+            mirror: None,
         };
         Ok(CqHandle::from_parts(self.cqs.insert(cq)))
     }
@@ -156,6 +159,7 @@ impl World {
             ));
         }
         let (ctx, channel) = (c.ctx, c.channel);
+        self.detach_cq_mirror(cq);
         self.ext_on_destroy_cq(cq);
         self.cqs.remove(cq.index, cq.generation);
         self.drop_async_events_of(AsyncSubject::Cq(cq));
@@ -176,6 +180,8 @@ impl World {
     pub(crate) fn push_completion(&mut self, cq: CqHandle, mut entry: CqEntry, solicited: bool) {
         self.stop_epoch = self.stop_epoch.wrapping_add(1);
         entry.ts_ns = self.now_ns;
+        // A mirrored CQ's occupancy counts what its consumer has taken.
+        self.sync_cq_mirror(cq);
         let device;
         let mut fire = None;
         let mut overran = false;
@@ -254,6 +260,7 @@ impl World {
             recv: entry.queue != QueueKind::Send,
             cause,
         });
+        self.publish_last(cq);
         if let Some(ch) = fire {
             if let Some(c) = self.channels.get_mut(ch.index, ch.generation) {
                 c.events.push_back(cq);
@@ -281,7 +288,12 @@ impl World {
         verb: Verb,
         mut out: impl FnMut(usize, &CqEntry),
     ) -> Result<usize> {
-        let c = self.cq_mut(cq, verb)?;
+        let mut c = self.cq_mut(cq, verb)?;
+        if c.mirror.is_some() {
+            // Polled in the world: the mirror can no longer follow.
+            self.detach_cq_mirror(cq);
+            c = self.cq_mut(cq, verb)?;
+        }
         if c.entries.len() < want && !c.overrun {
             self.run_events(None, super::state::POLL_EVENT_BUDGET, |w| {
                 w.cqs
@@ -358,6 +370,9 @@ impl World {
     /// Removes every queued completion of `qp` from `cq` (mlx5
     /// `__mlx5_cq_clean`, done on destroy and on entering RESET).
     pub(crate) fn clean_cq(&mut self, cq: CqHandle, qp: QpHandle) {
+        if self.cq_mirrored(cq) {
+            self.detach_cq_mirror(cq);
+        }
         if let Some(c) = self.cqs.get_mut(cq.index, cq.generation) {
             c.entries.retain(|e| e.qp != qp);
         }

@@ -35,7 +35,7 @@ pub const MLX5_ECE_OPTIONS: u32 = 0x0000_0003;
 pub const MLX5_HCA_CORE_CLOCK_KHZ: u64 = 156_250;
 
 /// `completion_timestamp_mask` of the simulated mlx5 devices (63 bits).
-const MLX5_TS_MASK: u64 = 0x7fff_ffff_ffff_ffff;
+pub(crate) const MLX5_TS_MASK: u64 = 0x7fff_ffff_ffff_ffff;
 
 /// A memory window.
 #[derive(Debug)]
@@ -162,7 +162,7 @@ mod mw;
 mod post;
 
 /// Virtual nanoseconds as ticks of the simulated mlx5 core clock.
-fn ns_to_ticks(ns: u64) -> u64 {
+pub(crate) fn ns_to_ticks(ns: u64) -> u64 {
     (u128::from(ns) * u128::from(MLX5_HCA_CORE_CLOCK_KHZ) / 1_000_000) as u64
 }
 

@@ -151,13 +151,25 @@ impl World {
     /// `ibv_post_send`: checks each request, stops at the first bad one
     /// (`bad_wr`), queues the rest; in ERR or SQE they are flushed at once.
     pub(crate) fn post_send(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
+        self.post_send_carrying(qp, wrs, &[])
+    }
+
+    /// [`Self::post_send`] with the bytes of inline requests carried
+    /// (`carried[i]` for `wrs[i]`, copied by the poster at post time)
+    /// instead of read from the MRs now.
+    pub(crate) fn post_send_carrying(
+        &mut self,
+        qp: QpHandle,
+        wrs: &[SendWr<'_, SimVerbs>],
+        carried: &[&[u8]],
+    ) -> Result<()> {
         let v = Verb::PostSend;
         let mut posted = 0;
         let result = (|| {
             while posted < wrs.len() {
                 posted += self.post_plain_sends(qp, &wrs[posted..]);
                 if let Some(wr) = wrs.get(posted) {
-                    self.post_one_send(qp, wr)
+                    self.post_one_send(qp, wr, carried.get(posted).copied())
                         .map_err(|e| e.with_bad_wr(posted))?;
                     posted += 1;
                 }
@@ -315,7 +327,12 @@ impl World {
     /// One request: the datapath rules (`check_post_send`, data-path §1.1,
     /// §1.2) decide; the UD address vector is checked here (it needs the AH
     /// arena).
-    fn post_one_send(&mut self, qp: QpHandle, wr: &SendWr<'_, SimVerbs>) -> Result<()> {
+    fn post_one_send(
+        &mut self,
+        qp: QpHandle,
+        wr: &SendWr<'_, SimVerbs>,
+        carried: Option<&[u8]>,
+    ) -> Result<()> {
         let v = Verb::PostSend;
         let flavor = self.config.errno_flavor;
         let q = self.qp(qp, v)?;
@@ -418,7 +435,7 @@ impl World {
             ..SendWqe::default()
         };
         let device = q.device;
-        let inline_src = if inline && length > 0 {
+        let inline_src = if inline && length > 0 && carried.is_none() {
             Some(self.inline_sources(qp, wr.sg_list)?)
         } else {
             None
@@ -426,7 +443,13 @@ impl World {
         let Self { qps, mrs, .. } = self;
         let q = qps.get_mut(qp.index, qp.generation).expect("checked");
         let seq = q.sq.push(wqe, wr.sg_list);
-        if let Some(srcs) = inline_src {
+        if let (true, Some(bytes)) = (inline && length > 0, carried) {
+            // Copied by the poster when the program posted it.
+            let area = q.sq.inline_area_mut(seq);
+            let n = area.len().min(bytes.len());
+            area[..n].copy_from_slice(&bytes[..n]);
+            area[n..].fill(0);
+        } else if let Some(srcs) = inline_src {
             // IBV_SEND_INLINE: the bytes are copied now (data-path §3.1).
             let area = q.sq.inline_area_mut(seq);
             let mut at = 0usize;

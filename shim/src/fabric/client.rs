@@ -2,6 +2,7 @@
 //! a blocking call per verb, the fabric started on demand.
 
 use std::cell::RefCell;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,6 +28,8 @@ pub(crate) struct Remote {
     /// this memory and presents it to reach its parent's objects (after
     /// `exec` it is gone, as a uverbs fd opened `O_CLOEXEC` is).
     family: RefCell<Option<[u8; 16]>>,
+    /// The queues this process shares with the fabric (`fast`).
+    pub(crate) fast: RefCell<super::fast::Queues>,
 }
 
 impl Remote {
@@ -60,10 +63,12 @@ impl Remote {
         let token = greet(&mut stream, None)?;
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
+        super::fast::watch_forks();
         Ok(Self {
             path,
             conn: RefCell::new(Some((stream, pid))),
             family: RefCell::new(Some(token)),
+            fast: RefCell::default(),
         })
     }
 
@@ -84,6 +89,7 @@ impl Remote {
                     path,
                     conn: RefCell::new(None),
                     family: RefCell::new(None),
+                    fast: RefCell::default(),
                 }
             }
         }
@@ -93,6 +99,28 @@ impl Remote {
     /// the fabric is gone.
     pub(crate) fn call<T: DeserializeOwned>(&self, call: &Call) -> Result<T> {
         let verb = call.verb();
+        let (reply, _) = self.call_raw(call)?;
+        postcard::from_bytes::<Result<T>>(&reply)
+            .unwrap_or_else(|e| Err(lost(verb, &format!("a reply it could not read: {e}"))))
+    }
+
+    /// [`Remote::call`] whose reply may carry a descriptor (a shared
+    /// region the fabric made).
+    pub(crate) fn call_fd<T: DeserializeOwned>(&self, call: &Call) -> Result<(T, Vec<OwnedFd>)> {
+        let verb = call.verb();
+        let (reply, fds) = self.call_raw(call)?;
+        let r = postcard::from_bytes::<Result<T>>(&reply)
+            .unwrap_or_else(|e| Err(lost(verb, &format!("a reply it could not read: {e}"))))?;
+        Ok((r, fds))
+    }
+
+    /// Sends `call` and reads its reply frame, with any descriptors that
+    /// came with it.
+    fn call_raw(&self, call: &Call) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
+        let verb = call.verb();
+        if super::fast::stales_snapshots(call) {
+            self.fast.borrow_mut().forget_snapshots();
+        }
         let bytes = super::encode(call);
         let mut conn = self.conn.borrow_mut();
         // SAFETY: getpid has no preconditions.
@@ -108,17 +136,40 @@ impl Remote {
         let Some((stream, _)) = conn.as_mut() else {
             return Err(lost(verb, "no connection"));
         };
-        let reply = write_frame(stream, &bytes)
-            .and_then(|()| read_frame(stream))
+        write_frame(stream, &bytes)
+            .and_then(|()| read_frame_fds(stream))
             .map_err(|e| {
                 let err = lost(verb, &e.to_string());
                 *conn = None;
                 err
-            });
-        let reply = reply?;
-        postcard::from_bytes::<Result<T>>(&reply)
-            .unwrap_or_else(|e| Err(lost(verb, &format!("a reply it could not read: {e}"))))
+            })
     }
+}
+
+/// Reads one frame and the descriptors sent with it.
+fn read_frame_fds(s: &mut UnixStream) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < 4 {
+        let (n, more) = super::shm::recv_with_fds(s.as_raw_fd(), &mut len[got..])?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got += n;
+        fds.extend(more);
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > super::MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes (at most {})", super::MAX_FRAME),
+        ));
+    }
+    let mut buf = vec![0u8; len];
+    s.read_exact(&mut buf)?;
+    Ok((buf, fds))
 }
 
 /// Connects to the fabric's socket after checking that it is this user's:

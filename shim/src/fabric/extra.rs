@@ -61,6 +61,12 @@ pub(crate) enum ExtraCall {
     QpOutOfOrder(QpHandle),
     /// `RDMA_OPTION_ID_ACK_TIMEOUT` of an rdma_cm id.
     CmSetAckTimeout(CmIdHandle, u8),
+    /// A ring in shared memory for a CQ (`true`: an extended CQ, polled in
+    /// its format); its region comes with the reply (`fast`).
+    AttachCq(CqHandle, bool),
+    /// A QP's post-time snapshot, and the process's submission ring with
+    /// its doorbell the first time (`fast`).
+    AttachQp(QpHandle),
 }
 
 impl ExtraCall {
@@ -77,6 +83,9 @@ impl ExtraCall {
             Self::AckAsyncEvent(_) => Verb::AckAsyncEvent,
             Self::QpOutOfOrder(_) => Verb::QueryQp,
             Self::CmSetAckTimeout(..) => Verb::RdmaSetOption,
+            Self::AttachCq(_, false) => Verb::PollCq,
+            Self::AttachCq(_, true) => Verb::PollCqEx,
+            Self::AttachQp(_) => Verb::PostSend,
         }
     }
 }
@@ -132,6 +141,8 @@ fn handles(call: &ExtraCall) -> Vec<Owned> {
         ExtraCall::CmChannelPending(ch) => hs.push(Owned::CmChannel(*ch)),
         ExtraCall::QpOutOfOrder(qp) => hs.push(Owned::Qp(*qp)),
         ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
+        ExtraCall::AttachCq(cq, _) => hs.push(Owned::Cq(*cq)),
+        ExtraCall::AttachQp(qp) => hs.push(Owned::Qp(*qp)),
         ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) | ExtraCall::CmDeviceContext(_) => {}
     }
     hs
@@ -232,6 +243,8 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
         }
         ExtraCall::QpOutOfOrder(qp) => encode(&sim.world().qp_out_of_order(qp)),
         ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
+        ExtraCall::AttachCq(cq, ex) => super::fast::attach_cq(sim, session, cq, ex),
+        ExtraCall::AttachQp(qp) => super::fast::attach_qp(sim, session, qp),
     }
 }
 
@@ -277,13 +290,19 @@ impl Engine {
                 local_check(Verb::RegMr, addr, len, access)?;
                 s.world_mut().reg_mr_external(pd, iova, local(), access)
             }
-            Self::Remote(r) => r.extra(ExtraCall::RegMr {
-                pd,
-                iova,
-                addr: addr as u64,
-                len: len as u64,
-                access,
-            }),
+            Self::Remote(r) => {
+                let h: MrHandle = r.extra(ExtraCall::RegMr {
+                    pd,
+                    iova,
+                    addr: addr as u64,
+                    len: len as u64,
+                    access,
+                })?;
+                if iova == addr as u64 {
+                    r.fast.borrow_mut().mrs.insert(h, (iova, len as u64));
+                }
+                Ok(h)
+            }
         }
     }
 
@@ -311,15 +330,20 @@ impl Engine {
                 s.world_mut()
                     .rereg_mr_external(mr, flags, pd, iova, local(), access)
             }
-            Self::Remote(r) => r.extra(ExtraCall::ReregMr {
-                mr,
-                flags,
-                pd,
-                iova,
-                addr: addr as u64,
-                len: len as u64,
-                access,
-            }),
+            Self::Remote(r) => {
+                // Its bytes are read here again only once it is known
+                // where they are (not after a re-registration).
+                r.fast.borrow_mut().mrs.remove(&mr);
+                r.extra(ExtraCall::ReregMr {
+                    mr,
+                    flags,
+                    pd,
+                    iova,
+                    addr: addr as u64,
+                    len: len as u64,
+                    access,
+                })
+            }
         }
     }
 

@@ -16,6 +16,8 @@ use verbs_api::*;
 use super::client::Remote;
 use super::rpc::Engine;
 
+mod shmq;
+
 /// The environment variable naming a helper process's role.
 const ROLE: &str = "VERBSIM_HOSTILE_ROLE";
 /// The environment variable naming the fabric's socket for a helper.

@@ -184,8 +184,10 @@ mod tests {
     }
 
     /// Goal: registration's check sees holes and read-only pages. Method:
-    /// map three pages, unmap the middle one, make the last read-only, and
-    /// ask about ranges over each.
+    /// map four pages, unmap the second, make the third read-only and the
+    /// fourth inaccessible (so no other thread's mapping can land right
+    /// after the third and make the last question's answer vary), and ask
+    /// about ranges over each.
     #[test]
     fn mapping_check_finds_holes_and_read_only_pages() {
         // SAFETY: sysconf has no preconditions.
@@ -194,7 +196,7 @@ mod tests {
         let base = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
-                3 * page,
+                4 * page,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -210,6 +212,10 @@ mod tests {
                 libc::mprotect((a + 2 * page) as *mut _, page, libc::PROT_READ),
                 0
             );
+            assert_eq!(
+                libc::mprotect((a + 3 * page) as *mut _, page, libc::PROT_NONE),
+                0
+            );
         }
         assert!(check_mapped(None, a, page, true).is_ok());
         let hole = check_mapped(None, a, 2 * page, false).unwrap_err();
@@ -221,7 +227,7 @@ mod tests {
         // SAFETY: unmapping what remains of our own mapping.
         unsafe {
             libc::munmap(base, page);
-            libc::munmap((a + 2 * page) as *mut _, page);
+            libc::munmap((a + 2 * page) as *mut _, 2 * page);
         }
         assert!(needs_write(AccessFlags::REMOTE_ATOMIC));
         assert!(!needs_write(AccessFlags::REMOTE_READ));

@@ -1,13 +1,19 @@
 //! One simulated fabric shared by processes (issue #15).
 //!
 //! With `VERBSIM_FABRIC=<socket path>` the library keeps no world of its
-//! own: every verb is a call to the fabric process (`verbsim fabric`),
-//! which owns the only [`backend_sim::World`] and serves each connected
-//! process as a session, as the kernel serves a uverbs file:
+//! own: its verbs go to the fabric process (`verbsim fabric`), which owns
+//! the only [`backend_sim::World`] and serves each connected process as a
+//! session, as the kernel serves a uverbs file:
 //!
-//! * **Calls** (`rpc`): one message per verb over a Unix stream socket,
-//!   framed as a little-endian `u32` length and postcard bytes; the reply
-//!   is the verb's `Result` with what the verb writes back.
+//! * **Calls** (`rpc`): one message per control verb over a Unix stream
+//!   socket, framed as a little-endian `u32` length and postcard bytes;
+//!   the reply is the verb's `Result` with what the verb writes back (and,
+//!   for the calls that set up shared queues, descriptors by SCM_RIGHTS).
+//! * **Queues in shared memory** (`fast`, `cqring`, `sqring`, `shm`):
+//!   `ibv_poll_cq` reads a ring the fabric fills with the CQ's
+//!   completions; `ibv_post_send` / `ibv_post_recv` are checked in the
+//!   program's process with the world's own post-time rules, written into
+//!   a submission ring and announced by an eventfd doorbell, with no reply.
 //! * **Memory**: MRs name the client's own buffers; the fabric reads and
 //!   writes them with `process_vm_readv`/`process_vm_writev` when the NIC
 //!   model touches them, whatever the client is doing (a receiver spinning
@@ -30,12 +36,16 @@
 //! its cost per verb, and where runs stop being reproducible.
 
 pub(crate) mod client;
+pub(crate) mod cqring;
 pub(crate) mod extra;
+pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
 pub(crate) mod rpc;
 pub mod server;
+pub(crate) mod shm;
+pub(crate) mod sqring;
 pub(crate) mod wire;
 
 use serde::Serialize;

@@ -385,8 +385,8 @@ impl Remote {
     pub(crate) fn cq_info(&mut self, cq: &CqHandle) -> Result<CqInfo> {
         self.call(&Call::CqInfo(*cq))
     }
-    /// `destroy_cq` on the shared fabric.
-    pub(crate) fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
+    /// `destroy_cq` on the shared fabric, as a call over the socket.
+    pub(crate) fn destroy_cq_by_call(&mut self, cq: &CqHandle) -> Result<()> {
         self.call(&Call::DestroyCq(*cq))
     }
     /// `req_notify_cq` on the shared fabric.
@@ -401,15 +401,15 @@ impl Remote {
     pub(crate) fn ack_cq_events(&mut self, cq: &CqHandle, nevents: u32) -> Result<()> {
         self.call(&Call::AckCqEvents(*cq, nevents))
     }
-    /// `poll_cq` on the shared fabric.
-    pub(crate) fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
+    /// `poll_cq` on the shared fabric, as a call over the socket.
+    pub(crate) fn poll_cq_by_call(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
         let r: Result<(usize, Vec<Wc>)> = self.call(&Call::PollCq(*cq, wc.len()));
         let (ret, wb_wc) = r?;
         wc[..wb_wc.len()].copy_from_slice(&wb_wc);
         Ok(ret)
     }
-    /// `resize_cq` on the shared fabric.
-    pub(crate) fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
+    /// `resize_cq` on the shared fabric, as a call over the socket.
+    pub(crate) fn resize_cq_by_call(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
         self.call(&Call::ResizeCq(*cq, cqe))
     }
     /// `create_cq_ex` on the shared fabric.
@@ -420,8 +420,8 @@ impl Remote {
     ) -> Result<CqHandle> {
         self.call(&Call::CreateCqEx(*ctx, CqInitAttrExW::from(attr)))
     }
-    /// `poll_cq_ex` on the shared fabric.
-    pub(crate) fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
+    /// `poll_cq_ex` on the shared fabric, as a call over the socket.
+    pub(crate) fn poll_cq_ex_by_call(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
         let r: Result<(usize, Vec<WcEx>)> = self.call(&Call::PollCqEx(*cq, wc.len()));
         let (ret, wb_wc) = r?;
         wc[..wb_wc.len()].copy_from_slice(&wb_wc);
@@ -431,8 +431,8 @@ impl Remote {
     pub(crate) fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo> {
         self.call(&Call::MrInfo(*mr))
     }
-    /// `dereg_mr` on the shared fabric.
-    pub(crate) fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+    /// `dereg_mr` on the shared fabric, as a call over the socket.
+    pub(crate) fn dereg_mr_by_call(&mut self, mr: &MrHandle) -> Result<()> {
         self.call(&Call::DeregMr(*mr))
     }
     /// `rereg_mr` on the shared fabric.
@@ -611,20 +611,24 @@ impl Remote {
     pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
         self.call(&Call::DestroyAh(*ah))
     }
-    /// `post_send` on the shared fabric.
+    /// `post_send` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_send(
+    pub(crate) unsafe fn post_send_by_call(
         &mut self,
         qp: &QpHandle,
         wrs: &[SendWr<'_, SimVerbs>],
     ) -> Result<()> {
         self.call(&Call::PostSend(*qp, SendWrW::list(wrs)))
     }
-    /// `post_recv` on the shared fabric.
+    /// `post_recv` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+    pub(crate) unsafe fn post_recv_by_call(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[RecvWr<'_>],
+    ) -> Result<()> {
         self.call(&Call::PostRecv(*qp, RecvWrW::list(wrs)))
     }
     /// `post_srq_recv` on the shared fabric.

@@ -40,6 +40,7 @@ impl World {
                 "the CQ overran and is in error",
             ));
         }
+        self.detach_cq_mirror(cq);
         self.cq_mut(cq, v)?.cqe = actual;
         Ok(())
     }
@@ -130,6 +131,22 @@ impl World {
         Ok(cq)
     }
 
+    /// What `poll_cq_ex` reports of `cq`'s completions: the `wc_flags`
+    /// it was created with and whether its device has a completion clock
+    /// (for [`crate::wc_ex_of`]); `EINVAL` for a CQ that does not exist or
+    /// was not created with `ibv_create_cq_ex`, as `poll_cq_ex` says.
+    pub fn cq_ex_format(&self, cq: CqHandle) -> Result<(WcExFlags, bool)> {
+        let v = Verb::PollCqEx;
+        let device = self.cq(cq, v)?.device;
+        let Some(flags) = get_gen(&self.ext.cq_ex, cq.index, cq.generation) else {
+            return Err(invalid(v, "the CQ was not created with ibv_create_cq_ex"));
+        };
+        Ok((
+            flags,
+            self.device(device).profile.driver == DriverModel::Mlx5,
+        ))
+    }
+
     /// The extended poll: `ibv_start_poll` + `ibv_next_poll` … +
     /// `ibv_end_poll`, each completion read with the CQ's `wc_flags`.
     pub fn poll_cq_ex(&mut self, cq: CqHandle, out: &mut [WcEx]) -> Result<usize> {
@@ -139,26 +156,8 @@ impl World {
             return Err(invalid(v, "the CQ was not created with ibv_create_cq_ex"));
         };
         let clock = self.device(self.cq(cq, v)?.device).profile.driver == DriverModel::Mlx5;
-        let f = |x: WcExFlags| flags.contains(x);
         self.poll_cq_with(cq, out.len(), v, |n, e| {
-            let w = e.wc;
-            out[n] = WcEx {
-                wr_id: w.wr_id,
-                status: w.status,
-                opcode: w.opcode,
-                vendor_err: w.vendor_err,
-                wc_flags: w.wc_flags,
-                byte_len: f(WcExFlags::BYTE_LEN).then_some(w.byte_len),
-                imm_data: f(WcExFlags::IMM).then_some(w.imm_data),
-                qp_num: f(WcExFlags::QP_NUM).then_some(w.qp_num),
-                src_qp: f(WcExFlags::SRC_QP).then_some(w.src_qp),
-                slid: f(WcExFlags::SLID).then_some(w.slid),
-                sl: f(WcExFlags::SL).then_some(w.sl),
-                dlid_path_bits: f(WcExFlags::DLID_PATH_BITS).then_some(w.dlid_path_bits),
-                completion_timestamp: (clock && f(WcExFlags::COMPLETION_TIMESTAMP))
-                    .then(|| ns_to_ticks(e.ts_ns) & MLX5_TS_MASK),
-                completion_wallclock_ns: None,
-            };
+            out[n] = crate::world::wc_ex_of(&e.wc, e.ts_ns, flags, clock);
         })
     }
 }

@@ -1,0 +1,686 @@
+//! The data path over the shared fabric without a call per verb: the
+//! client's side of the queues it shares with the fabric (completion
+//! rings, `cqring`), and the calls that set them up.
+//!
+//! A CQ gets its ring on its first poll (one call, `AttachCq`, whose reply
+//! carries the region); from then on `ibv_poll_cq` reads the ring. When
+//! the fabric stops mirroring a CQ (resize, a QP's completions cleaned
+//! out, a consumer count that made no sense) the next poll attaches anew.
+//! A CQ whose ring would be too large is polled by call, as before.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use backend_sim::datapath::{
+    check_post_recv, check_post_send, inline_carries_payload, RecvQueueView, SendAdmission,
+    SendQueueView, SendWrView,
+};
+use backend_sim::*;
+use serde::{Deserialize, Serialize};
+use verbs_api::*;
+
+use super::client::Remote;
+use super::cqring::{capacity_for, ring_bytes, CqRing, RingMirror};
+use super::extra::ExtraCall;
+use super::rpc::Call;
+use super::server::Owned;
+use super::server::Session;
+use super::shm::Shm;
+use super::sqring::{Receiver, Submitter, KIND_RECV, KIND_SEND};
+use super::wire::{Handles, RecvWrW, SendWrW};
+
+/// Bumped in a forked child: the rings mapped before the fork are the
+/// parent's (the child attaches its own).
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn forked_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Registers [`forked_child`] once per process.
+pub(crate) fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain extern "C" fn that only bumps an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    });
+}
+
+/// What the fabric says of a CQ's ring.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct RingInfo {
+    /// Slots.
+    capacity: u64,
+    /// For an extended CQ: its `wc_flags` and whether its device has a
+    /// completion clock.
+    ex: Option<(WcExFlags, bool)>,
+}
+
+/// How a CQ is polled.
+#[derive(Debug)]
+enum CqPoll {
+    /// Through its ring.
+    Ring(CqRing, Option<(WcExFlags, bool)>),
+    /// By call (its ring would be too large).
+    Call,
+}
+
+/// What the client knows of a QP it posts to through the ring: the
+/// fabric's snapshot, and the queue counts it keeps itself since (each
+/// request it writes adds to a tail; each completion it takes from a ring
+/// frees through its sequence number, as the world does when polled).
+#[derive(Debug, Clone, Copy)]
+struct QpFast {
+    snap: PostSnapshot,
+    sq_head: u64,
+    sq_tail: u64,
+    rq_head: u64,
+    rq_tail: u64,
+}
+
+/// The queues of this process shared with the fabric.
+#[derive(Debug, Default)]
+pub(crate) struct Queues {
+    /// [`FORKS`] when these were made.
+    forks: u64,
+    cqs: BTreeMap<CqHandle, CqPoll>,
+    /// The submission ring, once the fabric gave one.
+    posts: Option<Submitter>,
+    /// The fabric gave none (or it broke): post by call.
+    no_posts: bool,
+    /// QPs whose snapshot is current.
+    qps: BTreeMap<QpHandle, QpFast>,
+    /// MRs registered by this process whose bytes may be read here for an
+    /// inline request: `(address, length)` (IOVA = address only).
+    pub(crate) mrs: BTreeMap<MrHandle, (u64, u64)>,
+}
+
+impl Queues {
+    /// Forgets what a parent mapped, in a forked child.
+    fn check_fork(&mut self) {
+        let now = FORKS.load(Ordering::Relaxed);
+        if now != self.forks {
+            self.forks = now;
+            self.cqs.clear();
+            self.qps.clear();
+            self.posts = None;
+            self.no_posts = false;
+        }
+    }
+
+    /// After a call that may change a QP's state or queues (or free
+    /// requests the rings did not show): the snapshots are stale.
+    pub(crate) fn forget_snapshots(&mut self) {
+        self.qps.clear();
+    }
+
+    /// Whether the range `[addr, addr + len)` lies in one MR of this
+    /// process (where the world would find an inline request's bytes).
+    fn in_an_mr(&self, addr: u64, len: u64) -> bool {
+        self.mrs
+            .values()
+            .any(|&(a, l)| addr >= a && addr.checked_add(len).is_some_and(|e| e <= a + l))
+    }
+}
+
+/// Whether a call may change what a QP snapshot says (its state, its
+/// queues' counts), so that posts after it need a new one.
+pub(crate) fn stales_snapshots(call: &Call) -> bool {
+    match call {
+        Call::Extra(x) => !matches!(
+            x,
+            ExtraCall::AttachCq(..)
+                | ExtraCall::AttachQp(_)
+                | ExtraCall::RegMr { .. }
+                | ExtraCall::ContextDevice(_)
+                | ExtraCall::IsMlx5(_)
+                | ExtraCall::CompChannelPending(_)
+                | ExtraCall::AsyncPending(_)
+                | ExtraCall::CmChannelPending(_)
+                | ExtraCall::GetAsyncEvent(_)
+                | ExtraCall::AckAsyncEvent(_)
+                | ExtraCall::QpOutOfOrder(_)
+        ),
+        Call::ReqNotifyCq(..)
+        | Call::GetCqEvent(..)
+        | Call::AckCqEvents(..)
+        | Call::QueryPort(..)
+        | Call::QueryDevice(..)
+        | Call::QueryDeviceEx(..)
+        | Call::QueryGid(..)
+        | Call::QueryPkey(..)
+        | Call::CqInfo(..)
+        | Call::MrInfo(..)
+        | Call::QpNum(..)
+        | Call::QueryQp(..)
+        | Call::CreateCq(..)
+        | Call::CreateCqEx(..)
+        | Call::AllocPd(..)
+        | Call::DeregMr(..)
+        | Call::CreateAh(..)
+        | Call::DestroyAh(..) => false,
+        _ => true,
+    }
+}
+
+impl Remote {
+    /// Polls `cq` through its ring (attaching it first when needed):
+    /// `want` completions at most, each handed to `out`.
+    fn poll_ring(
+        &mut self,
+        cq: CqHandle,
+        verb: Verb,
+        want: usize,
+        mut out: impl FnMut(usize, &MirroredCqe, Option<(WcExFlags, bool)>),
+    ) -> Result<Option<usize>> {
+        for _ in 0..2 {
+            {
+                let mut guard = self.fast.borrow_mut();
+                let q = &mut *guard;
+                q.check_fork();
+                match q.cqs.get_mut(&cq) {
+                    Some(CqPoll::Ring(ring, ex)) => {
+                        let ex = *ex;
+                        let qps = &mut q.qps;
+                        let polled = ring.poll(want, |i, e| {
+                            out(i, e, ex);
+                            if let Some(f) = qps.get_mut(&e.qp) {
+                                match e.queue {
+                                    MirroredQueue::Send => f.sq_head = f.sq_head.max(e.seq + 1),
+                                    MirroredQueue::Recv => f.rq_head = f.rq_head.max(e.seq + 1),
+                                    MirroredQueue::Srq(_) => {}
+                                }
+                            }
+                        });
+                        if let Some(n) = polled {
+                            return Ok(Some(n));
+                        }
+                        // Detached: what it freed meanwhile is not known here.
+                        q.cqs.remove(&cq);
+                        q.forget_snapshots();
+                    }
+                    Some(CqPoll::Call) => return Ok(None),
+                    None => {}
+                }
+            }
+            let ex = verb == Verb::PollCqEx;
+            let (info, fd) =
+                self.call_fd::<Option<RingInfo>>(&Call::Extra(ExtraCall::AttachCq(cq, ex)))?;
+            let poll = match (info, fd.into_iter().next()) {
+                (Some(info), Some(fd)) => {
+                    let bytes = ring_bytes(info.capacity).unwrap_or(0);
+                    match Shm::map(&fd, bytes) {
+                        Ok(shm) if bytes > 0 => {
+                            CqPoll::Ring(CqRing::new(shm, info.capacity), info.ex)
+                        }
+                        _ => CqPoll::Call,
+                    }
+                }
+                _ => CqPoll::Call,
+            };
+            self.fast.borrow_mut().cqs.insert(cq, poll);
+        }
+        Ok(None)
+    }
+
+    /// `ibv_poll_cq`: from the CQ's ring in shared memory, without a call.
+    pub(crate) fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
+        if wc.is_empty() {
+            return self.poll_cq_by_call(cq, wc);
+        }
+        match self.poll_ring(*cq, Verb::PollCq, wc.len(), |i, e, _| wc[i] = e.wc)? {
+            Some(n) => Ok(n),
+            None => self.poll_cq_by_call(cq, wc),
+        }
+    }
+
+    /// `ibv_start_poll` / `ibv_next_poll`: as [`Remote::poll_cq`], in the
+    /// extended CQ's format.
+    pub(crate) fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
+        if wc.is_empty() {
+            return self.poll_cq_ex_by_call(cq, wc);
+        }
+        let r = self.poll_ring(*cq, Verb::PollCqEx, wc.len(), |i, e, ex| {
+            let (flags, clock) = ex.unwrap_or((WcExFlags::empty(), false));
+            wc[i] = wc_ex_of(&e.wc, e.ts_ns, flags, clock);
+        })?;
+        match r {
+            Some(n) => Ok(n),
+            None => self.poll_cq_ex_by_call(cq, wc),
+        }
+    }
+
+    /// `ibv_destroy_cq`: the ring goes with the CQ.
+    pub(crate) fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
+        self.destroy_cq_by_call(cq)?;
+        self.fast.borrow_mut().cqs.remove(cq);
+        Ok(())
+    }
+
+    /// `ibv_resize_cq`: the fabric makes a ring of the new size at the
+    /// next poll.
+    pub(crate) fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
+        self.resize_cq_by_call(cq, cqe)?;
+        self.fast.borrow_mut().cqs.remove(cq);
+        Ok(())
+    }
+
+    /// The snapshot of `qp` for posting through the ring, fetched (with
+    /// the ring itself the first time) when there is none; `None` when
+    /// this QP, or this process, posts by call.
+    fn qp_fast(&mut self, qp: QpHandle) -> Option<QpFast> {
+        {
+            let mut q = self.fast.borrow_mut();
+            q.check_fork();
+            if q.no_posts || q.posts.as_ref().is_some_and(Submitter::broken) {
+                q.no_posts = true;
+                return None;
+            }
+            if let Some(f) = q.qps.get(&qp) {
+                return Some(*f);
+            }
+        }
+        let r = self.call_fd::<(PostSnapshot, bool)>(&Call::Extra(ExtraCall::AttachQp(qp)));
+        let mut q = self.fast.borrow_mut();
+        let ((snap, region), fds) = match r {
+            Ok(x) => x,
+            Err(_) => return None,
+        };
+        if region {
+            let mut fds = fds.into_iter();
+            let made = match (fds.next(), fds.next()) {
+                (Some(mem), Some(bell)) => Shm::map(&mem, super::sqring::REGION)
+                    .ok()
+                    .map(|shm| Submitter::new(shm, bell)),
+                _ => None,
+            };
+            match made {
+                Some(s) => q.posts = Some(s),
+                None => {
+                    q.no_posts = true;
+                    return None;
+                }
+            }
+        }
+        if q.posts.is_none() {
+            q.no_posts = true;
+            return None;
+        }
+        let f = QpFast {
+            snap,
+            sq_tail: snap.sq_tail,
+            sq_head: snap.sq_tail - u64::from(snap.send.outstanding),
+            rq_tail: snap.rq_tail,
+            rq_head: snap.rq_tail - u64::from(snap.recv.outstanding),
+        };
+        q.qps.insert(qp, f);
+        Some(f)
+    }
+
+    /// Writes the longest head of `wrs` the post-time checks accept (the
+    /// world's own rules, [`check_post_send`], on the snapshot and this
+    /// process's counts) into the submission ring; how many went. The rest
+    /// (from the first request refused, or one that needs the world to
+    /// decide: an address vector, DC, FLUSH, ATOMIC_WRITE, a window bind,
+    /// inline bytes outside the process's MRs) goes by call, where the
+    /// world answers exactly as in process.
+    fn ring_sends(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> usize {
+        let Some(f) = self.qp_fast(qp) else {
+            return 0;
+        };
+        if !f.snap.plain
+            || !matches!(
+                f.snap.send.state,
+                QpState::ReadyToSend
+                    | QpState::SendQueueDrain
+                    | QpState::SendQueueError
+                    | QpState::Error
+            )
+        {
+            return 0;
+        }
+        let mut q = self.fast.borrow_mut();
+        let mut tail = f.sq_tail;
+        let mut carried: Vec<Vec<u8>> = Vec::new();
+        let mut n = 0;
+        for wr in wrs {
+            if wr.ud.is_some()
+                || wr.dc.is_some()
+                || matches!(
+                    wr.opcode,
+                    WrOpcode::BindMw | WrOpcode::Flush | WrOpcode::AtomicWrite
+                )
+            {
+                break;
+            }
+            let view = SendQueueView {
+                outstanding: u32::try_from(tail - f.sq_head).unwrap_or(u32::MAX),
+                ..f.snap.send
+            };
+            let Ok(admission) = check_post_send(&view, &SendWrView::of(wr), f.snap.flavor) else {
+                break;
+            };
+            let inline = wr.send_flags.contains(SendFlags::INLINE)
+                && inline_carries_payload(wr.opcode)
+                && matches!(admission, SendAdmission::Execute | SendAdmission::Flush);
+            let mut bytes = Vec::new();
+            if inline {
+                if !wr
+                    .sg_list
+                    .iter()
+                    .all(|s| s.length == 0 || q.in_an_mr(s.addr, u64::from(s.length)))
+                {
+                    break;
+                }
+                for s in wr.sg_list {
+                    let len = s.length as usize;
+                    if len == 0 {
+                        continue;
+                    }
+                    let at = bytes.len();
+                    bytes.resize(at + len, 0);
+                    // SAFETY: `[addr, addr + len)` lies in an MR this
+                    // process registered (checked mapped then), as the
+                    // in-process world would read it; copied now, at post
+                    // time, as IBV_SEND_INLINE promises.
+                    unsafe {
+                        core::ptr::copy_nonoverlapping(
+                            s.addr as usize as *const u8,
+                            bytes[at..].as_mut_ptr(),
+                            len,
+                        );
+                    }
+                }
+            }
+            carried.push(bytes);
+            tail += 1;
+            n += 1;
+        }
+        if n == 0 {
+            return 0;
+        }
+        let body = encode_record(&qp, &(SendWrW::list(&wrs[..n]), carried));
+        let Some(sub) = q.posts.as_mut() else {
+            return 0;
+        };
+        if !sub.submit(KIND_SEND, &body) {
+            return 0;
+        }
+        if let Some(f) = q.qps.get_mut(&qp) {
+            f.sq_tail = tail;
+        }
+        n
+    }
+
+    /// [`Remote::ring_sends`] for receive requests ([`check_post_recv`]).
+    fn ring_recvs(&mut self, qp: QpHandle, wrs: &[RecvWr<'_>]) -> usize {
+        let Some(f) = self.qp_fast(qp) else {
+            return 0;
+        };
+        if f.snap.recv.state == QpState::Reset {
+            return 0;
+        }
+        let mut q = self.fast.borrow_mut();
+        let mut tail = f.rq_tail;
+        let mut n = 0;
+        for wr in wrs {
+            let view = RecvQueueView {
+                outstanding: u32::try_from(tail - f.rq_head).unwrap_or(u32::MAX),
+                ..f.snap.recv
+            };
+            if check_post_recv(&view, wr.sg_list, f.snap.flavor).is_err() {
+                break;
+            }
+            tail += 1;
+            n += 1;
+        }
+        if n == 0 {
+            return 0;
+        }
+        let body = encode_record(&qp, &RecvWrW::list(&wrs[..n]));
+        let Some(sub) = q.posts.as_mut() else {
+            return 0;
+        };
+        if !sub.submit(KIND_RECV, &body) {
+            return 0;
+        }
+        if let Some(f) = q.qps.get_mut(&qp) {
+            f.rq_tail = tail;
+        }
+        n
+    }
+
+    /// `ibv_post_send`: the requests the checks here accept go into the
+    /// submission ring without waiting for the fabric; from the first
+    /// one they do not, by call (`bad_wr` counted over the whole list).
+    ///
+    /// # Safety
+    /// As the trait's method.
+    pub(crate) unsafe fn post_send(
+        &mut self,
+        qp: &QpHandle,
+        wrs: &[SendWr<'_, SimVerbs>],
+    ) -> Result<()> {
+        let k = self.ring_sends(*qp, wrs);
+        if k == wrs.len() {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.post_send_by_call(qp, &wrs[k..]) }.map_err(|e| shift_bad_wr(e, k))
+    }
+
+    /// `ibv_post_recv`, as [`Remote::post_send`].
+    ///
+    /// # Safety
+    /// As the trait's method.
+    pub(crate) unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+        let k = self.ring_recvs(*qp, wrs);
+        if k == wrs.len() {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.post_recv_by_call(qp, &wrs[k..]) }.map_err(|e| shift_bad_wr(e, k))
+    }
+
+    /// `ibv_dereg_mr`: its bytes are no longer read here.
+    pub(crate) fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+        self.fast.borrow_mut().mrs.remove(mr);
+        self.dereg_mr_by_call(mr)
+    }
+
+    /// Writes a record into the submission ring as it is (tests write
+    /// garbage); false when there is no ring or no room.
+    #[cfg(test)]
+    pub(crate) fn submit_raw(&self, kind: u32, body: &[u8]) -> bool {
+        self.fast
+            .borrow_mut()
+            .posts
+            .as_mut()
+            .is_some_and(|p| p.submit(kind, body))
+    }
+
+    /// Runs `f` on the submission ring, if there is one (tests scribble on
+    /// it).
+    #[cfg(test)]
+    pub(crate) fn with_posts<R>(&self, f: impl FnOnce(&Submitter) -> R) -> Option<R> {
+        self.fast.borrow().posts.as_ref().map(f)
+    }
+
+    /// The ring of `cq`, if it is polled through one (tests scribble on it).
+    #[cfg(test)]
+    pub(crate) fn with_cq_ring<R>(&self, cq: CqHandle, f: impl FnOnce(&CqRing) -> R) -> Option<R> {
+        match self.fast.borrow().cqs.get(&cq) {
+            Some(CqPoll::Ring(r, _)) => Some(f(r)),
+            _ => None,
+        }
+    }
+}
+
+/// The fabric's side of `AttachCq`: a ring for `cq` (the session's, checked
+/// by the caller), its region passed with the reply; `None` when the ring
+/// would be too large or cannot be made (the client polls by call).
+pub(crate) fn attach_cq(
+    sim: &mut SimVerbs,
+    session: &mut Session<'_>,
+    cq: CqHandle,
+    ex: bool,
+) -> Vec<u8> {
+    use super::encode;
+    let verb = if ex { Verb::PollCqEx } else { Verb::PollCq };
+    let fmt = if ex {
+        match sim.world().cq_ex_format(cq) {
+            Ok(f) => Some(f),
+            Err(e) => return encode(&Err::<Option<RingInfo>, _>(e)),
+        }
+    } else {
+        None
+    };
+    let cqe = match Verbs::cq_info(sim, &cq) {
+        Ok(i) => i.cqe,
+        Err(e) => {
+            return encode(&Err::<Option<RingInfo>, _>(Error::new(
+                verb,
+                e.kind(),
+                e.message().to_owned(),
+            )))
+        }
+    };
+    let capacity = capacity_for(cqe);
+    let Some(bytes) = ring_bytes(capacity) else {
+        return encode(&Ok::<Option<RingInfo>, Error>(None));
+    };
+    let Ok((shm, fd)) = Shm::create(bytes) else {
+        return encode(&Ok::<Option<RingInfo>, Error>(None));
+    };
+    if let Err(e) = sim
+        .world_mut()
+        .attach_cq_mirror(cq, Box::new(RingMirror::new(shm, capacity)))
+    {
+        return encode(&Err::<Option<RingInfo>, _>(e));
+    }
+    session.note_mirror(cq);
+    session.pass_fd(fd);
+    encode(&Ok::<Option<RingInfo>, Error>(Some(RingInfo {
+        capacity,
+        ex: fmt,
+    })))
+}
+
+/// `e` with its `bad_wr` moved on by `k` (requests before it went through
+/// the ring).
+fn shift_bad_wr(e: Error, k: usize) -> Error {
+    match e.bad_wr() {
+        Some(i) => e.with_bad_wr(i + k),
+        None => e,
+    }
+}
+
+/// A record's body: the QP handle, then the requests.
+pub(crate) fn encode_record<T: Serialize>(qp: &QpHandle, what: &T) -> Vec<u8> {
+    let mut b = super::encode(qp);
+    b.extend_from_slice(&super::encode(what));
+    b
+}
+
+/// The fabric's side of `AttachQp`: the QP's snapshot, and the
+/// connection's submission ring with its doorbell the first time.
+pub(crate) fn attach_qp(sim: &mut SimVerbs, session: &mut Session<'_>, qp: QpHandle) -> Vec<u8> {
+    use super::encode;
+    let snap = match sim.world().post_snapshot(qp) {
+        Ok(s) => s,
+        Err(e) => return encode(&Err::<(PostSnapshot, bool), _>(e)),
+    };
+    session.note_fast_qp(qp);
+    let mut region = false;
+    if !session.has_posts() {
+        match Receiver::create() {
+            Ok((r, fds)) => {
+                session.set_posts(r);
+                for fd in fds {
+                    session.pass_fd(fd);
+                }
+                region = true;
+            }
+            Err(e) => {
+                return encode(&Err::<(PostSnapshot, bool), _>(Error::from_errno(
+                    Verb::PostSend,
+                    libc::ENOMEM,
+                    format!("no submission ring: {e}"),
+                )))
+            }
+        }
+    }
+    encode(&Ok::<_, Error>((snap, region)))
+}
+
+/// What serving one record did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// Posted.
+    Posted,
+    /// Malformed: its QP (the session's) went to ERR the way a NIC takes
+    /// a malformed WQE; the reason.
+    Malformed(QpHandle, String),
+    /// Not the session's QP, or no QP at all: dropped; the reason.
+    Dropped(String),
+}
+
+/// Serves one record of a process's submission ring.
+pub(crate) fn serve_record(
+    sim: &mut SimVerbs,
+    session: &mut Session<'_>,
+    kind: u32,
+    body: &[u8],
+) -> Served {
+    let Ok((qp, rest)) = postcard::take_from_bytes::<QpHandle>(body) else {
+        return Served::Dropped(format!("a record of {} bytes naming no QP", body.len()));
+    };
+    let verb = if kind == KIND_RECV {
+        Verb::PostRecv
+    } else {
+        Verb::PostSend
+    };
+    if let Err(e) = session.check(verb, &[Owned::Qp(qp)]) {
+        return Served::Dropped(e.to_string());
+    }
+    let r = match kind {
+        KIND_SEND => match postcard::from_bytes::<(Vec<SendWrW>, Vec<Vec<u8>>)>(rest) {
+            Ok((wrs, carried)) => {
+                let mut hs = Vec::new();
+                wrs.handles(&mut hs);
+                if let Err(e) = session.check(verb, &hs) {
+                    Err(e.to_string())
+                } else if carried.len() != wrs.len() {
+                    Err(format!(
+                        "{} requests with {} inline buffers",
+                        wrs.len(),
+                        carried.len()
+                    ))
+                } else {
+                    let views = SendWrW::views(&wrs);
+                    let c: Vec<&[u8]> = carried.iter().map(Vec::as_slice).collect();
+                    sim.post_send_carrying(&qp, &views, &c)
+                        .map_err(|e| e.to_string())
+                }
+            }
+            Err(e) => Err(format!("send requests that do not decode ({e})")),
+        },
+        KIND_RECV => match postcard::from_bytes::<Vec<RecvWrW>>(rest) {
+            Ok(wrs) => {
+                let views = RecvWrW::views(&wrs);
+                // SAFETY: the simulator owns or copies every byte a request
+                // names (the client's memory is reached by pid).
+                unsafe { Verbs::post_recv(sim, &qp, &views) }.map_err(|e| e.to_string())
+            }
+            Err(e) => Err(format!("receive requests that do not decode ({e})")),
+        },
+        k => Err(format!("a record of unknown kind {k}")),
+    };
+    match r {
+        Ok(()) => Served::Posted,
+        Err(why) => {
+            sim.world_mut().malformed_wqe(qp);
+            Served::Malformed(qp, why)
+        }
+    }
+}
