@@ -90,7 +90,7 @@ fn a_mirror_sees_each_completion_once_and_slots_free_as_it_takes_them() {
             && c.wc.status == WcStatus::Success));
     }
     let full = write(&mut p, &src, &dst, 100).unwrap_err();
-    assert_eq!(full.errno(), verbs_api::errno::ENOMEM, "{full}");
+    assert_eq!(full.errno(), errno::ENOMEM, "{full}");
     seen.lock().unwrap().consumed = 3;
     assert!(p.sim.world_mut().sync_cq_mirror(cq));
     for id in 100..103 {
