@@ -71,10 +71,6 @@ const LONG_FILES: &[&str] = &[
     "sys.rs",
     "abi/stubs.rs",
     "fabric/rpc.rs",
-    // Hand-written, over the limit: the fabric's split is pending (the
-    // fabric's data path is being rewritten in parallel).
-    "fabric/server.rs",
-    "fabric/hostile.rs",
 ];
 
 /// Files that must exist for [`LONG_FILES`] to mean what it says.

@@ -38,6 +38,7 @@
 pub(crate) mod client;
 pub(crate) mod cqring;
 pub(crate) mod extra;
+pub(crate) mod family;
 pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
