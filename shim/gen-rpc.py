@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes src/fabric/rpc.rs: the verbs the drop-in library sends to the
 shared fabric, as one message type, the client's side (`Remote`), the
-fabric's side (`dispatch`) and the library's engine (`Engine`: the world in
-this process, or the fabric's).
+fabric's side (`dispatch`), the `Transport` trait with its two
+implementations (the world in this process, the fabric's) and the
+library's engine (`Engine`, which holds one).
 
 Each line of VERBS is a `Verbs` method with the simulator's types; the
 argument kinds below say how each crosses the wire. Verbs in LOCAL_ONLY
@@ -425,33 +426,75 @@ w("    /// The shared fabric's world, over its socket.")
 w("    Remote(Remote),")
 w("}")
 w("")
-w("impl Engine {")
-for unsafe, name, params, ret in verbs:
+def tsig(unsafe, name, params, ret):
+    ps = ", ".join(f"{a}: {t}" for a, t in params)
+    u = "unsafe " if unsafe else ""
+    return f"{u}fn {name}(&mut self{', ' if ps else ''}{ps}) -> Result<{ret}>"
+
+
+w("/// Where the library's verbs go: the bottom layer of the drop-in library.")
+w("/// Two implementations: the world in this process ([`SimVerbs`]) and the")
+w("/// shared fabric ([`Remote`]: calls over its socket, the data path through")
+w("/// queues in shared memory). Everything above reaches them through")
+w("/// [`Engine::transport`], so one code path serves both.")
+w("pub(crate) trait Transport {")
+for unsafe, name, params, ret in verbs + local_only:
     w(f"    /// `{name}`.")
+    if unsafe:
+        w("    /// # Safety")
+        w("    /// As `Verbs`' method of the same name.")
+    w(f"    {tsig(unsafe, name, params, ret)};")
+w("}")
+w("")
+w("impl Transport for SimVerbs {")
+for unsafe, name, params, ret in verbs + local_only:
+    an = ", ".join(a for a, _ in params)
+    w(f"    {tsig(unsafe, name, params, ret)} {{")
+    if unsafe:
+        w("        // SAFETY: the caller's contract, forwarded.")
+        w(f"        unsafe {{ Verbs::{name}(self{', ' if an else ''}{an}) }}")
+    else:
+        w(f"        Verbs::{name}(self{', ' if an else ''}{an})")
+    w("    }")
+w("}")
+w("")
+w("impl Transport for Remote {")
+for unsafe, name, params, ret in verbs:
+    an = ", ".join(a for a, _ in params)
+    w(f"    {tsig(unsafe, name, params, ret)} {{")
+    if unsafe:
+        w("        // SAFETY: the caller's contract, forwarded.")
+        w(f"        unsafe {{ Self::{name}(self{', ' if an else ''}{an}) }}")
+    else:
+        w(f"        Self::{name}(self{', ' if an else ''}{an})")
+    w("    }")
+for unsafe, name, params, ret in local_only:
+    ps = ", ".join(f"_{a}: {t}" for a, t in params)
+    w(f"    fn {name}(&mut self{', ' if ps else ''}{ps}) -> Result<{ret}> {{")
+    w(f"        Err(super::not_served(Verb::{VERB_OF.get(name, camel(name))}))")
+    w("    }")
+w("}")
+w("")
+w("impl Engine {")
+w("    /// The transport under this engine.")
+w("    pub(crate) fn transport(&mut self) -> &mut dyn Transport {")
+w("        match self {")
+w("            Self::Local(s) => &mut **s,")
+w("            Self::Remote(r) => r,")
+w("        }")
+w("    }")
+for unsafe, name, params, ret in verbs + local_only:
+    w(f"    /// `{name}`, on the engine's transport.")
     if unsafe:
         w("    /// # Safety")
         w("    /// As the trait's method.")
     w(f"    {sig(unsafe, name, params, ret)} {{")
     an = ", ".join(a for a, _ in params)
-    w("        match self {")
     if unsafe:
-        w(f"            // SAFETY: the caller's contract, forwarded.")
-        w(f"            Self::Local(s) => unsafe {{ Verbs::{name}(&mut **s{', ' if an else ''}{an}) }},")
-        w(f"            // SAFETY: as above.")
-        w(f"            Self::Remote(r) => unsafe {{ r.{name}({an}) }},")
+        w("        // SAFETY: the caller's contract, forwarded.")
+        w(f"        unsafe {{ self.transport().{name}({an}) }}")
     else:
-        w(f"            Self::Local(s) => Verbs::{name}(&mut **s{', ' if an else ''}{an}),")
-        w(f"            Self::Remote(r) => r.{name}({an}),")
-    w("        }")
-    w("    }")
-for unsafe, name, params, ret in local_only:
-    w(f"    /// `{name}` (in-process worlds only: the shared fabric does not serve it yet).")
-    w(f"    {sig(unsafe, name, params, ret)} {{")
-    an = ", ".join(a for a, _ in params)
-    w("        match self {")
-    w(f"            Self::Local(s) => Verbs::{name}(&mut **s{', ' if an else ''}{an}),")
-    w(f"            Self::Remote(_) => Err(super::not_served(Verb::{VERB_OF.get(name, camel(name))})),")
-    w("        }")
+        w(f"        self.transport().{name}({an})")
     w("    }")
 w("}")
 (root / "src" / "fabric" / "rpc.rs").write_text("\n".join(o) + "\n")

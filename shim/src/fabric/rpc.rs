@@ -1884,271 +1884,1194 @@ pub(crate) enum Engine {
     Remote(Remote),
 }
 
-impl Engine {
+/// Where the library's verbs go: the bottom layer of the drop-in library.
+/// Two implementations: the world in this process ([`SimVerbs`]) and the
+/// shared fabric ([`Remote`]: calls over its socket, the data path through
+/// queues in shared memory). Everything above reaches them through
+/// [`Engine::transport`], so one code path serves both.
+pub(crate) trait Transport {
     /// `get_device_list`.
-    pub(crate) fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>> {
+    fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>>;
+    /// `open_device`.
+    fn open_device(&mut self, index: usize, process: ProcessId) -> Result<ContextHandle>;
+    /// `close_device`.
+    fn close_device(&mut self, ctx: &ContextHandle) -> Result<()>;
+    /// `query_device`.
+    fn query_device(&mut self, ctx: &ContextHandle) -> Result<DeviceAttr>;
+    /// `query_port`.
+    fn query_port(&mut self, ctx: &ContextHandle, port_num: u8) -> Result<PortAttr>;
+    /// `query_gid`.
+    fn query_gid(&mut self, ctx: &ContextHandle, port_num: u8, index: u32) -> Result<Gid>;
+    /// `query_pkey`.
+    fn query_pkey(&mut self, ctx: &ContextHandle, port_num: u8, index: u16) -> Result<u16>;
+    /// `query_device_ex`.
+    fn query_device_ex(&mut self, ctx: &ContextHandle) -> Result<DeviceAttrEx>;
+    /// `alloc_pd`.
+    fn alloc_pd(&mut self, ctx: &ContextHandle) -> Result<PdHandle>;
+    /// `dealloc_pd`.
+    fn dealloc_pd(&mut self, pd: &PdHandle) -> Result<()>;
+    /// `create_comp_channel`.
+    fn create_comp_channel(&mut self, ctx: &ContextHandle) -> Result<CompChannelHandle>;
+    /// `destroy_comp_channel`.
+    fn destroy_comp_channel(&mut self, channel: &CompChannelHandle) -> Result<()>;
+    /// `create_cq`.
+    fn create_cq(&mut self, ctx: &ContextHandle, init: &CqInit<'_, SimVerbs>) -> Result<CqHandle>;
+    /// `cq_info`.
+    fn cq_info(&mut self, cq: &CqHandle) -> Result<CqInfo>;
+    /// `destroy_cq`.
+    fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()>;
+    /// `req_notify_cq`.
+    fn req_notify_cq(&mut self, cq: &CqHandle, solicited_only: bool) -> Result<()>;
+    /// `get_cq_event`.
+    fn get_cq_event(&mut self, channel: &CompChannelHandle) -> Result<Option<CqHandle>>;
+    /// `ack_cq_events`.
+    fn ack_cq_events(&mut self, cq: &CqHandle, nevents: u32) -> Result<()>;
+    /// `poll_cq`.
+    fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize>;
+    /// `resize_cq`.
+    fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()>;
+    /// `create_cq_ex`.
+    fn create_cq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &CqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<CqHandle>;
+    /// `poll_cq_ex`.
+    fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize>;
+    /// `mr_info`.
+    fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo>;
+    /// `dereg_mr`.
+    fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()>;
+    /// `rereg_mr`.
+    fn rereg_mr(&mut self, mr: &MrHandle, args: &ReregMr<'_, SimVerbs>) -> Result<()>;
+    /// `alloc_mw`.
+    fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle>;
+    /// `dealloc_mw`.
+    fn dealloc_mw(&mut self, mw: &MwHandle) -> Result<()>;
+    /// `mw_info`.
+    fn mw_info(&mut self, mw: &MwHandle) -> Result<MwInfo>;
+    /// `bind_mw`.
+    fn bind_mw(&mut self, qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, SimVerbs>) -> Result<()>;
+    /// `alloc_dm`.
+    fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle>;
+    /// `free_dm`.
+    fn free_dm(&mut self, dm: &DmHandle) -> Result<()>;
+    /// `memcpy_to_dm`.
+    fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()>;
+    /// `memcpy_from_dm`.
+    fn memcpy_from_dm(&mut self, dm: &DmHandle, offset: u64, host: &mut [u8]) -> Result<()>;
+    /// `reg_dm_mr`.
+    fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle>;
+    /// `create_srq_ex`.
+    fn create_srq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut SrqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<SrqHandle>;
+    /// `modify_srq`.
+    fn modify_srq(&mut self, srq: &SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()>;
+    /// `query_srq`.
+    fn query_srq(&mut self, srq: &SrqHandle) -> Result<SrqAttr>;
+    /// `destroy_srq`.
+    fn destroy_srq(&mut self, srq: &SrqHandle) -> Result<()>;
+    /// `get_srq_num`.
+    fn get_srq_num(&mut self, srq: &SrqHandle) -> Result<u32>;
+    /// `create_qp_ex`.
+    fn create_qp_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle>;
+    /// `qp_num`.
+    fn qp_num(&mut self, qp: &QpHandle) -> Result<u32>;
+    /// `modify_qp`.
+    fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()>;
+    /// `query_qp`.
+    fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)>;
+    /// `destroy_qp`.
+    fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()>;
+    /// `open_qp`.
+    fn open_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        xrcd: &XrcdHandle,
+        attr: &QpOpenAttr,
+    ) -> Result<QpHandle>;
+    /// `attach_mcast`.
+    fn attach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()>;
+    /// `detach_mcast`.
+    fn detach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()>;
+    /// `query_qp_data_in_order`.
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &QpHandle,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps>;
+    /// `query_ece`.
+    fn query_ece(&mut self, qp: &QpHandle) -> Result<Ece>;
+    /// `set_ece`.
+    fn set_ece(&mut self, qp: &QpHandle, ece: &mut Ece) -> Result<()>;
+    /// `create_ah`.
+    fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle>;
+    /// `destroy_ah`.
+    fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()>;
+    /// `post_send`.
+    /// # Safety
+    /// As `Verbs`' method of the same name.
+    unsafe fn post_send(&mut self, qp: &QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()>;
+    /// `post_recv`.
+    /// # Safety
+    /// As `Verbs`' method of the same name.
+    unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()>;
+    /// `post_srq_recv`.
+    /// # Safety
+    /// As `Verbs`' method of the same name.
+    unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()>;
+    /// `post_wr`.
+    /// # Safety
+    /// As `Verbs`' method of the same name.
+    unsafe fn post_wr(&mut self, qp: &QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> Result<()>;
+    /// `open_xrcd`.
+    fn open_xrcd(&mut self, ctx: &ContextHandle, attr: &XrcdInitAttr) -> Result<XrcdHandle>;
+    /// `close_xrcd`.
+    fn close_xrcd(&mut self, xrcd: &XrcdHandle) -> Result<()>;
+    /// `mlx5dv_query_device`.
+    fn mlx5dv_query_device(
+        &mut self,
+        ctx: &ContextHandle,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context>;
+    /// `mlx5dv_create_qp`.
+    fn mlx5dv_create_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        mlx5_attr: &Mlx5QpInitAttr,
+    ) -> Result<QpHandle>;
+    /// `mlx5dv_dci_stream_id_reset`.
+    fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()>;
+    /// `mlx5dv_reserved_qpn_alloc`.
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32>;
+    /// `mlx5dv_reserved_qpn_dealloc`.
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &ContextHandle, qpn: u32) -> Result<()>;
+    /// `mlx5dv_get_clock_info`.
+    fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo>;
+    /// `query_rt_values_ex`.
+    fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64>;
+    /// `advise_mr`.
+    fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()>;
+    /// `rdma_create_event_channel`.
+    fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle>;
+    /// `rdma_destroy_event_channel`.
+    fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()>;
+    /// `rdma_create_id`.
+    fn rdma_create_id(
+        &mut self,
+        channel: &CmChannelHandle,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<CmIdHandle>;
+    /// `rdma_destroy_id`.
+    fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()>;
+    /// `rdma_id_info`.
+    fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>>;
+    /// `rdma_bind_addr`.
+    fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()>;
+    /// `rdma_resolve_addr`.
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &CmIdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()>;
+    /// `rdma_resolve_route`.
+    fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()>;
+    /// `rdma_listen`.
+    fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()>;
+    /// `rdma_connect`.
+    fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()>;
+    /// `rdma_accept`.
+    fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()>;
+    /// `rdma_reject`.
+    fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()>;
+    /// `rdma_reject_ece`.
+    fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()>;
+    /// `rdma_disconnect`.
+    fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()>;
+    /// `rdma_get_cm_event`.
+    fn rdma_get_cm_event(&mut self, channel: &CmChannelHandle)
+        -> Result<Option<CmEvent<SimVerbs>>>;
+    /// `rdma_ack_cm_event`.
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()>;
+    /// `rdma_create_qp`.
+    fn rdma_create_qp(
+        &mut self,
+        id: &CmIdHandle,
+        pd: Option<&PdHandle>,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle>;
+    /// `rdma_create_qp_ex`.
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle>;
+    /// `rdma_destroy_qp`.
+    fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()>;
+    /// `rdma_init_qp_attr`.
+    fn rdma_init_qp_attr(
+        &mut self,
+        id: &CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)>;
+    /// `rdma_establish`.
+    fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()>;
+    /// `rdma_migrate_id`.
+    fn rdma_migrate_id(&mut self, id: &CmIdHandle, channel: &CmChannelHandle) -> Result<()>;
+    /// `rdma_notify`.
+    fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()>;
+    /// `rdma_join_multicast`.
+    fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()>;
+    /// `rdma_join_multicast_ex`.
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()>;
+    /// `rdma_leave_multicast`.
+    fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()>;
+    /// `sim_control`.
+    fn sim_control(&mut self, cmd: SimCommand<'_, SimVerbs>) -> Result<SimReply>;
+}
+
+impl Transport for SimVerbs {
+    fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>> {
+        Verbs::get_device_list(self)
+    }
+    fn open_device(&mut self, index: usize, process: ProcessId) -> Result<ContextHandle> {
+        Verbs::open_device(self, index, process)
+    }
+    fn close_device(&mut self, ctx: &ContextHandle) -> Result<()> {
+        Verbs::close_device(self, ctx)
+    }
+    fn query_device(&mut self, ctx: &ContextHandle) -> Result<DeviceAttr> {
+        Verbs::query_device(self, ctx)
+    }
+    fn query_port(&mut self, ctx: &ContextHandle, port_num: u8) -> Result<PortAttr> {
+        Verbs::query_port(self, ctx, port_num)
+    }
+    fn query_gid(&mut self, ctx: &ContextHandle, port_num: u8, index: u32) -> Result<Gid> {
+        Verbs::query_gid(self, ctx, port_num, index)
+    }
+    fn query_pkey(&mut self, ctx: &ContextHandle, port_num: u8, index: u16) -> Result<u16> {
+        Verbs::query_pkey(self, ctx, port_num, index)
+    }
+    fn query_device_ex(&mut self, ctx: &ContextHandle) -> Result<DeviceAttrEx> {
+        Verbs::query_device_ex(self, ctx)
+    }
+    fn alloc_pd(&mut self, ctx: &ContextHandle) -> Result<PdHandle> {
+        Verbs::alloc_pd(self, ctx)
+    }
+    fn dealloc_pd(&mut self, pd: &PdHandle) -> Result<()> {
+        Verbs::dealloc_pd(self, pd)
+    }
+    fn create_comp_channel(&mut self, ctx: &ContextHandle) -> Result<CompChannelHandle> {
+        Verbs::create_comp_channel(self, ctx)
+    }
+    fn destroy_comp_channel(&mut self, channel: &CompChannelHandle) -> Result<()> {
+        Verbs::destroy_comp_channel(self, channel)
+    }
+    fn create_cq(&mut self, ctx: &ContextHandle, init: &CqInit<'_, SimVerbs>) -> Result<CqHandle> {
+        Verbs::create_cq(self, ctx, init)
+    }
+    fn cq_info(&mut self, cq: &CqHandle) -> Result<CqInfo> {
+        Verbs::cq_info(self, cq)
+    }
+    fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
+        Verbs::destroy_cq(self, cq)
+    }
+    fn req_notify_cq(&mut self, cq: &CqHandle, solicited_only: bool) -> Result<()> {
+        Verbs::req_notify_cq(self, cq, solicited_only)
+    }
+    fn get_cq_event(&mut self, channel: &CompChannelHandle) -> Result<Option<CqHandle>> {
+        Verbs::get_cq_event(self, channel)
+    }
+    fn ack_cq_events(&mut self, cq: &CqHandle, nevents: u32) -> Result<()> {
+        Verbs::ack_cq_events(self, cq, nevents)
+    }
+    fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
+        Verbs::poll_cq(self, cq, wc)
+    }
+    fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
+        Verbs::resize_cq(self, cq, cqe)
+    }
+    fn create_cq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &CqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<CqHandle> {
+        Verbs::create_cq_ex(self, ctx, attr)
+    }
+    fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
+        Verbs::poll_cq_ex(self, cq, wc)
+    }
+    fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo> {
+        Verbs::mr_info(self, mr)
+    }
+    fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+        Verbs::dereg_mr(self, mr)
+    }
+    fn rereg_mr(&mut self, mr: &MrHandle, args: &ReregMr<'_, SimVerbs>) -> Result<()> {
+        Verbs::rereg_mr(self, mr, args)
+    }
+    fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle> {
+        Verbs::alloc_mw(self, pd, mw_type)
+    }
+    fn dealloc_mw(&mut self, mw: &MwHandle) -> Result<()> {
+        Verbs::dealloc_mw(self, mw)
+    }
+    fn mw_info(&mut self, mw: &MwHandle) -> Result<MwInfo> {
+        Verbs::mw_info(self, mw)
+    }
+    fn bind_mw(&mut self, qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, SimVerbs>) -> Result<()> {
+        Verbs::bind_mw(self, qp, mw, bind)
+    }
+    fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
+        Verbs::alloc_dm(self, ctx, attr)
+    }
+    fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
+        Verbs::free_dm(self, dm)
+    }
+    fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
+        Verbs::memcpy_to_dm(self, dm, offset, host)
+    }
+    fn memcpy_from_dm(&mut self, dm: &DmHandle, offset: u64, host: &mut [u8]) -> Result<()> {
+        Verbs::memcpy_from_dm(self, dm, offset, host)
+    }
+    fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        Verbs::reg_dm_mr(self, pd, dm, offset, length, access)
+    }
+    fn create_srq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut SrqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<SrqHandle> {
+        Verbs::create_srq_ex(self, ctx, attr)
+    }
+    fn modify_srq(&mut self, srq: &SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
+        Verbs::modify_srq(self, srq, attr, mask)
+    }
+    fn query_srq(&mut self, srq: &SrqHandle) -> Result<SrqAttr> {
+        Verbs::query_srq(self, srq)
+    }
+    fn destroy_srq(&mut self, srq: &SrqHandle) -> Result<()> {
+        Verbs::destroy_srq(self, srq)
+    }
+    fn get_srq_num(&mut self, srq: &SrqHandle) -> Result<u32> {
+        Verbs::get_srq_num(self, srq)
+    }
+    fn create_qp_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Verbs::create_qp_ex(self, ctx, attr)
+    }
+    fn qp_num(&mut self, qp: &QpHandle) -> Result<u32> {
+        Verbs::qp_num(self, qp)
+    }
+    fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        Verbs::modify_qp(self, qp, attr, mask)
+    }
+    fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
+        Verbs::query_qp(self, qp, mask)
+    }
+    fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
+        Verbs::destroy_qp(self, qp)
+    }
+    fn open_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        xrcd: &XrcdHandle,
+        attr: &QpOpenAttr,
+    ) -> Result<QpHandle> {
+        Verbs::open_qp(self, ctx, xrcd, attr)
+    }
+    fn attach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
+        Verbs::attach_mcast(self, qp, gid, lid)
+    }
+    fn detach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
+        Verbs::detach_mcast(self, qp, gid, lid)
+    }
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &QpHandle,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        Verbs::query_qp_data_in_order(self, qp, op, flags)
+    }
+    fn query_ece(&mut self, qp: &QpHandle) -> Result<Ece> {
+        Verbs::query_ece(self, qp)
+    }
+    fn set_ece(&mut self, qp: &QpHandle, ece: &mut Ece) -> Result<()> {
+        Verbs::set_ece(self, qp, ece)
+    }
+    fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        Verbs::create_ah(self, pd, attr)
+    }
+    fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+        Verbs::destroy_ah(self, ah)
+    }
+    unsafe fn post_send(&mut self, qp: &QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Verbs::post_send(self, qp, wrs) }
+    }
+    unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Verbs::post_recv(self, qp, wrs) }
+    }
+    unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Verbs::post_srq_recv(self, srq, wrs) }
+    }
+    unsafe fn post_wr(&mut self, qp: &QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Verbs::post_wr(self, qp, batch) }
+    }
+    fn open_xrcd(&mut self, ctx: &ContextHandle, attr: &XrcdInitAttr) -> Result<XrcdHandle> {
+        Verbs::open_xrcd(self, ctx, attr)
+    }
+    fn close_xrcd(&mut self, xrcd: &XrcdHandle) -> Result<()> {
+        Verbs::close_xrcd(self, xrcd)
+    }
+    fn mlx5dv_query_device(
+        &mut self,
+        ctx: &ContextHandle,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context> {
+        Verbs::mlx5dv_query_device(self, ctx, comp_mask)
+    }
+    fn mlx5dv_create_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        mlx5_attr: &Mlx5QpInitAttr,
+    ) -> Result<QpHandle> {
+        Verbs::mlx5dv_create_qp(self, ctx, attr, mlx5_attr)
+    }
+    fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()> {
+        Verbs::mlx5dv_dci_stream_id_reset(self, qp, stream_id)
+    }
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
+        Verbs::mlx5dv_reserved_qpn_alloc(self, ctx)
+    }
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &ContextHandle, qpn: u32) -> Result<()> {
+        Verbs::mlx5dv_reserved_qpn_dealloc(self, ctx, qpn)
+    }
+    fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
+        Verbs::mlx5dv_get_clock_info(self, ctx)
+    }
+    fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
+        Verbs::query_rt_values_ex(self, ctx)
+    }
+    fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        Verbs::advise_mr(self, pd, advice, flags, sg_list)
+    }
+    fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
+        Verbs::rdma_create_event_channel(self)
+    }
+    fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
+        Verbs::rdma_destroy_event_channel(self, channel)
+    }
+    fn rdma_create_id(
+        &mut self,
+        channel: &CmChannelHandle,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<CmIdHandle> {
+        Verbs::rdma_create_id(self, channel, context, ps)
+    }
+    fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
+        Verbs::rdma_destroy_id(self, id)
+    }
+    fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>> {
+        Verbs::rdma_id_info(self, id)
+    }
+    fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        Verbs::rdma_bind_addr(self, id, addr)
+    }
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &CmIdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        Verbs::rdma_resolve_addr(self, id, src, dst, timeout_ms)
+    }
+    fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
+        Verbs::rdma_resolve_route(self, id, timeout_ms)
+    }
+    fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
+        Verbs::rdma_listen(self, id, backlog)
+    }
+    fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        Verbs::rdma_connect(self, id, param)
+    }
+    fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        Verbs::rdma_accept(self, id, param)
+    }
+    fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        Verbs::rdma_reject(self, id, private_data)
+    }
+    fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        Verbs::rdma_reject_ece(self, id, private_data)
+    }
+    fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
+        Verbs::rdma_disconnect(self, id)
+    }
+    fn rdma_get_cm_event(
+        &mut self,
+        channel: &CmChannelHandle,
+    ) -> Result<Option<CmEvent<SimVerbs>>> {
+        Verbs::rdma_get_cm_event(self, channel)
+    }
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()> {
+        Verbs::rdma_ack_cm_event(self, event)
+    }
+    fn rdma_create_qp(
+        &mut self,
+        id: &CmIdHandle,
+        pd: Option<&PdHandle>,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Verbs::rdma_create_qp(self, id, pd, attr)
+    }
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Verbs::rdma_create_qp_ex(self, id, attr)
+    }
+    fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
+        Verbs::rdma_destroy_qp(self, id)
+    }
+    fn rdma_init_qp_attr(
+        &mut self,
+        id: &CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        Verbs::rdma_init_qp_attr(self, id, state)
+    }
+    fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
+        Verbs::rdma_establish(self, id)
+    }
+    fn rdma_migrate_id(&mut self, id: &CmIdHandle, channel: &CmChannelHandle) -> Result<()> {
+        Verbs::rdma_migrate_id(self, id, channel)
+    }
+    fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
+        Verbs::rdma_notify(self, id, event)
+    }
+    fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        Verbs::rdma_join_multicast(self, id, addr, context)
+    }
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        Verbs::rdma_join_multicast_ex(self, id, attr, context)
+    }
+    fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        Verbs::rdma_leave_multicast(self, id, addr)
+    }
+    fn sim_control(&mut self, cmd: SimCommand<'_, SimVerbs>) -> Result<SimReply> {
+        Verbs::sim_control(self, cmd)
+    }
+}
+
+impl Transport for Remote {
+    fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>> {
+        Self::get_device_list(self)
+    }
+    fn open_device(&mut self, index: usize, process: ProcessId) -> Result<ContextHandle> {
+        Self::open_device(self, index, process)
+    }
+    fn close_device(&mut self, ctx: &ContextHandle) -> Result<()> {
+        Self::close_device(self, ctx)
+    }
+    fn query_device(&mut self, ctx: &ContextHandle) -> Result<DeviceAttr> {
+        Self::query_device(self, ctx)
+    }
+    fn query_port(&mut self, ctx: &ContextHandle, port_num: u8) -> Result<PortAttr> {
+        Self::query_port(self, ctx, port_num)
+    }
+    fn query_gid(&mut self, ctx: &ContextHandle, port_num: u8, index: u32) -> Result<Gid> {
+        Self::query_gid(self, ctx, port_num, index)
+    }
+    fn query_pkey(&mut self, ctx: &ContextHandle, port_num: u8, index: u16) -> Result<u16> {
+        Self::query_pkey(self, ctx, port_num, index)
+    }
+    fn query_device_ex(&mut self, ctx: &ContextHandle) -> Result<DeviceAttrEx> {
+        Self::query_device_ex(self, ctx)
+    }
+    fn alloc_pd(&mut self, ctx: &ContextHandle) -> Result<PdHandle> {
+        Self::alloc_pd(self, ctx)
+    }
+    fn dealloc_pd(&mut self, pd: &PdHandle) -> Result<()> {
+        Self::dealloc_pd(self, pd)
+    }
+    fn create_comp_channel(&mut self, ctx: &ContextHandle) -> Result<CompChannelHandle> {
+        Self::create_comp_channel(self, ctx)
+    }
+    fn destroy_comp_channel(&mut self, channel: &CompChannelHandle) -> Result<()> {
+        Self::destroy_comp_channel(self, channel)
+    }
+    fn create_cq(&mut self, ctx: &ContextHandle, init: &CqInit<'_, SimVerbs>) -> Result<CqHandle> {
+        Self::create_cq(self, ctx, init)
+    }
+    fn cq_info(&mut self, cq: &CqHandle) -> Result<CqInfo> {
+        Self::cq_info(self, cq)
+    }
+    fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
+        Self::destroy_cq(self, cq)
+    }
+    fn req_notify_cq(&mut self, cq: &CqHandle, solicited_only: bool) -> Result<()> {
+        Self::req_notify_cq(self, cq, solicited_only)
+    }
+    fn get_cq_event(&mut self, channel: &CompChannelHandle) -> Result<Option<CqHandle>> {
+        Self::get_cq_event(self, channel)
+    }
+    fn ack_cq_events(&mut self, cq: &CqHandle, nevents: u32) -> Result<()> {
+        Self::ack_cq_events(self, cq, nevents)
+    }
+    fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
+        Self::poll_cq(self, cq, wc)
+    }
+    fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
+        Self::resize_cq(self, cq, cqe)
+    }
+    fn create_cq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &CqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<CqHandle> {
+        Self::create_cq_ex(self, ctx, attr)
+    }
+    fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
+        Self::poll_cq_ex(self, cq, wc)
+    }
+    fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo> {
+        Self::mr_info(self, mr)
+    }
+    fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
+        Self::dereg_mr(self, mr)
+    }
+    fn rereg_mr(&mut self, mr: &MrHandle, args: &ReregMr<'_, SimVerbs>) -> Result<()> {
+        Self::rereg_mr(self, mr, args)
+    }
+    fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle> {
+        Self::alloc_mw(self, pd, mw_type)
+    }
+    fn dealloc_mw(&mut self, mw: &MwHandle) -> Result<()> {
+        Self::dealloc_mw(self, mw)
+    }
+    fn mw_info(&mut self, mw: &MwHandle) -> Result<MwInfo> {
+        Self::mw_info(self, mw)
+    }
+    fn bind_mw(&mut self, qp: &QpHandle, mw: &MwHandle, bind: &MwBind<'_, SimVerbs>) -> Result<()> {
+        Self::bind_mw(self, qp, mw, bind)
+    }
+    fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
+        Self::alloc_dm(self, ctx, attr)
+    }
+    fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
+        Self::free_dm(self, dm)
+    }
+    fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
+        Self::memcpy_to_dm(self, dm, offset, host)
+    }
+    fn memcpy_from_dm(&mut self, dm: &DmHandle, offset: u64, host: &mut [u8]) -> Result<()> {
+        Self::memcpy_from_dm(self, dm, offset, host)
+    }
+    fn reg_dm_mr(
+        &mut self,
+        pd: &PdHandle,
+        dm: &DmHandle,
+        offset: u64,
+        length: usize,
+        access: AccessFlags,
+    ) -> Result<MrHandle> {
+        Self::reg_dm_mr(self, pd, dm, offset, length, access)
+    }
+    fn create_srq_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut SrqInitAttrEx<'_, SimVerbs>,
+    ) -> Result<SrqHandle> {
+        Self::create_srq_ex(self, ctx, attr)
+    }
+    fn modify_srq(&mut self, srq: &SrqHandle, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
+        Self::modify_srq(self, srq, attr, mask)
+    }
+    fn query_srq(&mut self, srq: &SrqHandle) -> Result<SrqAttr> {
+        Self::query_srq(self, srq)
+    }
+    fn destroy_srq(&mut self, srq: &SrqHandle) -> Result<()> {
+        Self::destroy_srq(self, srq)
+    }
+    fn get_srq_num(&mut self, srq: &SrqHandle) -> Result<u32> {
+        Self::get_srq_num(self, srq)
+    }
+    fn create_qp_ex(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Self::create_qp_ex(self, ctx, attr)
+    }
+    fn qp_num(&mut self, qp: &QpHandle) -> Result<u32> {
+        Self::qp_num(self, qp)
+    }
+    fn modify_qp(&mut self, qp: &QpHandle, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        Self::modify_qp(self, qp, attr, mask)
+    }
+    fn query_qp(&mut self, qp: &QpHandle, mask: QpAttrMask) -> Result<(QpAttr, QpInitInfo)> {
+        Self::query_qp(self, qp, mask)
+    }
+    fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
+        Self::destroy_qp(self, qp)
+    }
+    fn open_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        xrcd: &XrcdHandle,
+        attr: &QpOpenAttr,
+    ) -> Result<QpHandle> {
+        Self::open_qp(self, ctx, xrcd, attr)
+    }
+    fn attach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
+        Self::attach_mcast(self, qp, gid, lid)
+    }
+    fn detach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
+        Self::detach_mcast(self, qp, gid, lid)
+    }
+    fn query_qp_data_in_order(
+        &mut self,
+        qp: &QpHandle,
+        op: WrOpcode,
+        flags: DataInOrderFlags,
+    ) -> Result<DataInOrderCaps> {
+        Self::query_qp_data_in_order(self, qp, op, flags)
+    }
+    fn query_ece(&mut self, qp: &QpHandle) -> Result<Ece> {
+        Self::query_ece(self, qp)
+    }
+    fn set_ece(&mut self, qp: &QpHandle, ece: &mut Ece) -> Result<()> {
+        Self::set_ece(self, qp, ece)
+    }
+    fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        Self::create_ah(self, pd, attr)
+    }
+    fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+        Self::destroy_ah(self, ah)
+    }
+    unsafe fn post_send(&mut self, qp: &QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Self::post_send(self, qp, wrs) }
+    }
+    unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Self::post_recv(self, qp, wrs) }
+    }
+    unsafe fn post_srq_recv(&mut self, srq: &SrqHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Self::post_srq_recv(self, srq, wrs) }
+    }
+    unsafe fn post_wr(&mut self, qp: &QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> Result<()> {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { Self::post_wr(self, qp, batch) }
+    }
+    fn open_xrcd(&mut self, ctx: &ContextHandle, attr: &XrcdInitAttr) -> Result<XrcdHandle> {
+        Self::open_xrcd(self, ctx, attr)
+    }
+    fn close_xrcd(&mut self, xrcd: &XrcdHandle) -> Result<()> {
+        Self::close_xrcd(self, xrcd)
+    }
+    fn mlx5dv_query_device(
+        &mut self,
+        ctx: &ContextHandle,
+        comp_mask: Mlx5ContextMask,
+    ) -> Result<Mlx5Context> {
+        Self::mlx5dv_query_device(self, ctx, comp_mask)
+    }
+    fn mlx5dv_create_qp(
+        &mut self,
+        ctx: &ContextHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+        mlx5_attr: &Mlx5QpInitAttr,
+    ) -> Result<QpHandle> {
+        Self::mlx5dv_create_qp(self, ctx, attr, mlx5_attr)
+    }
+    fn mlx5dv_dci_stream_id_reset(&mut self, qp: &QpHandle, stream_id: u16) -> Result<()> {
+        Self::mlx5dv_dci_stream_id_reset(self, qp, stream_id)
+    }
+    fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
+        Self::mlx5dv_reserved_qpn_alloc(self, ctx)
+    }
+    fn mlx5dv_reserved_qpn_dealloc(&mut self, ctx: &ContextHandle, qpn: u32) -> Result<()> {
+        Self::mlx5dv_reserved_qpn_dealloc(self, ctx, qpn)
+    }
+    fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
+        Self::mlx5dv_get_clock_info(self, ctx)
+    }
+    fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
+        Self::query_rt_values_ex(self, ctx)
+    }
+    fn advise_mr(
+        &mut self,
+        pd: &PdHandle,
+        advice: AdviseMrAdvice,
+        flags: u32,
+        sg_list: &[Sge],
+    ) -> Result<()> {
+        Self::advise_mr(self, pd, advice, flags, sg_list)
+    }
+    fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
+        Self::rdma_create_event_channel(self)
+    }
+    fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
+        Self::rdma_destroy_event_channel(self, channel)
+    }
+    fn rdma_create_id(
+        &mut self,
+        channel: &CmChannelHandle,
+        context: u64,
+        ps: PortSpace,
+    ) -> Result<CmIdHandle> {
+        Self::rdma_create_id(self, channel, context, ps)
+    }
+    fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
+        Self::rdma_destroy_id(self, id)
+    }
+    fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>> {
+        Self::rdma_id_info(self, id)
+    }
+    fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        Self::rdma_bind_addr(self, id, addr)
+    }
+    fn rdma_resolve_addr(
+        &mut self,
+        id: &CmIdHandle,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout_ms: u32,
+    ) -> Result<()> {
+        Self::rdma_resolve_addr(self, id, src, dst, timeout_ms)
+    }
+    fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
+        Self::rdma_resolve_route(self, id, timeout_ms)
+    }
+    fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
+        Self::rdma_listen(self, id, backlog)
+    }
+    fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        Self::rdma_connect(self, id, param)
+    }
+    fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
+        Self::rdma_accept(self, id, param)
+    }
+    fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        Self::rdma_reject(self, id, private_data)
+    }
+    fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
+        Self::rdma_reject_ece(self, id, private_data)
+    }
+    fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
+        Self::rdma_disconnect(self, id)
+    }
+    fn rdma_get_cm_event(
+        &mut self,
+        channel: &CmChannelHandle,
+    ) -> Result<Option<CmEvent<SimVerbs>>> {
+        Self::rdma_get_cm_event(self, channel)
+    }
+    fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()> {
+        Self::rdma_ack_cm_event(self, event)
+    }
+    fn rdma_create_qp(
+        &mut self,
+        id: &CmIdHandle,
+        pd: Option<&PdHandle>,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Self::rdma_create_qp(self, id, pd, attr)
+    }
+    fn rdma_create_qp_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &mut QpInitAttrEx<'_, SimVerbs>,
+    ) -> Result<QpHandle> {
+        Self::rdma_create_qp_ex(self, id, attr)
+    }
+    fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
+        Self::rdma_destroy_qp(self, id)
+    }
+    fn rdma_init_qp_attr(
+        &mut self,
+        id: &CmIdHandle,
+        state: QpState,
+    ) -> Result<(QpAttr, QpAttrMask)> {
+        Self::rdma_init_qp_attr(self, id, state)
+    }
+    fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
+        Self::rdma_establish(self, id)
+    }
+    fn rdma_migrate_id(&mut self, id: &CmIdHandle, channel: &CmChannelHandle) -> Result<()> {
+        Self::rdma_migrate_id(self, id, channel)
+    }
+    fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
+        Self::rdma_notify(self, id, event)
+    }
+    fn rdma_join_multicast(
+        &mut self,
+        id: &CmIdHandle,
+        addr: SocketAddr,
+        context: u64,
+    ) -> Result<()> {
+        Self::rdma_join_multicast(self, id, addr, context)
+    }
+    fn rdma_join_multicast_ex(
+        &mut self,
+        id: &CmIdHandle,
+        attr: &JoinMcAttr,
+        context: u64,
+    ) -> Result<()> {
+        Self::rdma_join_multicast_ex(self, id, attr, context)
+    }
+    fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
+        Self::rdma_leave_multicast(self, id, addr)
+    }
+    fn sim_control(&mut self, _cmd: SimCommand<'_, SimVerbs>) -> Result<SimReply> {
+        Err(super::not_served(Verb::SimControl))
+    }
+}
+
+impl Engine {
+    /// The transport under this engine.
+    pub(crate) fn transport(&mut self) -> &mut dyn Transport {
         match self {
-            Self::Local(s) => Verbs::get_device_list(&mut **s),
-            Self::Remote(r) => r.get_device_list(),
+            Self::Local(s) => &mut **s,
+            Self::Remote(r) => r,
         }
     }
-    /// `open_device`.
+    /// `get_device_list`, on the engine's transport.
+    pub(crate) fn get_device_list(&mut self) -> Result<Vec<DeviceInfo>> {
+        self.transport().get_device_list()
+    }
+    /// `open_device`, on the engine's transport.
     pub(crate) fn open_device(
         &mut self,
         index: usize,
         process: ProcessId,
     ) -> Result<ContextHandle> {
-        match self {
-            Self::Local(s) => Verbs::open_device(&mut **s, index, process),
-            Self::Remote(r) => r.open_device(index, process),
-        }
+        self.transport().open_device(index, process)
     }
-    /// `close_device`.
+    /// `close_device`, on the engine's transport.
     pub(crate) fn close_device(&mut self, ctx: &ContextHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::close_device(&mut **s, ctx),
-            Self::Remote(r) => r.close_device(ctx),
-        }
+        self.transport().close_device(ctx)
     }
-    /// `query_device`.
+    /// `query_device`, on the engine's transport.
     pub(crate) fn query_device(&mut self, ctx: &ContextHandle) -> Result<DeviceAttr> {
-        match self {
-            Self::Local(s) => Verbs::query_device(&mut **s, ctx),
-            Self::Remote(r) => r.query_device(ctx),
-        }
+        self.transport().query_device(ctx)
     }
-    /// `query_port`.
+    /// `query_port`, on the engine's transport.
     pub(crate) fn query_port(&mut self, ctx: &ContextHandle, port_num: u8) -> Result<PortAttr> {
-        match self {
-            Self::Local(s) => Verbs::query_port(&mut **s, ctx, port_num),
-            Self::Remote(r) => r.query_port(ctx, port_num),
-        }
+        self.transport().query_port(ctx, port_num)
     }
-    /// `query_gid`.
+    /// `query_gid`, on the engine's transport.
     pub(crate) fn query_gid(
         &mut self,
         ctx: &ContextHandle,
         port_num: u8,
         index: u32,
     ) -> Result<Gid> {
-        match self {
-            Self::Local(s) => Verbs::query_gid(&mut **s, ctx, port_num, index),
-            Self::Remote(r) => r.query_gid(ctx, port_num, index),
-        }
+        self.transport().query_gid(ctx, port_num, index)
     }
-    /// `query_pkey`.
+    /// `query_pkey`, on the engine's transport.
     pub(crate) fn query_pkey(
         &mut self,
         ctx: &ContextHandle,
         port_num: u8,
         index: u16,
     ) -> Result<u16> {
-        match self {
-            Self::Local(s) => Verbs::query_pkey(&mut **s, ctx, port_num, index),
-            Self::Remote(r) => r.query_pkey(ctx, port_num, index),
-        }
+        self.transport().query_pkey(ctx, port_num, index)
     }
-    /// `query_device_ex`.
+    /// `query_device_ex`, on the engine's transport.
     pub(crate) fn query_device_ex(&mut self, ctx: &ContextHandle) -> Result<DeviceAttrEx> {
-        match self {
-            Self::Local(s) => Verbs::query_device_ex(&mut **s, ctx),
-            Self::Remote(r) => r.query_device_ex(ctx),
-        }
+        self.transport().query_device_ex(ctx)
     }
-    /// `alloc_pd`.
+    /// `alloc_pd`, on the engine's transport.
     pub(crate) fn alloc_pd(&mut self, ctx: &ContextHandle) -> Result<PdHandle> {
-        match self {
-            Self::Local(s) => Verbs::alloc_pd(&mut **s, ctx),
-            Self::Remote(r) => r.alloc_pd(ctx),
-        }
+        self.transport().alloc_pd(ctx)
     }
-    /// `dealloc_pd`.
+    /// `dealloc_pd`, on the engine's transport.
     pub(crate) fn dealloc_pd(&mut self, pd: &PdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::dealloc_pd(&mut **s, pd),
-            Self::Remote(r) => r.dealloc_pd(pd),
-        }
+        self.transport().dealloc_pd(pd)
     }
-    /// `create_comp_channel`.
+    /// `create_comp_channel`, on the engine's transport.
     pub(crate) fn create_comp_channel(&mut self, ctx: &ContextHandle) -> Result<CompChannelHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_comp_channel(&mut **s, ctx),
-            Self::Remote(r) => r.create_comp_channel(ctx),
-        }
+        self.transport().create_comp_channel(ctx)
     }
-    /// `destroy_comp_channel`.
+    /// `destroy_comp_channel`, on the engine's transport.
     pub(crate) fn destroy_comp_channel(&mut self, channel: &CompChannelHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::destroy_comp_channel(&mut **s, channel),
-            Self::Remote(r) => r.destroy_comp_channel(channel),
-        }
+        self.transport().destroy_comp_channel(channel)
     }
-    /// `create_cq`.
+    /// `create_cq`, on the engine's transport.
     pub(crate) fn create_cq(
         &mut self,
         ctx: &ContextHandle,
         init: &CqInit<'_, SimVerbs>,
     ) -> Result<CqHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_cq(&mut **s, ctx, init),
-            Self::Remote(r) => r.create_cq(ctx, init),
-        }
+        self.transport().create_cq(ctx, init)
     }
-    /// `cq_info`.
+    /// `cq_info`, on the engine's transport.
     pub(crate) fn cq_info(&mut self, cq: &CqHandle) -> Result<CqInfo> {
-        match self {
-            Self::Local(s) => Verbs::cq_info(&mut **s, cq),
-            Self::Remote(r) => r.cq_info(cq),
-        }
+        self.transport().cq_info(cq)
     }
-    /// `destroy_cq`.
+    /// `destroy_cq`, on the engine's transport.
     pub(crate) fn destroy_cq(&mut self, cq: &CqHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::destroy_cq(&mut **s, cq),
-            Self::Remote(r) => r.destroy_cq(cq),
-        }
+        self.transport().destroy_cq(cq)
     }
-    /// `req_notify_cq`.
+    /// `req_notify_cq`, on the engine's transport.
     pub(crate) fn req_notify_cq(&mut self, cq: &CqHandle, solicited_only: bool) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::req_notify_cq(&mut **s, cq, solicited_only),
-            Self::Remote(r) => r.req_notify_cq(cq, solicited_only),
-        }
+        self.transport().req_notify_cq(cq, solicited_only)
     }
-    /// `get_cq_event`.
+    /// `get_cq_event`, on the engine's transport.
     pub(crate) fn get_cq_event(&mut self, channel: &CompChannelHandle) -> Result<Option<CqHandle>> {
-        match self {
-            Self::Local(s) => Verbs::get_cq_event(&mut **s, channel),
-            Self::Remote(r) => r.get_cq_event(channel),
-        }
+        self.transport().get_cq_event(channel)
     }
-    /// `ack_cq_events`.
+    /// `ack_cq_events`, on the engine's transport.
     pub(crate) fn ack_cq_events(&mut self, cq: &CqHandle, nevents: u32) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::ack_cq_events(&mut **s, cq, nevents),
-            Self::Remote(r) => r.ack_cq_events(cq, nevents),
-        }
+        self.transport().ack_cq_events(cq, nevents)
     }
-    /// `poll_cq`.
+    /// `poll_cq`, on the engine's transport.
     pub(crate) fn poll_cq(&mut self, cq: &CqHandle, wc: &mut [Wc]) -> Result<usize> {
-        match self {
-            Self::Local(s) => Verbs::poll_cq(&mut **s, cq, wc),
-            Self::Remote(r) => r.poll_cq(cq, wc),
-        }
+        self.transport().poll_cq(cq, wc)
     }
-    /// `resize_cq`.
+    /// `resize_cq`, on the engine's transport.
     pub(crate) fn resize_cq(&mut self, cq: &CqHandle, cqe: u32) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::resize_cq(&mut **s, cq, cqe),
-            Self::Remote(r) => r.resize_cq(cq, cqe),
-        }
+        self.transport().resize_cq(cq, cqe)
     }
-    /// `create_cq_ex`.
+    /// `create_cq_ex`, on the engine's transport.
     pub(crate) fn create_cq_ex(
         &mut self,
         ctx: &ContextHandle,
         attr: &CqInitAttrEx<'_, SimVerbs>,
     ) -> Result<CqHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_cq_ex(&mut **s, ctx, attr),
-            Self::Remote(r) => r.create_cq_ex(ctx, attr),
-        }
+        self.transport().create_cq_ex(ctx, attr)
     }
-    /// `poll_cq_ex`.
+    /// `poll_cq_ex`, on the engine's transport.
     pub(crate) fn poll_cq_ex(&mut self, cq: &CqHandle, wc: &mut [WcEx]) -> Result<usize> {
-        match self {
-            Self::Local(s) => Verbs::poll_cq_ex(&mut **s, cq, wc),
-            Self::Remote(r) => r.poll_cq_ex(cq, wc),
-        }
+        self.transport().poll_cq_ex(cq, wc)
     }
-    /// `mr_info`.
+    /// `mr_info`, on the engine's transport.
     pub(crate) fn mr_info(&mut self, mr: &MrHandle) -> Result<MrInfo> {
-        match self {
-            Self::Local(s) => Verbs::mr_info(&mut **s, mr),
-            Self::Remote(r) => r.mr_info(mr),
-        }
+        self.transport().mr_info(mr)
     }
-    /// `dereg_mr`.
+    /// `dereg_mr`, on the engine's transport.
     pub(crate) fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::dereg_mr(&mut **s, mr),
-            Self::Remote(r) => r.dereg_mr(mr),
-        }
+        self.transport().dereg_mr(mr)
     }
-    /// `rereg_mr`.
+    /// `rereg_mr`, on the engine's transport.
     pub(crate) fn rereg_mr(&mut self, mr: &MrHandle, args: &ReregMr<'_, SimVerbs>) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rereg_mr(&mut **s, mr, args),
-            Self::Remote(r) => r.rereg_mr(mr, args),
-        }
+        self.transport().rereg_mr(mr, args)
     }
-    /// `alloc_mw`.
+    /// `alloc_mw`, on the engine's transport.
     pub(crate) fn alloc_mw(&mut self, pd: &PdHandle, mw_type: MwType) -> Result<MwHandle> {
-        match self {
-            Self::Local(s) => Verbs::alloc_mw(&mut **s, pd, mw_type),
-            Self::Remote(r) => r.alloc_mw(pd, mw_type),
-        }
+        self.transport().alloc_mw(pd, mw_type)
     }
-    /// `dealloc_mw`.
+    /// `dealloc_mw`, on the engine's transport.
     pub(crate) fn dealloc_mw(&mut self, mw: &MwHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::dealloc_mw(&mut **s, mw),
-            Self::Remote(r) => r.dealloc_mw(mw),
-        }
+        self.transport().dealloc_mw(mw)
     }
-    /// `mw_info`.
+    /// `mw_info`, on the engine's transport.
     pub(crate) fn mw_info(&mut self, mw: &MwHandle) -> Result<MwInfo> {
-        match self {
-            Self::Local(s) => Verbs::mw_info(&mut **s, mw),
-            Self::Remote(r) => r.mw_info(mw),
-        }
+        self.transport().mw_info(mw)
     }
-    /// `bind_mw`.
+    /// `bind_mw`, on the engine's transport.
     pub(crate) fn bind_mw(
         &mut self,
         qp: &QpHandle,
         mw: &MwHandle,
         bind: &MwBind<'_, SimVerbs>,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::bind_mw(&mut **s, qp, mw, bind),
-            Self::Remote(r) => r.bind_mw(qp, mw, bind),
-        }
+        self.transport().bind_mw(qp, mw, bind)
     }
-    /// `alloc_dm`.
+    /// `alloc_dm`, on the engine's transport.
     pub(crate) fn alloc_dm(&mut self, ctx: &ContextHandle, attr: &AllocDmAttr) -> Result<DmHandle> {
-        match self {
-            Self::Local(s) => Verbs::alloc_dm(&mut **s, ctx, attr),
-            Self::Remote(r) => r.alloc_dm(ctx, attr),
-        }
+        self.transport().alloc_dm(ctx, attr)
     }
-    /// `free_dm`.
+    /// `free_dm`, on the engine's transport.
     pub(crate) fn free_dm(&mut self, dm: &DmHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::free_dm(&mut **s, dm),
-            Self::Remote(r) => r.free_dm(dm),
-        }
+        self.transport().free_dm(dm)
     }
-    /// `memcpy_to_dm`.
+    /// `memcpy_to_dm`, on the engine's transport.
     pub(crate) fn memcpy_to_dm(&mut self, dm: &DmHandle, offset: u64, host: &[u8]) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::memcpy_to_dm(&mut **s, dm, offset, host),
-            Self::Remote(r) => r.memcpy_to_dm(dm, offset, host),
-        }
+        self.transport().memcpy_to_dm(dm, offset, host)
     }
-    /// `memcpy_from_dm`.
+    /// `memcpy_from_dm`, on the engine's transport.
     pub(crate) fn memcpy_from_dm(
         &mut self,
         dm: &DmHandle,
         offset: u64,
         host: &mut [u8],
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::memcpy_from_dm(&mut **s, dm, offset, host),
-            Self::Remote(r) => r.memcpy_from_dm(dm, offset, host),
-        }
+        self.transport().memcpy_from_dm(dm, offset, host)
     }
-    /// `reg_dm_mr`.
+    /// `reg_dm_mr`, on the engine's transport.
     pub(crate) fn reg_dm_mr(
         &mut self,
         pd: &PdHandle,
@@ -2157,170 +3080,113 @@ impl Engine {
         length: usize,
         access: AccessFlags,
     ) -> Result<MrHandle> {
-        match self {
-            Self::Local(s) => Verbs::reg_dm_mr(&mut **s, pd, dm, offset, length, access),
-            Self::Remote(r) => r.reg_dm_mr(pd, dm, offset, length, access),
-        }
+        self.transport().reg_dm_mr(pd, dm, offset, length, access)
     }
-    /// `create_srq_ex`.
+    /// `create_srq_ex`, on the engine's transport.
     pub(crate) fn create_srq_ex(
         &mut self,
         ctx: &ContextHandle,
         attr: &mut SrqInitAttrEx<'_, SimVerbs>,
     ) -> Result<SrqHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_srq_ex(&mut **s, ctx, attr),
-            Self::Remote(r) => r.create_srq_ex(ctx, attr),
-        }
+        self.transport().create_srq_ex(ctx, attr)
     }
-    /// `modify_srq`.
+    /// `modify_srq`, on the engine's transport.
     pub(crate) fn modify_srq(
         &mut self,
         srq: &SrqHandle,
         attr: &SrqAttr,
         mask: SrqAttrMask,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::modify_srq(&mut **s, srq, attr, mask),
-            Self::Remote(r) => r.modify_srq(srq, attr, mask),
-        }
+        self.transport().modify_srq(srq, attr, mask)
     }
-    /// `query_srq`.
+    /// `query_srq`, on the engine's transport.
     pub(crate) fn query_srq(&mut self, srq: &SrqHandle) -> Result<SrqAttr> {
-        match self {
-            Self::Local(s) => Verbs::query_srq(&mut **s, srq),
-            Self::Remote(r) => r.query_srq(srq),
-        }
+        self.transport().query_srq(srq)
     }
-    /// `destroy_srq`.
+    /// `destroy_srq`, on the engine's transport.
     pub(crate) fn destroy_srq(&mut self, srq: &SrqHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::destroy_srq(&mut **s, srq),
-            Self::Remote(r) => r.destroy_srq(srq),
-        }
+        self.transport().destroy_srq(srq)
     }
-    /// `get_srq_num`.
+    /// `get_srq_num`, on the engine's transport.
     pub(crate) fn get_srq_num(&mut self, srq: &SrqHandle) -> Result<u32> {
-        match self {
-            Self::Local(s) => Verbs::get_srq_num(&mut **s, srq),
-            Self::Remote(r) => r.get_srq_num(srq),
-        }
+        self.transport().get_srq_num(srq)
     }
-    /// `create_qp_ex`.
+    /// `create_qp_ex`, on the engine's transport.
     pub(crate) fn create_qp_ex(
         &mut self,
         ctx: &ContextHandle,
         attr: &mut QpInitAttrEx<'_, SimVerbs>,
     ) -> Result<QpHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_qp_ex(&mut **s, ctx, attr),
-            Self::Remote(r) => r.create_qp_ex(ctx, attr),
-        }
+        self.transport().create_qp_ex(ctx, attr)
     }
-    /// `qp_num`.
+    /// `qp_num`, on the engine's transport.
     pub(crate) fn qp_num(&mut self, qp: &QpHandle) -> Result<u32> {
-        match self {
-            Self::Local(s) => Verbs::qp_num(&mut **s, qp),
-            Self::Remote(r) => r.qp_num(qp),
-        }
+        self.transport().qp_num(qp)
     }
-    /// `modify_qp`.
+    /// `modify_qp`, on the engine's transport.
     pub(crate) fn modify_qp(
         &mut self,
         qp: &QpHandle,
         attr: &QpAttr,
         mask: QpAttrMask,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::modify_qp(&mut **s, qp, attr, mask),
-            Self::Remote(r) => r.modify_qp(qp, attr, mask),
-        }
+        self.transport().modify_qp(qp, attr, mask)
     }
-    /// `query_qp`.
+    /// `query_qp`, on the engine's transport.
     pub(crate) fn query_qp(
         &mut self,
         qp: &QpHandle,
         mask: QpAttrMask,
     ) -> Result<(QpAttr, QpInitInfo)> {
-        match self {
-            Self::Local(s) => Verbs::query_qp(&mut **s, qp, mask),
-            Self::Remote(r) => r.query_qp(qp, mask),
-        }
+        self.transport().query_qp(qp, mask)
     }
-    /// `destroy_qp`.
+    /// `destroy_qp`, on the engine's transport.
     pub(crate) fn destroy_qp(&mut self, qp: &QpHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::destroy_qp(&mut **s, qp),
-            Self::Remote(r) => r.destroy_qp(qp),
-        }
+        self.transport().destroy_qp(qp)
     }
-    /// `open_qp`.
+    /// `open_qp`, on the engine's transport.
     pub(crate) fn open_qp(
         &mut self,
         ctx: &ContextHandle,
         xrcd: &XrcdHandle,
         attr: &QpOpenAttr,
     ) -> Result<QpHandle> {
-        match self {
-            Self::Local(s) => Verbs::open_qp(&mut **s, ctx, xrcd, attr),
-            Self::Remote(r) => r.open_qp(ctx, xrcd, attr),
-        }
+        self.transport().open_qp(ctx, xrcd, attr)
     }
-    /// `attach_mcast`.
+    /// `attach_mcast`, on the engine's transport.
     pub(crate) fn attach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::attach_mcast(&mut **s, qp, gid, lid),
-            Self::Remote(r) => r.attach_mcast(qp, gid, lid),
-        }
+        self.transport().attach_mcast(qp, gid, lid)
     }
-    /// `detach_mcast`.
+    /// `detach_mcast`, on the engine's transport.
     pub(crate) fn detach_mcast(&mut self, qp: &QpHandle, gid: &Gid, lid: u16) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::detach_mcast(&mut **s, qp, gid, lid),
-            Self::Remote(r) => r.detach_mcast(qp, gid, lid),
-        }
+        self.transport().detach_mcast(qp, gid, lid)
     }
-    /// `query_qp_data_in_order`.
+    /// `query_qp_data_in_order`, on the engine's transport.
     pub(crate) fn query_qp_data_in_order(
         &mut self,
         qp: &QpHandle,
         op: WrOpcode,
         flags: DataInOrderFlags,
     ) -> Result<DataInOrderCaps> {
-        match self {
-            Self::Local(s) => Verbs::query_qp_data_in_order(&mut **s, qp, op, flags),
-            Self::Remote(r) => r.query_qp_data_in_order(qp, op, flags),
-        }
+        self.transport().query_qp_data_in_order(qp, op, flags)
     }
-    /// `query_ece`.
+    /// `query_ece`, on the engine's transport.
     pub(crate) fn query_ece(&mut self, qp: &QpHandle) -> Result<Ece> {
-        match self {
-            Self::Local(s) => Verbs::query_ece(&mut **s, qp),
-            Self::Remote(r) => r.query_ece(qp),
-        }
+        self.transport().query_ece(qp)
     }
-    /// `set_ece`.
+    /// `set_ece`, on the engine's transport.
     pub(crate) fn set_ece(&mut self, qp: &QpHandle, ece: &mut Ece) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::set_ece(&mut **s, qp, ece),
-            Self::Remote(r) => r.set_ece(qp, ece),
-        }
+        self.transport().set_ece(qp, ece)
     }
-    /// `create_ah`.
+    /// `create_ah`, on the engine's transport.
     pub(crate) fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
-        match self {
-            Self::Local(s) => Verbs::create_ah(&mut **s, pd, attr),
-            Self::Remote(r) => r.create_ah(pd, attr),
-        }
+        self.transport().create_ah(pd, attr)
     }
-    /// `destroy_ah`.
+    /// `destroy_ah`, on the engine's transport.
     pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::destroy_ah(&mut **s, ah),
-            Self::Remote(r) => r.destroy_ah(ah),
-        }
+        self.transport().destroy_ah(ah)
     }
-    /// `post_send`.
+    /// `post_send`, on the engine's transport.
     /// # Safety
     /// As the trait's method.
     pub(crate) unsafe fn post_send(
@@ -2328,25 +3194,17 @@ impl Engine {
         qp: &QpHandle,
         wrs: &[SendWr<'_, SimVerbs>],
     ) -> Result<()> {
-        match self {
-            // SAFETY: the caller's contract, forwarded.
-            Self::Local(s) => unsafe { Verbs::post_send(&mut **s, qp, wrs) },
-            // SAFETY: as above.
-            Self::Remote(r) => unsafe { r.post_send(qp, wrs) },
-        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.transport().post_send(qp, wrs) }
     }
-    /// `post_recv`.
+    /// `post_recv`, on the engine's transport.
     /// # Safety
     /// As the trait's method.
     pub(crate) unsafe fn post_recv(&mut self, qp: &QpHandle, wrs: &[RecvWr<'_>]) -> Result<()> {
-        match self {
-            // SAFETY: the caller's contract, forwarded.
-            Self::Local(s) => unsafe { Verbs::post_recv(&mut **s, qp, wrs) },
-            // SAFETY: as above.
-            Self::Remote(r) => unsafe { r.post_recv(qp, wrs) },
-        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.transport().post_recv(qp, wrs) }
     }
-    /// `post_srq_recv`.
+    /// `post_srq_recv`, on the engine's transport.
     /// # Safety
     /// As the trait's method.
     pub(crate) unsafe fn post_srq_recv(
@@ -2354,14 +3212,10 @@ impl Engine {
         srq: &SrqHandle,
         wrs: &[RecvWr<'_>],
     ) -> Result<()> {
-        match self {
-            // SAFETY: the caller's contract, forwarded.
-            Self::Local(s) => unsafe { Verbs::post_srq_recv(&mut **s, srq, wrs) },
-            // SAFETY: as above.
-            Self::Remote(r) => unsafe { r.post_srq_recv(srq, wrs) },
-        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.transport().post_srq_recv(srq, wrs) }
     }
-    /// `post_wr`.
+    /// `post_wr`, on the engine's transport.
     /// # Safety
     /// As the trait's method.
     pub(crate) unsafe fn post_wr(
@@ -2369,98 +3223,67 @@ impl Engine {
         qp: &QpHandle,
         batch: &[WrEx<'_, SimVerbs>],
     ) -> Result<()> {
-        match self {
-            // SAFETY: the caller's contract, forwarded.
-            Self::Local(s) => unsafe { Verbs::post_wr(&mut **s, qp, batch) },
-            // SAFETY: as above.
-            Self::Remote(r) => unsafe { r.post_wr(qp, batch) },
-        }
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { self.transport().post_wr(qp, batch) }
     }
-    /// `open_xrcd`.
+    /// `open_xrcd`, on the engine's transport.
     pub(crate) fn open_xrcd(
         &mut self,
         ctx: &ContextHandle,
         attr: &XrcdInitAttr,
     ) -> Result<XrcdHandle> {
-        match self {
-            Self::Local(s) => Verbs::open_xrcd(&mut **s, ctx, attr),
-            Self::Remote(r) => r.open_xrcd(ctx, attr),
-        }
+        self.transport().open_xrcd(ctx, attr)
     }
-    /// `close_xrcd`.
+    /// `close_xrcd`, on the engine's transport.
     pub(crate) fn close_xrcd(&mut self, xrcd: &XrcdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::close_xrcd(&mut **s, xrcd),
-            Self::Remote(r) => r.close_xrcd(xrcd),
-        }
+        self.transport().close_xrcd(xrcd)
     }
-    /// `mlx5dv_query_device`.
+    /// `mlx5dv_query_device`, on the engine's transport.
     pub(crate) fn mlx5dv_query_device(
         &mut self,
         ctx: &ContextHandle,
         comp_mask: Mlx5ContextMask,
     ) -> Result<Mlx5Context> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_query_device(&mut **s, ctx, comp_mask),
-            Self::Remote(r) => r.mlx5dv_query_device(ctx, comp_mask),
-        }
+        self.transport().mlx5dv_query_device(ctx, comp_mask)
     }
-    /// `mlx5dv_create_qp`.
+    /// `mlx5dv_create_qp`, on the engine's transport.
     pub(crate) fn mlx5dv_create_qp(
         &mut self,
         ctx: &ContextHandle,
         attr: &mut QpInitAttrEx<'_, SimVerbs>,
         mlx5_attr: &Mlx5QpInitAttr,
     ) -> Result<QpHandle> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_create_qp(&mut **s, ctx, attr, mlx5_attr),
-            Self::Remote(r) => r.mlx5dv_create_qp(ctx, attr, mlx5_attr),
-        }
+        self.transport().mlx5dv_create_qp(ctx, attr, mlx5_attr)
     }
-    /// `mlx5dv_dci_stream_id_reset`.
+    /// `mlx5dv_dci_stream_id_reset`, on the engine's transport.
     pub(crate) fn mlx5dv_dci_stream_id_reset(
         &mut self,
         qp: &QpHandle,
         stream_id: u16,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_dci_stream_id_reset(&mut **s, qp, stream_id),
-            Self::Remote(r) => r.mlx5dv_dci_stream_id_reset(qp, stream_id),
-        }
+        self.transport().mlx5dv_dci_stream_id_reset(qp, stream_id)
     }
-    /// `mlx5dv_reserved_qpn_alloc`.
+    /// `mlx5dv_reserved_qpn_alloc`, on the engine's transport.
     pub(crate) fn mlx5dv_reserved_qpn_alloc(&mut self, ctx: &ContextHandle) -> Result<u32> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_reserved_qpn_alloc(&mut **s, ctx),
-            Self::Remote(r) => r.mlx5dv_reserved_qpn_alloc(ctx),
-        }
+        self.transport().mlx5dv_reserved_qpn_alloc(ctx)
     }
-    /// `mlx5dv_reserved_qpn_dealloc`.
+    /// `mlx5dv_reserved_qpn_dealloc`, on the engine's transport.
     pub(crate) fn mlx5dv_reserved_qpn_dealloc(
         &mut self,
         ctx: &ContextHandle,
         qpn: u32,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_reserved_qpn_dealloc(&mut **s, ctx, qpn),
-            Self::Remote(r) => r.mlx5dv_reserved_qpn_dealloc(ctx, qpn),
-        }
+        self.transport().mlx5dv_reserved_qpn_dealloc(ctx, qpn)
     }
-    /// `mlx5dv_get_clock_info`.
+    /// `mlx5dv_get_clock_info`, on the engine's transport.
     pub(crate) fn mlx5dv_get_clock_info(&mut self, ctx: &ContextHandle) -> Result<ClockInfo> {
-        match self {
-            Self::Local(s) => Verbs::mlx5dv_get_clock_info(&mut **s, ctx),
-            Self::Remote(r) => r.mlx5dv_get_clock_info(ctx),
-        }
+        self.transport().mlx5dv_get_clock_info(ctx)
     }
-    /// `query_rt_values_ex`.
+    /// `query_rt_values_ex`, on the engine's transport.
     pub(crate) fn query_rt_values_ex(&mut self, ctx: &ContextHandle) -> Result<u64> {
-        match self {
-            Self::Local(s) => Verbs::query_rt_values_ex(&mut **s, ctx),
-            Self::Remote(r) => r.query_rt_values_ex(ctx),
-        }
+        self.transport().query_rt_values_ex(ctx)
     }
-    /// `advise_mr`.
+    /// `advise_mr`, on the engine's transport.
     pub(crate) fn advise_mr(
         &mut self,
         pd: &PdHandle,
@@ -2468,59 +3291,38 @@ impl Engine {
         flags: u32,
         sg_list: &[Sge],
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::advise_mr(&mut **s, pd, advice, flags, sg_list),
-            Self::Remote(r) => r.advise_mr(pd, advice, flags, sg_list),
-        }
+        self.transport().advise_mr(pd, advice, flags, sg_list)
     }
-    /// `rdma_create_event_channel`.
+    /// `rdma_create_event_channel`, on the engine's transport.
     pub(crate) fn rdma_create_event_channel(&mut self) -> Result<CmChannelHandle> {
-        match self {
-            Self::Local(s) => Verbs::rdma_create_event_channel(&mut **s),
-            Self::Remote(r) => r.rdma_create_event_channel(),
-        }
+        self.transport().rdma_create_event_channel()
     }
-    /// `rdma_destroy_event_channel`.
+    /// `rdma_destroy_event_channel`, on the engine's transport.
     pub(crate) fn rdma_destroy_event_channel(&mut self, channel: &CmChannelHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_destroy_event_channel(&mut **s, channel),
-            Self::Remote(r) => r.rdma_destroy_event_channel(channel),
-        }
+        self.transport().rdma_destroy_event_channel(channel)
     }
-    /// `rdma_create_id`.
+    /// `rdma_create_id`, on the engine's transport.
     pub(crate) fn rdma_create_id(
         &mut self,
         channel: &CmChannelHandle,
         context: u64,
         ps: PortSpace,
     ) -> Result<CmIdHandle> {
-        match self {
-            Self::Local(s) => Verbs::rdma_create_id(&mut **s, channel, context, ps),
-            Self::Remote(r) => r.rdma_create_id(channel, context, ps),
-        }
+        self.transport().rdma_create_id(channel, context, ps)
     }
-    /// `rdma_destroy_id`.
+    /// `rdma_destroy_id`, on the engine's transport.
     pub(crate) fn rdma_destroy_id(&mut self, id: &CmIdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_destroy_id(&mut **s, id),
-            Self::Remote(r) => r.rdma_destroy_id(id),
-        }
+        self.transport().rdma_destroy_id(id)
     }
-    /// `rdma_id_info`.
+    /// `rdma_id_info`, on the engine's transport.
     pub(crate) fn rdma_id_info(&mut self, id: &CmIdHandle) -> Result<CmIdInfo<SimVerbs>> {
-        match self {
-            Self::Local(s) => Verbs::rdma_id_info(&mut **s, id),
-            Self::Remote(r) => r.rdma_id_info(id),
-        }
+        self.transport().rdma_id_info(id)
     }
-    /// `rdma_bind_addr`.
+    /// `rdma_bind_addr`, on the engine's transport.
     pub(crate) fn rdma_bind_addr(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_bind_addr(&mut **s, id, addr),
-            Self::Remote(r) => r.rdma_bind_addr(id, addr),
-        }
+        self.transport().rdma_bind_addr(id, addr)
     }
-    /// `rdma_resolve_addr`.
+    /// `rdma_resolve_addr`, on the engine's transport.
     pub(crate) fn rdma_resolve_addr(
         &mut self,
         id: &CmIdHandle,
@@ -2528,179 +3330,116 @@ impl Engine {
         dst: SocketAddr,
         timeout_ms: u32,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_resolve_addr(&mut **s, id, src, dst, timeout_ms),
-            Self::Remote(r) => r.rdma_resolve_addr(id, src, dst, timeout_ms),
-        }
+        self.transport().rdma_resolve_addr(id, src, dst, timeout_ms)
     }
-    /// `rdma_resolve_route`.
+    /// `rdma_resolve_route`, on the engine's transport.
     pub(crate) fn rdma_resolve_route(&mut self, id: &CmIdHandle, timeout_ms: u32) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_resolve_route(&mut **s, id, timeout_ms),
-            Self::Remote(r) => r.rdma_resolve_route(id, timeout_ms),
-        }
+        self.transport().rdma_resolve_route(id, timeout_ms)
     }
-    /// `rdma_listen`.
+    /// `rdma_listen`, on the engine's transport.
     pub(crate) fn rdma_listen(&mut self, id: &CmIdHandle, backlog: i32) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_listen(&mut **s, id, backlog),
-            Self::Remote(r) => r.rdma_listen(id, backlog),
-        }
+        self.transport().rdma_listen(id, backlog)
     }
-    /// `rdma_connect`.
+    /// `rdma_connect`, on the engine's transport.
     pub(crate) fn rdma_connect(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_connect(&mut **s, id, param),
-            Self::Remote(r) => r.rdma_connect(id, param),
-        }
+        self.transport().rdma_connect(id, param)
     }
-    /// `rdma_accept`.
+    /// `rdma_accept`, on the engine's transport.
     pub(crate) fn rdma_accept(&mut self, id: &CmIdHandle, param: &ConnParam) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_accept(&mut **s, id, param),
-            Self::Remote(r) => r.rdma_accept(id, param),
-        }
+        self.transport().rdma_accept(id, param)
     }
-    /// `rdma_reject`.
+    /// `rdma_reject`, on the engine's transport.
     pub(crate) fn rdma_reject(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_reject(&mut **s, id, private_data),
-            Self::Remote(r) => r.rdma_reject(id, private_data),
-        }
+        self.transport().rdma_reject(id, private_data)
     }
-    /// `rdma_reject_ece`.
+    /// `rdma_reject_ece`, on the engine's transport.
     pub(crate) fn rdma_reject_ece(&mut self, id: &CmIdHandle, private_data: &[u8]) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_reject_ece(&mut **s, id, private_data),
-            Self::Remote(r) => r.rdma_reject_ece(id, private_data),
-        }
+        self.transport().rdma_reject_ece(id, private_data)
     }
-    /// `rdma_disconnect`.
+    /// `rdma_disconnect`, on the engine's transport.
     pub(crate) fn rdma_disconnect(&mut self, id: &CmIdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_disconnect(&mut **s, id),
-            Self::Remote(r) => r.rdma_disconnect(id),
-        }
+        self.transport().rdma_disconnect(id)
     }
-    /// `rdma_get_cm_event`.
+    /// `rdma_get_cm_event`, on the engine's transport.
     pub(crate) fn rdma_get_cm_event(
         &mut self,
         channel: &CmChannelHandle,
     ) -> Result<Option<CmEvent<SimVerbs>>> {
-        match self {
-            Self::Local(s) => Verbs::rdma_get_cm_event(&mut **s, channel),
-            Self::Remote(r) => r.rdma_get_cm_event(channel),
-        }
+        self.transport().rdma_get_cm_event(channel)
     }
-    /// `rdma_ack_cm_event`.
+    /// `rdma_ack_cm_event`, on the engine's transport.
     pub(crate) fn rdma_ack_cm_event(&mut self, event: CmEvent<SimVerbs>) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_ack_cm_event(&mut **s, event),
-            Self::Remote(r) => r.rdma_ack_cm_event(event),
-        }
+        self.transport().rdma_ack_cm_event(event)
     }
-    /// `rdma_create_qp`.
+    /// `rdma_create_qp`, on the engine's transport.
     pub(crate) fn rdma_create_qp(
         &mut self,
         id: &CmIdHandle,
         pd: Option<&PdHandle>,
         attr: &mut QpInitAttrEx<'_, SimVerbs>,
     ) -> Result<QpHandle> {
-        match self {
-            Self::Local(s) => Verbs::rdma_create_qp(&mut **s, id, pd, attr),
-            Self::Remote(r) => r.rdma_create_qp(id, pd, attr),
-        }
+        self.transport().rdma_create_qp(id, pd, attr)
     }
-    /// `rdma_create_qp_ex`.
+    /// `rdma_create_qp_ex`, on the engine's transport.
     pub(crate) fn rdma_create_qp_ex(
         &mut self,
         id: &CmIdHandle,
         attr: &mut QpInitAttrEx<'_, SimVerbs>,
     ) -> Result<QpHandle> {
-        match self {
-            Self::Local(s) => Verbs::rdma_create_qp_ex(&mut **s, id, attr),
-            Self::Remote(r) => r.rdma_create_qp_ex(id, attr),
-        }
+        self.transport().rdma_create_qp_ex(id, attr)
     }
-    /// `rdma_destroy_qp`.
+    /// `rdma_destroy_qp`, on the engine's transport.
     pub(crate) fn rdma_destroy_qp(&mut self, id: &CmIdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_destroy_qp(&mut **s, id),
-            Self::Remote(r) => r.rdma_destroy_qp(id),
-        }
+        self.transport().rdma_destroy_qp(id)
     }
-    /// `rdma_init_qp_attr`.
+    /// `rdma_init_qp_attr`, on the engine's transport.
     pub(crate) fn rdma_init_qp_attr(
         &mut self,
         id: &CmIdHandle,
         state: QpState,
     ) -> Result<(QpAttr, QpAttrMask)> {
-        match self {
-            Self::Local(s) => Verbs::rdma_init_qp_attr(&mut **s, id, state),
-            Self::Remote(r) => r.rdma_init_qp_attr(id, state),
-        }
+        self.transport().rdma_init_qp_attr(id, state)
     }
-    /// `rdma_establish`.
+    /// `rdma_establish`, on the engine's transport.
     pub(crate) fn rdma_establish(&mut self, id: &CmIdHandle) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_establish(&mut **s, id),
-            Self::Remote(r) => r.rdma_establish(id),
-        }
+        self.transport().rdma_establish(id)
     }
-    /// `rdma_migrate_id`.
+    /// `rdma_migrate_id`, on the engine's transport.
     pub(crate) fn rdma_migrate_id(
         &mut self,
         id: &CmIdHandle,
         channel: &CmChannelHandle,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_migrate_id(&mut **s, id, channel),
-            Self::Remote(r) => r.rdma_migrate_id(id, channel),
-        }
+        self.transport().rdma_migrate_id(id, channel)
     }
-    /// `rdma_notify`.
+    /// `rdma_notify`, on the engine's transport.
     pub(crate) fn rdma_notify(&mut self, id: &CmIdHandle, event: AsyncEventType) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_notify(&mut **s, id, event),
-            Self::Remote(r) => r.rdma_notify(id, event),
-        }
+        self.transport().rdma_notify(id, event)
     }
-    /// `rdma_join_multicast`.
+    /// `rdma_join_multicast`, on the engine's transport.
     pub(crate) fn rdma_join_multicast(
         &mut self,
         id: &CmIdHandle,
         addr: SocketAddr,
         context: u64,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_join_multicast(&mut **s, id, addr, context),
-            Self::Remote(r) => r.rdma_join_multicast(id, addr, context),
-        }
+        self.transport().rdma_join_multicast(id, addr, context)
     }
-    /// `rdma_join_multicast_ex`.
+    /// `rdma_join_multicast_ex`, on the engine's transport.
     pub(crate) fn rdma_join_multicast_ex(
         &mut self,
         id: &CmIdHandle,
         attr: &JoinMcAttr,
         context: u64,
     ) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_join_multicast_ex(&mut **s, id, attr, context),
-            Self::Remote(r) => r.rdma_join_multicast_ex(id, attr, context),
-        }
+        self.transport().rdma_join_multicast_ex(id, attr, context)
     }
-    /// `rdma_leave_multicast`.
+    /// `rdma_leave_multicast`, on the engine's transport.
     pub(crate) fn rdma_leave_multicast(&mut self, id: &CmIdHandle, addr: SocketAddr) -> Result<()> {
-        match self {
-            Self::Local(s) => Verbs::rdma_leave_multicast(&mut **s, id, addr),
-            Self::Remote(r) => r.rdma_leave_multicast(id, addr),
-        }
+        self.transport().rdma_leave_multicast(id, addr)
     }
-    /// `sim_control` (in-process worlds only: the shared fabric does not serve it yet).
+    /// `sim_control`, on the engine's transport.
     pub(crate) fn sim_control(&mut self, cmd: SimCommand<'_, SimVerbs>) -> Result<SimReply> {
-        match self {
-            Self::Local(s) => Verbs::sim_control(&mut **s, cmd),
-            Self::Remote(_) => Err(super::not_served(Verb::SimControl)),
-        }
+        self.transport().sim_control(cmd)
     }
 }
