@@ -12,11 +12,13 @@ use verbs_api::AccessFlags;
 
 /// `len` bytes at `addr` in process `pid`.
 ///
-/// Copies are coalesced (see [`Coalescer`]): a read that misses fetches up
-/// to [`SPAN`] bytes of the range at once and later reads are served from
-/// them until the [epoch](new_epoch) moves on; writes wait in a queue until
-/// [`flush_all`] (or a read of the same process) sends them in one
-/// `process_vm_writev`.
+/// The fabric's copies are coalesced ([`ProcessMemory::coalesced`], see
+/// [`Coalescer`]): a read that misses fetches up to [`SPAN`] bytes of the
+/// range at once and later reads are served from them until the
+/// [epoch](new_epoch) moves on; writes wait in a queue until [`flush_all`]
+/// (or a read of the same process) sends them in one `process_vm_writev`.
+/// Elsewhere (the library's own implicit ODP MR, where nothing calls those
+/// hooks) every copy is one exact call.
 #[derive(Debug)]
 pub(crate) struct ProcessMemory {
     pid: libc::pid_t,
@@ -25,6 +27,8 @@ pub(crate) struct ProcessMemory {
     /// Raised when the process is found gone (a copy fails with `ESRCH`):
     /// the fabric then tears its session down before the world moves on.
     gone: Arc<AtomicBool>,
+    /// Whether copies go through the thread's [`Coalescer`]s.
+    coalesce: bool,
 }
 
 /// The most a missed read fetches at once (clipped to the range's end):
@@ -229,13 +233,33 @@ impl Coalescer {
 }
 
 impl ProcessMemory {
-    /// The client's range `[addr, addr + len)`; `gone` is its session's flag.
+    /// The range `[addr, addr + len)` of process `pid`, each copy one
+    /// exact call; `gone` is raised when the process has gone.
     pub(crate) fn new(pid: libc::pid_t, addr: usize, len: usize, gone: Arc<AtomicBool>) -> Self {
         Self {
             pid,
             addr,
             len,
             gone,
+            coalesce: false,
+        }
+    }
+
+    /// The client's range `[addr, addr + len)`, its copies coalesced: only
+    /// for a thread that calls [`new_epoch`] and [`flush_all`] as the
+    /// fabric's loop does; `gone` is its session's flag.
+    pub(crate) fn coalesced(
+        pid: libc::pid_t,
+        addr: usize,
+        len: usize,
+        gone: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            pid,
+            addr,
+            len,
+            gone,
+            coalesce: true,
         }
     }
 
@@ -261,6 +285,9 @@ impl ProcessMemory {
         };
         let exact =
             |dst: &mut [u8]| copy_exact(self.pid, addr, dst.as_mut_ptr(), n, false, &self.gone);
+        if !self.coalesce {
+            return exact(dst);
+        }
         let epoch = EPOCH.with(Cell::get);
         let served = PROCS.try_with(|p| {
             let Ok(mut procs) = p.try_borrow_mut() else {
@@ -336,6 +363,10 @@ impl ProcessMemory {
         let Some(addr) = self.at(offset, n).filter(|_| n > 0) else {
             return;
         };
+        if !self.coalesce {
+            let _ = copy_exact(self.pid, addr, src.as_ptr().cast_mut(), n, true, &self.gone);
+            return;
+        }
         let queued = PROCS.try_with(|p| {
             let Ok(mut procs) = p.try_borrow_mut() else {
                 return false;
@@ -364,6 +395,9 @@ impl Drop for ProcessMemory {
     /// What the world wrote lands before the registration is forgotten,
     /// and what was read of it is forgotten too.
     fn drop(&mut self) {
+        if !self.coalesce {
+            return;
+        }
         let _ = PROCS.try_with(|p| {
             if let Ok(mut procs) = p.try_borrow_mut() {
                 if let Some(c) = procs.get_mut(&self.pid) {
@@ -543,6 +577,24 @@ mod tests {
         assert!(needs_write(AccessFlags::REMOTE_ATOMIC));
         assert!(!needs_write(AccessFlags::REMOTE_READ));
     }
+    /// Goal: plain (not coalesced) memory, the library's own implicit ODP
+    /// MR, copies at once: nothing flushes or moves an epoch there.
+    /// Method: write and look at the buffer; change it and read.
+    #[test]
+    fn plain_memory_copies_at_once() {
+        let mut buf = vec![0u8; 64];
+        let mut m = ProcessMemory::new(me(), buf.as_mut_ptr() as usize, 64, Arc::default());
+        let mut out = [0u8; 1];
+        m.read(0, &mut out);
+        m.write(1, &[5]);
+        // SAFETY: reading our own live buffer.
+        assert_eq!(unsafe { core::ptr::read_volatile(buf.as_ptr().add(1)) }, 5);
+        buf[0] = 6;
+        m.read(0, &mut out);
+        assert_eq!(out, [6]);
+        drop(m);
+    }
+
     fn me() -> libc::pid_t {
         // SAFETY: getpid has no preconditions.
         unsafe { libc::getpid() }
@@ -556,8 +608,8 @@ mod tests {
         new_epoch();
         let mut buf = vec![1u8; 8192];
         let a = buf.as_mut_ptr() as usize;
-        let r = ProcessMemory::new(me(), a, buf.len(), Arc::default());
-        let mut w = ProcessMemory::new(me(), a + 4096, 4096, Arc::default());
+        let r = ProcessMemory::coalesced(me(), a, buf.len(), Arc::default());
+        let mut w = ProcessMemory::coalesced(me(), a + 4096, 4096, Arc::default());
         let mut out = [0u8; 4];
         r.read(4096, &mut out);
         assert_eq!(out, [1; 4]);
@@ -576,7 +628,8 @@ mod tests {
     fn writes_land_at_a_flush() {
         new_epoch();
         let mut buf = vec![0u8; 4 * IOV_MAX + 4];
-        let mut m = ProcessMemory::new(me(), buf.as_mut_ptr() as usize, buf.len(), Arc::default());
+        let mut m =
+            ProcessMemory::coalesced(me(), buf.as_mut_ptr() as usize, buf.len(), Arc::default());
         for i in 0..2 * IOV_MAX {
             m.write(2 * i, &[(i % 251) as u8 + 1]);
         }
@@ -604,7 +657,8 @@ mod tests {
     fn a_new_epoch_forgets_what_was_read() {
         new_epoch();
         let mut buf = vec![3u8; 1000];
-        let m = ProcessMemory::new(me(), buf.as_mut_ptr() as usize, buf.len(), Arc::default());
+        let m =
+            ProcessMemory::coalesced(me(), buf.as_mut_ptr() as usize, buf.len(), Arc::default());
         let mut out = [0u8; 2];
         m.read(500, &mut out);
         assert_eq!(out, [3, 3]);
@@ -646,7 +700,7 @@ mod tests {
         // SAFETY: the page is ours, just mapped above.
         assert_eq!(unsafe { libc::munmap((a + 2 * page) as *mut _, page) }, 0);
         let gone = Arc::new(AtomicBool::new(false));
-        let mut m = ProcessMemory::new(me(), a, 3 * page, Arc::clone(&gone));
+        let mut m = ProcessMemory::coalesced(me(), a, 3 * page, Arc::clone(&gone));
         // SAFETY: the first two pages are mapped and ours.
         let mem = unsafe { core::slice::from_raw_parts_mut(a as *mut u8, 2 * page) };
         mem[page - 1] = 6;
@@ -694,13 +748,13 @@ mod tests {
         assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
         let buf = [0u8; 64];
         let gone = Arc::new(AtomicBool::new(false));
-        let m = ProcessMemory::new(child, buf.as_ptr() as usize, 64, Arc::clone(&gone));
+        let m = ProcessMemory::coalesced(child, buf.as_ptr() as usize, 64, Arc::clone(&gone));
         let mut out = [9u8; 8];
         assert!(!m.try_read(0, &mut out));
         assert_eq!(out, [9; 8], "a failed read gave bytes");
         assert!(gone.load(Ordering::Relaxed));
         let gone2 = Arc::new(AtomicBool::new(false));
-        let mut w = ProcessMemory::new(child, buf.as_ptr() as usize, 64, Arc::clone(&gone2));
+        let mut w = ProcessMemory::coalesced(child, buf.as_ptr() as usize, 64, Arc::clone(&gone2));
         w.write(0, &[1]);
         flush_all();
         assert!(gone2.load(Ordering::Relaxed));
