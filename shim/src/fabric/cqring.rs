@@ -71,6 +71,8 @@ impl CqMirror for RingMirror {
     }
 
     fn publish(&mut self, cqe: &MirroredCqe) {
+        // The data a completion reports lands before the completion shows.
+        super::memory::flush_all();
         let mut buf = [0u8; SLOT];
         let len = postcard::to_slice(cqe, &mut buf[4..]).map_or(0, |b| b.len());
         buf[..4].copy_from_slice(&(len as u32).to_le_bytes());

@@ -109,7 +109,7 @@ fn process_memory(
         check_mapped(Some(session.pid()), addr, len, needs_write(access))
             .map_err(|why| Error::from_errno(verb, libc::EFAULT, why))?;
     }
-    Ok(Box::new(ProcessMemory::new(
+    Ok(Box::new(ProcessMemory::coalesced(
         session.pid(),
         addr,
         len,

@@ -205,6 +205,8 @@ impl Client {
     /// something is (or the descriptor cannot go), the reply goes without
     /// it and the client polls by call.
     fn reply_with_fds(&mut self, bytes: &[u8], fds: &[std::os::fd::OwnedFd]) {
+        // What the world wrote lands before the process hears of it.
+        super::memory::flush_all();
         if !self.outbuf.is_empty() {
             self.reply(bytes);
             return;
@@ -227,6 +229,8 @@ impl Client {
 
     /// Queues a reply frame and writes what it can of it.
     fn reply(&mut self, bytes: &[u8]) {
+        // What the world wrote lands before the process hears of it.
+        super::memory::flush_all();
         let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
         self.outbuf.extend_from_slice(&len.to_le_bytes());
         self.outbuf.extend_from_slice(bytes);
@@ -384,6 +388,8 @@ impl Registry {
                     return;
                 };
                 family.sync_mirrors(sim);
+                // The process may have changed its memory before calling.
+                super::memory::new_epoch();
                 // What the process posted before this call reaches the
                 // world first.
                 drain_posts(c, id, family, sim);
@@ -428,6 +434,8 @@ fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs)
     if !ring.pending() {
         return;
     }
+    // The process wrote its buffers before it posted them.
+    super::memory::new_epoch();
     let (mut bad, mut first_bad) = (0u64, None);
     loop {
         match ring.take() {
@@ -576,6 +584,8 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
         };
+        // What the world wrote lands before the fabric sleeps.
+        super::memory::flush_all();
         // SAFETY: `fds` is a live array of `fds.len()` pollfds; `ts` lives.
         let n = unsafe {
             libc::ppoll(
@@ -592,6 +602,8 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
             }
             return Err(e);
         }
+        // Awake: the processes may have changed their memory meanwhile.
+        super::memory::new_epoch();
         if fds[0].revents & libc::POLLIN != 0 {
             while let Ok((stream, _)) = listener.accept() {
                 let Some(cred) = peer_cred(&stream) else {
