@@ -238,3 +238,87 @@ fn a_time_limit_holds_verbs_at_that_time() {
     let wc = drain(&mut p.sim, a.cq, 1);
     assert_eq!((wc[0].wr_id, wc[0].status), (7, WcStatus::Success));
 }
+
+/// `World::run_packets_until`, as the shared fabric uses it after catching
+/// up with the wall clock: a WRITE's packet and its acknowledgement run at
+/// once past the time limit, time stops at the last of them (not at the
+/// bound), and the limit is restored.
+#[test]
+fn packets_in_flight_run_ahead_of_the_time_limit() {
+    let mut p = rc_pair(SimConfig::default(), &RcParams::default());
+    let (a, b) = (p.a, p.b);
+    let (_, src) = reg_all(&mut p.sim, a.pd, 64);
+    let (_, dst) = reg_all(&mut p.sim, b.pd, 64);
+    let now = p.sim.world().now_ns();
+    p.sim.world_mut().set_time_limit(Some(now));
+    let sg = [sge(&src, 0, 64)];
+    one(
+        &mut p.sim,
+        a.qp,
+        SendWr {
+            wr_id: 9,
+            sg_list: &sg,
+            opcode: WrOpcode::RdmaWrite,
+            send_flags: SendFlags::SIGNALED,
+            rdma: RdmaInfo {
+                remote_addr: dst.addr,
+                rkey: dst.rkey,
+            },
+            ..SendWr::default()
+        },
+    );
+    assert!(drain(&mut p.sim, a.cq, 1).is_empty(), "held at the limit");
+    let bound = now + 50_000;
+    assert!(p.sim.world_mut().run_packets_until(bound));
+    let after = p.sim.world().now_ns();
+    assert!(
+        after > now && after < bound,
+        "time at the last packet: {now} < {after} < {bound}"
+    );
+    let wc = drain(&mut p.sim, a.cq, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (9, WcStatus::Success));
+    // The limit is what it was: advancing does not pass it.
+    p.sim.world_mut().advance_ns(1_000_000);
+    assert_eq!(p.sim.world().now_ns(), after);
+}
+
+/// A timer is never run early by `World::run_packets_until`, and nothing
+/// due after it runs before it: a SEND that meets no receive gets an RNR
+/// NAK, and the retry waits for its timer however far the bound is.
+#[test]
+fn a_timer_stops_packets_running_ahead() {
+    let mut p = rc_pair(SimConfig::default(), &RcParams::default());
+    let (a, b) = (p.a, p.b);
+    let (_, src) = reg_all(&mut p.sim, a.pd, 64);
+    let _ = b;
+    let now = p.sim.world().now_ns();
+    p.sim.world_mut().set_time_limit(Some(now));
+    let sg = [sge(&src, 0, 64)];
+    one(
+        &mut p.sim,
+        a.qp,
+        SendWr {
+            wr_id: 4,
+            sg_list: &sg,
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ..SendWr::default()
+        },
+    );
+    assert!(p.sim.world_mut().run_packets_until(now + 1_000_000_000));
+    let after = p.sim.world().now_ns();
+    let next = p.sim.world().next_event_ns().expect("the RNR retry timer");
+    assert!(
+        next > after,
+        "the timer at {next} was not run (time {after})"
+    );
+    assert!(
+        after - now < 50_000,
+        "only the SEND and its NAK ran: {}",
+        after - now
+    );
+    assert!(
+        drain(&mut p.sim, a.cq, 1).is_empty(),
+        "the SEND waits for its retry"
+    );
+}

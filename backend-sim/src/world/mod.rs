@@ -529,6 +529,30 @@ impl World {
         self.time_limit = limit;
     }
 
+    /// Runs the packets in flight due by `limit` at once, beyond the time
+    /// limit ([`World::set_time_limit`]) if need be, and stops at the first
+    /// timer past that limit (a timer is never run early, and nothing
+    /// after it runs before it). Virtual time is left at the last event
+    /// run, not moved to `limit`. False if the event bound was hit first.
+    ///
+    /// The shared fabric calls this after catching up with the wall clock:
+    /// a request's packets, their answers and their acknowledgements are
+    /// handled when the request is posted, instead of the fabric waiting
+    /// out each wire latency on the wall clock, while retransmission, RNR
+    /// and moderation timers still take their real duration.
+    pub fn run_packets_until(&mut self, limit: u64) -> bool {
+        let cap = self.time_limit.unwrap_or(self.now_ns).max(self.now_ns);
+        let saved = self.time_limit.replace(limit.max(cap));
+        let done = self.run_events(Some(limit.max(cap)), state::RUN_EVENT_BUDGET, |w| {
+            w.fabric.next_event_is_timer()
+                && w.fabric
+                    .next_event_time()
+                    .is_some_and(|t| t.as_nanos() > cap)
+        });
+        self.time_limit = saved;
+        done
+    }
+
     /// The trace.
     pub fn trace(&self) -> &Trace {
         &self.trace

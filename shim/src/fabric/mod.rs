@@ -43,6 +43,8 @@ pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
+pub(crate) mod pace;
+pub(crate) mod poller;
 pub(crate) mod rpc;
 pub mod server;
 pub(crate) mod shm;

@@ -1,7 +1,7 @@
 //! The fabric process (`verbsim fabric`): the one world of every process
 //! that joins, served a call at a time over a Unix socket.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -15,21 +15,11 @@ use verbs_api::*;
 
 use super::family::random_token;
 pub(crate) use super::family::{peer_cred, Family, Owned, Session};
+pub use super::pace::Pace;
+use super::pace::{advance, NEAR_NS};
+use super::poller::{self, Poller, Token};
 use super::rpc::{dispatch, Call};
 use super::MAX_FRAME;
-
-/// How virtual time relates to the wall clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pace {
-    /// Virtual time never runs ahead of the wall-clock time since the
-    /// fabric started: timers (transport retry, RNR, CM) take their real
-    /// duration, so a peer that is merely slow is not declared dead.
-    Wall,
-    /// Virtual time runs as fast as events allow (as in one process): the
-    /// trace depends only on the order of the processes' calls, but a timer
-    /// can expire while a peer process is still on its way.
-    Virtual,
-}
 
 /// How the fabric runs.
 #[derive(Clone, Debug)]
@@ -109,6 +99,12 @@ struct Client {
     closed: bool,
     /// The process's submission ring, once it asked for one.
     posts: Option<super::sqring::Receiver>,
+    /// What the socket is watched for (0: not yet in the poll set).
+    watching: u32,
+    /// The doorbell in the poll set, if any.
+    bell: Option<std::os::fd::RawFd>,
+    /// The doorbell rang since it was last read.
+    rung: bool,
 }
 
 impl Client {
@@ -261,8 +257,9 @@ fn bind(path: &Path) -> io::Result<UnixListener> {
 }
 
 /// The fabric's state besides the world: families and their connections.
-#[derive(Default)]
 struct Registry {
+    /// What the loop waits on: the listener, sockets and doorbells.
+    poll: Poller,
     clients: BTreeMap<u64, Client>,
     families: BTreeMap<u64, Family>,
     next_conn: u64,
@@ -276,6 +273,12 @@ impl Registry {
         let Some(c) = self.clients.remove(&id) else {
             return;
         };
+        // Out of the poll set before the descriptors close: the doorbell's
+        // other end lives on in the process, and would keep it there.
+        self.poll.remove(c.stream.as_raw_fd());
+        if let Some(b) = c.bell {
+            self.poll.remove(b);
+        }
         let Stage::Member(f) = c.stage else {
             return;
         };
@@ -405,6 +408,9 @@ impl Registry {
                 let reply = dispatch(sim, &mut session, call);
                 let fds = std::mem::take(&mut session.fd_out);
                 if let Some(r) = session.new_posts.take() {
+                    if let Some(b) = c.bell.take() {
+                        self.poll.remove(b);
+                    }
                     c.posts = Some(r);
                 }
                 if fds.is_empty() {
@@ -425,12 +431,18 @@ fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs)
     use super::fast::{serve_record, Served};
     use super::sqring::Taken;
     let Client {
-        posts, gone, pid, ..
+        posts,
+        gone,
+        pid,
+        rung,
+        ..
     } = c;
     let Some(ring) = posts.as_mut() else {
         return;
     };
-    ring.clear_doorbell();
+    if std::mem::take(rung) {
+        ring.clear_doorbell();
+    }
     if !ring.pending() {
         return;
     }
@@ -528,11 +540,19 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
         opts.pace
     );
     let start = Instant::now();
-    let mut reg = Registry::default();
+    let mut reg = Registry {
+        poll: Poller::new()?,
+        clients: BTreeMap::new(),
+        families: BTreeMap::new(),
+        next_conn: 0,
+        next_family: 0,
+    };
     let mut joined = false;
     let mut idle_since = Instant::now();
     let mut stats = FabricStats::default();
     let wall_now = || u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    reg.poll
+        .add(listener.as_raw_fd(), poller::READ, Token::Listener)?;
     loop {
         // Sleep until a call comes or the next event is due.
         let wall = wall_now();
@@ -540,39 +560,44 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
             (Pace::Wall, Some(t)) => t.saturating_sub(wall).min(10_000_000),
             _ => 10_000_000,
         };
-        let mut fds = vec![libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
         let ids: Vec<u64> = reg.clients.keys().copied().collect();
         let mut posted_soon = false;
         for id in &ids {
-            let c = &reg.clients[id];
+            let Some(c) = reg.clients.get_mut(id) else {
+                continue;
+            };
             // A client with a reply still queued is not read further
             // (it reads its replies before it sends again).
-            let events = if c.outbuf.is_empty() {
-                libc::POLLIN
+            let want = if c.outbuf.is_empty() {
+                poller::READ
             } else {
-                libc::POLLOUT
+                poller::WRITE
             };
-            fds.push(libc::pollfd {
-                fd: c.stream.as_raw_fd(),
-                events,
-                revents: 0,
-            });
-        }
-        // The doorbells, after the sockets (a ring with records already
-        // waiting means no sleep at all).
-        for id in &ids {
-            let c = &reg.clients[id];
+            if c.watching != want {
+                let fd = c.stream.as_raw_fd();
+                let r = if c.watching == 0 {
+                    reg.poll.add(fd, want, Token::Socket(*id))
+                } else {
+                    reg.poll.modify(fd, want, Token::Socket(*id))
+                };
+                match r {
+                    Ok(()) => c.watching = want,
+                    Err(e) => refuse(c, &mut stats, &format!("to be watched ({e})")),
+                }
+            }
+            // The doorbells too (a ring with records already waiting means
+            // no sleep at all).
             if let Some(r) = &c.posts {
                 posted_soon |= r.pending();
-                fds.push(libc::pollfd {
-                    fd: r.doorbell.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                let fd = r.doorbell.as_raw_fd();
+                if c.bell != Some(fd) {
+                    if let Some(old) = c.bell.take() {
+                        reg.poll.remove(old);
+                    }
+                    if reg.poll.add(fd, poller::READ, Token::Doorbell(*id)).is_ok() {
+                        c.bell = Some(fd);
+                    }
+                }
             }
         }
         let timeout_ns = if posted_soon || timeout_ns < NEAR_NS {
@@ -580,31 +605,26 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
         } else {
             timeout_ns
         };
-        let ts = libc::timespec {
-            tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
-        };
         // What the world wrote lands before the fabric sleeps.
         super::memory::flush_all();
-        // SAFETY: `fds` is a live array of `fds.len()` pollfds; `ts` lives.
-        let n = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &ts,
-                core::ptr::null(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
+        let ready = reg.poll.wait(timeout_ns)?;
         // Awake: the processes may have changed their memory meanwhile.
         super::memory::new_epoch();
-        if fds[0].revents & libc::POLLIN != 0 {
+        let mut sockets: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut rung = BTreeSet::new();
+        let mut listening = false;
+        for (token, events) in ready {
+            match token {
+                Token::Listener => listening = true,
+                Token::Socket(id) => {
+                    sockets.insert(id, events);
+                }
+                Token::Doorbell(id) => {
+                    rung.insert(id);
+                }
+            }
+        }
+        if listening {
             while let Ok((stream, _)) = listener.accept() {
                 let Some(cred) = peer_cred(&stream) else {
                     stats.refused += 1;
@@ -636,6 +656,9 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
                         gone: Arc::new(AtomicBool::new(false)),
                         closed: false,
                         posts: None,
+                        watching: 0,
+                        bell: None,
+                        rung: false,
                     },
                 );
                 stats.sessions += 1;
@@ -645,19 +668,20 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
         // Read every ready socket first, and close the connections that
         // ended before the world moves on: a process that died is torn
         // down (its QPs destroyed) before anything more of it is sent.
-        for (k, id) in ids.iter().enumerate() {
-            let re = fds[k + 1].revents;
-            if re == 0 {
-                continue;
-            }
-            let Some(c) = reg.clients.get_mut(id) else {
+        for (id, re) in sockets {
+            let Some(c) = reg.clients.get_mut(&id) else {
                 continue;
             };
-            if re & libc::POLLOUT != 0 {
+            if re & poller::WRITE != 0 {
                 c.flush();
             }
-            if re & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 && c.outbuf.is_empty() {
+            if re & (poller::READ | poller::GONE) != 0 && c.outbuf.is_empty() {
                 c.fill();
+            }
+        }
+        for id in rung {
+            if let Some(c) = reg.clients.get_mut(&id) {
+                c.rung = true;
             }
         }
         let now = Instant::now();
@@ -753,33 +777,6 @@ pub fn serve(opts: &FabricOptions) -> io::Result<FabricStats> {
     }
     let _ = std::fs::remove_file(&opts.socket);
     Ok(stats)
-}
-
-/// A timer closer than this (ns) is waited for without sleeping: the
-/// world's events after a post are about a microsecond apart, and a sleep
-/// that short costs a scheduler wake-up of tens of microseconds. The loop
-/// polls its sockets without waiting until the event is due, and sleeps
-/// otherwise (it never spins while idle: a spin that gave the CPU away
-/// with `sched_yield` lost it for whole time slices to programs spinning
-/// on their memory, as `ib_write_lat` does; 291 µs against 44 µs
-/// measured).
-const NEAR_NS: u64 = 20_000;
-
-/// Moves virtual time to `wall` (pace `Wall`) or runs what is runnable
-/// (pace `Virtual`), and caps verbs at that time.
-fn advance(sim: &mut SimVerbs, pace: Pace, wall: u64) {
-    let w = sim.world_mut();
-    match pace {
-        Pace::Wall => {
-            w.set_time_limit(Some(wall.max(w.now_ns())));
-            let now = w.now_ns();
-            let _ = w.advance_ns(wall.saturating_sub(now));
-        }
-        Pace::Virtual => {
-            w.set_time_limit(None);
-            let _ = w.run_until_idle();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -585,6 +585,15 @@ impl Fabric {
         self.queue.next_time()
     }
 
+    /// Whether the next scheduled event is a timer (as opposed to a packet
+    /// in flight or the release of a held one); false when nothing is
+    /// scheduled.
+    pub fn next_event_is_timer(&self) -> bool {
+        self.queue
+            .peek_due(SimInstant::from_nanos(u64::MAX))
+            .is_some_and(|(_, q)| matches!(q, Queued::Timer(_)))
+    }
+
     /// Processes queued events due at or before `now`, in `(time,
     /// sequence)` order, until one must be handed out: a delivery (traced
     /// as delivered, or as dropped if a link of its is down by now) or a
