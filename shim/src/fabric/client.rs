@@ -11,8 +11,7 @@ use serde::de::DeserializeOwned;
 use verbs_api::Result;
 
 use super::rpc::Call;
-use super::server::{Hello, PROTOCOL};
-use super::{lost, read_frame, write_frame};
+use super::{lost, read_frame, write_frame, Hello, PROTOCOL};
 
 /// How long a process waits for a fabric it started to listen.
 const START_WAIT: Duration = Duration::from_secs(10);
@@ -192,7 +191,7 @@ pub(crate) fn open(path: &Path) -> std::io::Result<UnixStream> {
         ));
     }
     let s = UnixStream::connect(path)?;
-    let Some(cred) = super::server::peer_cred(&s) else {
+    let Some(cred) = super::family::peer_cred(&s) else {
         return Err(std::io::Error::other(
             "the fabric's credentials are unknown",
         ));

@@ -37,19 +37,24 @@
 
 pub(crate) mod client;
 pub(crate) mod cqring;
+pub(crate) mod dispatch;
+pub(crate) mod engine;
 pub(crate) mod extra;
 pub(crate) mod family;
 pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
+pub(crate) mod remote;
 pub(crate) mod rpc;
+pub(crate) mod serve_extra;
 pub mod server;
 pub(crate) mod shm;
 pub(crate) mod sqring;
+pub(crate) mod transport;
 pub(crate) mod wire;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use verbs_api::{Error, ErrorKind, Verb};
 
 /// The environment variable naming the fabric's socket.
@@ -61,6 +66,19 @@ static REMOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 pub(crate) fn is_remote() -> bool {
     REMOTE.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// The first frame a process sends: which family it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Hello {
+    /// [`PROTOCOL`].
+    pub(crate) protocol: u32,
+    /// The family token of the process this one was forked from, if any.
+    pub(crate) family: Option<[u8; 16]>,
+}
+
+/// The wire protocol's version: a process and a fabric of different
+/// builds refuse each other at the first frame.
+pub(crate) const PROTOCOL: u32 = 2;
 
 /// The largest message either side accepts (a longer length prefix is
 /// garbage: the connection is closed).

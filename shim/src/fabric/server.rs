@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use backend_sim::*;
 use verbs_api::*;
 
+use super::dispatch::dispatch;
 use super::family::random_token;
 pub(crate) use super::family::{peer_cred, Family, Owned, Session};
-use super::rpc::{dispatch, Call};
-use super::MAX_FRAME;
+use super::rpc::Call;
+use super::{Hello, MAX_FRAME, PROTOCOL};
 
 /// How virtual time relates to the wall clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,19 +61,6 @@ pub struct FabricStats {
     /// Objects destroyed because their process left without doing so.
     pub reclaimed: u64,
 }
-
-/// The first frame a process sends: which family it belongs to.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Hello {
-    /// [`PROTOCOL`].
-    pub(crate) protocol: u32,
-    /// The family token of the process this one was forked from, if any.
-    pub(crate) family: Option<[u8; 16]>,
-}
-
-/// The wire protocol's version: a process and a fabric of different
-/// builds refuse each other at the first frame.
-pub(crate) const PROTOCOL: u32 = 2;
 
 /// How long a frame may take to arrive once its first byte has, and a
 /// reply to leave once it is ready: a client that trickles is dropped

@@ -55,15 +55,9 @@ pub(crate) fn advance(shim: &mut Shim, fds: &[libc::pollfd]) {
         {
             return;
         }
-        let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim else {
+        if !shim.sim.advance_to_next_event() {
             return;
-        };
-        let w = sim.world_mut();
-        let Some(t) = w.next_event_ns() else {
-            return;
-        };
-        let now = w.now_ns();
-        w.advance_ns(t.saturating_sub(now));
+        }
         crate::provider::events::settle(shim);
     }
 }
