@@ -28,7 +28,7 @@ pub(crate) struct Remote {
     /// `exec` it is gone, as a uverbs fd opened `O_CLOEXEC` is).
     family: RefCell<Option<[u8; 16]>>,
     /// The queues this process shares with the fabric (`fast`).
-    pub(crate) fast: RefCell<super::fast::Queues>,
+    pub(crate) fast: RefCell<super::queues::Queues>,
 }
 
 impl Remote {
@@ -62,7 +62,7 @@ impl Remote {
         let token = greet(&mut stream, None)?;
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
-        super::fast::watch_forks();
+        super::queues::watch_forks();
         Ok(Self {
             path,
             conn: RefCell::new(Some((stream, pid))),
@@ -117,7 +117,7 @@ impl Remote {
     /// came with it.
     fn call_raw(&self, call: &Call) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
         let verb = call.verb();
-        if super::fast::stales_snapshots(call) {
+        if super::queues::stales_snapshots(call) {
             self.fast.borrow_mut().forget_snapshots();
         }
         let bytes = super::encode(call);

@@ -45,6 +45,7 @@ pub(crate) mod fast;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
+pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod rpc;
 pub(crate) mod serve_extra;
