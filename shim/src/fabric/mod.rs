@@ -5,12 +5,13 @@
 //! the only [`backend_sim::World`] and serves each connected process as a
 //! session, as the kernel serves a uverbs file:
 //!
-//! * **Calls** (`rpc`): one message per control verb over a Unix stream
+//! * **Calls** (`rpc`, `transport`, `dispatch`; `extra` beside the
+//!   trait's verbs): one message per control verb over a Unix stream
 //!   socket, framed as a little-endian `u32` length and postcard bytes;
 //!   the reply is the verb's `Result` with what the verb writes back (and,
 //!   for the calls that set up shared queues, descriptors by SCM_RIGHTS).
-//! * **Queues in shared memory** (`fast`, `cqring`, `sqring`, `shm`):
-//!   `ibv_poll_cq` reads a ring the fabric fills with the CQ's
+//! * **Queues in shared memory** (`fast`, `queues`, `cqring`, `sqring`,
+//!   `shm`): `ibv_poll_cq` reads a ring the fabric fills with the CQ's
 //!   completions; `ibv_post_send` / `ibv_post_recv` are checked in the
 //!   program's process with the world's own post-time rules, written into
 //!   a submission ring and announced by an eventfd doorbell, with no reply.
