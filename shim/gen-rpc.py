@@ -12,7 +12,8 @@ three files of src/fabric/ whose imports point one way:
 Each line of VERBS is a `Verbs` method with the simulator's types; the
 argument kinds below say how each crosses the wire. Verbs in LOCAL_ONLY
 exist only with an in-process world (the fabric answers EOPNOTSUPP, and
-says so). Run it after changing either list; do not edit rpc.rs."""
+says so). Run it after changing either list; do not edit the files it
+writes."""
 import pathlib, re
 
 root = pathlib.Path(__file__).parent
@@ -142,7 +143,7 @@ DESTROY = {"close_device": "Context", "dealloc_pd": "Pd", "destroy_comp_channel"
            "rdma_destroy_event_channel": "CmChannel", "rdma_destroy_id": "CmId"}
 
 # Verbs whose result a session owns although their return type is made by
-# other verbs too (MRs: the fabric's reg_mr_external is in extra.rs).
+# other verbs too (MRs: the fabric's reg_mr_external is in serve_extra.rs).
 OWNED_BY_VERB = {"reg_dm_mr": "Mr"}
 
 
