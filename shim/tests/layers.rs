@@ -4,25 +4,29 @@
 //! hand-written file longer than about 800 lines.
 //!
 //! Method: read every `.rs` file under `shim/src`, drop comments, collect
-//! every `crate::…`, `$crate::…` and `super::…` path (with `{…}` groups),
-//! resolve each to the module it names and build the graph of modules
-//! (top-level modules, and the modules one level down inside the layer
-//! directories `abi/` and `provider/`). Then: every module is in
-//! [`LAYERS`] (the provider in three tiers: registry, verb families, top);
-//! no edge runs from a lower layer to a higher one; the graph
-//! has no cycle (a failure names one, with the line of each import); no
-//! module glob-imports a layer's modules (`use super::*` from
-//! `provider/x.rs`), which would let it name its siblings unseen; and no
-//! file is over [`MAX_LINES`] unless it is generated.
-//!
-//! The modules inside `provider/rdmacm/` and `provider/rsocket/` count as
-//! one node each (their rooms share private helpers through `super::`).
+//! every `crate::…`, `$crate::…`, `super::…` and `self::…` path (with
+//! `{…}` groups), and in a file with modules of its own every path that
+//! starts with one of their names (`event::f` in `rdmacm/mod.rs`); resolve
+//! each to the file it names and build the graph of files: every file is
+//! a node, named by its module path (`provider::rsocket::cm`), and a child
+//! importing its parent (`super::helper` from `rdmacm/ep.rs` into
+//! `rdmacm/mod.rs`) is an edge like any other. Only a test's own files
+//! (a module declared under `#[cfg(test)]`, as `fabric/server/tests.rs`)
+//! may import the module they test. Then: every module is in [`LAYERS`]
+//! (the provider in three tiers: registry, verb families, top); no edge
+//! runs from a lower layer to a higher one; the graph has no cycle (a
+//! failure names one, with the file and line of each import); no module
+//! glob-imports a module that has modules inside it (`use super::*` from
+//! `provider/x.rs` or `provider/rdmacm/ep.rs`), which would let it name
+//! its siblings unseen; and no file is over [`MAX_LINES`] unless it is
+//! generated.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The layers, top first. A module belongs to the first entry one of
-/// whose names is the module or its first path segment. A module may
+/// The layers, top first. A module belongs to the entry naming the
+/// longest leading part of its path (`provider::rsocket::io` is in
+/// `provider::rsocket`'s layer, `provider::qp` in `provider`'s). A module may
 /// import from its own layer (without a cycle) or from any layer below.
 const LAYERS: &[(&str, &[&str])] = &[
     // A C client that loads the built library with dlopen (benchmarks);
@@ -58,23 +62,29 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("primitives", &["sys", "guard", "export"]),
 ];
 
-/// Directories whose child modules are nodes of their own.
-const LAYER_DIRS: &[&str] = &["abi", "provider"];
-
 /// The longest a hand-written source file may be.
 const MAX_LINES: usize = 800;
 
 /// Files allowed over [`MAX_LINES`].
 const LONG_FILES: &[&str] = &[
     // Generated: bindgen's C layouts, gen-stubs.py's stubs, gen-rpc.py's
-    // fabric protocol.
+    // fabric protocol (the message and trait, the trait's implementations,
+    // the fabric's dispatch).
     "sys.rs",
     "abi/stubs.rs",
     "fabric/rpc.rs",
+    "fabric/transport.rs",
+    "fabric/dispatch.rs",
 ];
 
 /// Files that must exist for [`LONG_FILES`] to mean what it says.
-const GENERATED: &[&str] = &["sys.rs", "abi/stubs.rs", "fabric/rpc.rs"];
+const GENERATED: &[&str] = &[
+    "sys.rs",
+    "abi/stubs.rs",
+    "fabric/rpc.rs",
+    "fabric/transport.rs",
+    "fabric/dispatch.rs",
+];
 
 /// One source file: its path under `src/` and its text.
 struct Source {
@@ -97,16 +107,6 @@ fn module_of(path: &str) -> Vec<String> {
         parts.clear();
     }
     parts
-}
-
-/// The graph node a module belongs to.
-fn node_of(module: &[String]) -> String {
-    let depth = if module.len() > 1 && LAYER_DIRS.contains(&module[0].as_str()) {
-        2
-    } else {
-        1
-    };
-    module[..depth.min(module.len())].join("::")
 }
 
 /// `text` without `//` comments (doc comments included) and without the
@@ -154,9 +154,10 @@ fn strip(text: &str) -> String {
     out
 }
 
-/// Parses the path after `crate::` (or `super::`) at `s`: each full path
-/// it names, with `{…}` groups expanded (`a::{b, c::d}` → `a::b`,
-/// `a::c::d`).
+/// Parses the path after `crate::`, `super::` or `self::` (or a child
+/// module's name) at `s`: each full path it names, with `{…}` groups
+/// expanded (`a::{b, c::d}` → `a::b`, `a::c::d`), a `super` segment
+/// naming the parent and a `self` segment naming the module it is in.
 fn paths_at(s: &[u8], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>>) -> usize {
     let mut cur: Vec<String> = prefix.to_vec();
     loop {
@@ -165,7 +166,13 @@ fn paths_at(s: &[u8], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>
             i += 1;
         }
         if i > start {
-            cur.push(String::from_utf8_lossy(&s[start..i]).into_owned());
+            match &s[start..i] {
+                b"super" => {
+                    cur.pop();
+                }
+                b"self" => {}
+                seg => cur.push(String::from_utf8_lossy(seg).into_owned()),
+            }
         }
         if s[i..].starts_with(b"::") {
             i += 2;
@@ -182,7 +189,7 @@ fn paths_at(s: &[u8], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>
                     while i < s.len() && (s[i].is_ascii_whitespace() || s[i] == b',') {
                         i += 1;
                     }
-                    // `self` inside a group, `as` renames: skip to the next item.
+                    // `as` renames: skip to the next item.
                     while i < s.len() && s[i] != b',' && s[i] != b'}' {
                         i += 1;
                     }
@@ -198,7 +205,7 @@ fn paths_at(s: &[u8], mut i: usize, prefix: &[String], out: &mut Vec<Vec<String>
     }
 }
 
-/// One import: the module that imports, the module it names, where.
+/// One import: the module it names and where.
 #[derive(Clone, Debug)]
 struct Edge {
     to: String,
@@ -244,9 +251,90 @@ fn inline_mods(text: &str) -> Vec<(usize, usize)> {
     out
 }
 
-/// The module graph of `sources`: node → (node it imports → first site),
-/// and the glob imports of a layer's (or the crate's) modules, which
-/// would hide what a module uses.
+/// The modules `sources` declare under `#[cfg(test)]` (`mod tests;`
+/// in `fabric/server.rs` → `fabric::server::tests`), files of their own.
+fn test_modules(sources: &[Source]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for s in sources {
+        let text = strip(&s.text);
+        let mut search = 0;
+        while let Some(off) = text[search..].find("#[cfg(test)]") {
+            search += off + "#[cfg(test)]".len();
+            let rest = text[search..].trim_start();
+            let rest = rest
+                .strip_prefix("pub(crate)")
+                .or_else(|| rest.strip_prefix("pub"))
+                .unwrap_or(rest)
+                .trim_start();
+            let Some(rest) = rest.strip_prefix("mod ") else {
+                continue;
+            };
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let after = rest.trim_start()[name.len()..].trim_start();
+            if !name.is_empty() && after.starts_with(';') {
+                let mut m = module_of(&s.path);
+                m.push(name);
+                out.push(m);
+            }
+        }
+    }
+    out
+}
+
+/// Every place in `text` a path starts that may name another module of
+/// the crate, with the module the path is relative to: `crate::…`,
+/// `super::…` and `self::…`, and, at a file's top level, a child module's
+/// own name (`event::f()` or `use event::*;` in `rdmacm/mod.rs`).
+///
+/// Each site is (where it is, the module it is relative to, where its
+/// path's first segment after that starts).
+fn path_sites(
+    text: &str,
+    module: &[String],
+    children: &[String],
+) -> Vec<(usize, Vec<String>, usize)> {
+    let bytes = text.as_bytes();
+    let inline = inline_mods(text);
+    let depth = |at: usize| inline.iter().filter(|(a, b)| *a < at && at < *b).count();
+    let mut out = Vec::new();
+    let words = ["crate", "super", "self"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(children.iter().cloned());
+    for word in words {
+        let kw = format!("{word}::");
+        let mut search = 0;
+        while let Some(off) = text[search..].find(&kw) {
+            let at = search + off;
+            search = at + kw.len();
+            let before = at.checked_sub(1).map(|b| bytes[b]);
+            if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
+                continue;
+            }
+            // Inside an inline module (`mod tests`) `super::` names the
+            // file's own module; a child's bare name names nothing of ours.
+            let site = match (word.as_str(), depth(at)) {
+                ("crate", _) => (Vec::new(), at + kw.len()),
+                ("super", 0) => (module[..module.len() - 1].to_vec(), at + kw.len()),
+                ("super", 1) | ("self", 0) => (module.to_vec(), at + kw.len()),
+                ("super" | "self", _) => continue,
+                (_, 0) => (module.to_vec(), at),
+                _ => continue,
+            };
+            out.push((at, site.0, site.1));
+        }
+    }
+    out
+}
+
+/// The import graph of `sources` (every file is a node named by its
+/// module path: node → (node it imports → first site)) and the glob
+/// imports of a module that has modules inside it, which would let the
+/// importer name them unseen.
 fn graph(sources: &[Source]) -> (BTreeMap<String, BTreeMap<String, Edge>>, Vec<String>) {
     let mut globs = Vec::new();
     let mut known: BTreeSet<Vec<String>> = BTreeSet::new();
@@ -256,72 +344,65 @@ fn graph(sources: &[Source]) -> (BTreeMap<String, BTreeMap<String, Edge>>, Vec<S
             known.insert(m[..i].to_vec());
         }
     }
+    let has_children = |m: &[String]| known.iter().any(|k| k.len() > m.len() && k.starts_with(m));
+    let tests = test_modules(sources);
     let mut g: BTreeMap<String, BTreeMap<String, Edge>> = BTreeMap::new();
     for s in sources {
         let module = module_of(&s.path);
         if module.is_empty() {
             continue;
         }
-        let from = node_of(&module);
+        let from = module.join("::");
         g.entry(from.clone()).or_default();
+        // A test's own files may use the module they test.
+        let is_test = tests.iter().any(|t| module.starts_with(t));
+        let children: Vec<String> = known
+            .iter()
+            .filter(|k| k.len() == module.len() + 1 && k.starts_with(&module))
+            .map(|k| k[module.len()].clone())
+            .collect();
         let text = strip(&s.text);
         let bytes = text.as_bytes();
         let inline = inline_mods(&text);
-        for kw in ["crate::", "super::"] {
-            let mut search = 0;
-            while let Some(off) = text[search..].find(kw) {
-                let at = search + off;
-                search = at + kw.len();
-                let before = at.checked_sub(1).map(|b| bytes[b]);
-                if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                    continue;
-                }
-                // `super::` in an inline module (`mod tests`) names the
-                // file's own module, or a module inside the file.
-                let depth = inline.iter().filter(|(a, b)| *a < at && at < *b).count();
-                let base = match (kw, depth) {
-                    ("crate::", _) => Vec::new(),
-                    (_, 0) => module[..module.len() - 1].to_vec(),
-                    (_, 1) => module.clone(),
-                    _ => continue,
-                };
-                let mut paths = Vec::new();
-                paths_at(bytes, at + kw.len(), &base, &mut paths);
-                let line = text[..at].matches('\n').count() + 1;
-                for p in paths {
-                    let glob_of_layer = p.last().is_some_and(|l| l == "*")
-                        && (p.len() == 1 || (p.len() == 2 && LAYER_DIRS.contains(&p[0].as_str())));
-                    if glob_of_layer {
+        for (at, base, start) in path_sites(&text, &module, &children) {
+            let mut paths = Vec::new();
+            paths_at(bytes, start, &base, &mut paths);
+            let line = text[..at].matches('\n').count() + 1;
+            let in_inline = inline.iter().any(|(a, b)| *a < at && at < *b);
+            for p in paths {
+                if p.last().is_some_and(|l| l == "*") {
+                    let of = &p[..p.len() - 1];
+                    if !is_test && !in_inline && has_children(of) {
                         globs.push(format!(
                             "{}:{line} imports every module of `{}` with a glob",
                             s.path,
-                            if p.len() == 1 { "crate" } else { p[0].as_str() }
+                            if of.is_empty() {
+                                "crate".to_owned()
+                            } else {
+                                of.join("::")
+                            }
                         ));
                         continue;
                     }
-                    let Some(target) = (1..=p.len())
-                        .rev()
-                        .map(|n| p[..n].to_vec())
-                        .find(|m| known.contains(m))
-                    else {
-                        continue;
-                    };
-                    // A module naming itself or an ancestor is not an edge.
-                    if module.starts_with(&target) {
-                        continue;
-                    }
-                    let to = node_of(&target);
-                    if to == from {
-                        continue;
-                    }
-                    g.entry(from.clone())
-                        .or_default()
-                        .entry(to.clone())
-                        .or_insert(Edge {
-                            to,
-                            at: format!("{}:{line}", s.path),
-                        });
                 }
+                let Some(target) = (1..=p.len())
+                    .rev()
+                    .map(|n| p[..n].to_vec())
+                    .find(|m| known.contains(m))
+                else {
+                    continue;
+                };
+                if target == module || (is_test && module.starts_with(&target)) {
+                    continue;
+                }
+                let to = target.join("::");
+                g.entry(from.clone())
+                    .or_default()
+                    .entry(to.clone())
+                    .or_insert(Edge {
+                        to,
+                        at: format!("{}:{line}", s.path),
+                    });
             }
         }
     }
@@ -394,11 +475,15 @@ fn on_cycles(g: &BTreeMap<String, BTreeMap<String, Edge>>) -> Vec<String> {
 }
 
 /// The layer index of a node (0 = top), if the table places it: the
-/// entry naming the node itself, else the one naming its first segment.
+/// entry naming the longest leading part of its path.
 fn layer_of(node: &str) -> Option<usize> {
-    let first = node.split("::").next().unwrap_or(node);
-    let named = |name: &str| LAYERS.iter().position(|(_, names)| names.contains(&name));
-    named(node).or_else(|| named(first))
+    let parts: Vec<&str> = node.split("::").collect();
+    (1..=parts.len()).rev().find_map(|n| {
+        let name = parts[..n].join("::");
+        LAYERS
+            .iter()
+            .position(|(_, names)| names.contains(&name.as_str()))
+    })
 }
 
 /// Every problem with `sources`' shape, one line each.
@@ -588,5 +673,108 @@ fn checker_names_a_cycle_and_an_upward_import() {
     assert_eq!(
         problems(&unknown),
         vec!["module `newlayer` is in no layer of LAYERS"]
+    );
+}
+
+#[test]
+fn checker_sees_inside_directories() {
+    // Goal: a cycle between two files of one directory, or between a
+    // directory's mod.rs and a file inside it, fails with each import's
+    // file and line; a test's own file may use what it tests. Method:
+    // small trees for each case.
+    let siblings = tree(&[
+        ("provider/mod.rs", "mod rsocket;"),
+        ("provider/rsocket/mod.rs", "mod cm;\nmod table;"),
+        (
+            "provider/rsocket/cm.rs",
+            "use super::table::{Table, with_table};\n",
+        ),
+        (
+            "provider/rsocket/table.rs",
+            "use std::io;\n\nfn revents() { super::cm::revents() }\n",
+        ),
+    ]);
+    let p = problems(&siblings);
+    assert_eq!(p.len(), 2, "{p:?}");
+    assert_eq!(
+        p[0],
+        "import cycle: provider::rsocket::cm -> provider::rsocket::table \
+         (provider/rsocket/cm.rs:1), provider::rsocket::table -> \
+         provider::rsocket::cm (provider/rsocket/table.rs:3)"
+    );
+
+    // `mod.rs` naming its room by its bare name, the room importing
+    // `mod.rs`'s helper.
+    let parent = tree(&[
+        (
+            "provider/rdmacm/mod.rs",
+            "mod event;\npub(super) fn ret() {}\nfn f() { event::c_event() }\n",
+        ),
+        ("provider/rdmacm/event.rs", "use super::ret;\n"),
+    ]);
+    let p = problems(&parent);
+    assert!(
+        p.first().is_some_and(|l| l
+            .contains("provider::rdmacm -> provider::rdmacm::event (provider/rdmacm/mod.rs:3)")
+            && l.contains(
+                "provider::rdmacm::event -> provider::rdmacm (provider/rdmacm/event.rs:1)"
+            )),
+        "{p:?}"
+    );
+
+    // The same room importing every name of `mod.rs` with a glob.
+    let glob = tree(&[
+        ("provider/rdmacm/mod.rs", "mod event;\nmod qp;\n"),
+        ("provider/rdmacm/event.rs", "use super::*;\n"),
+        ("provider/rdmacm/qp.rs", ""),
+    ]);
+    assert_eq!(
+        problems(&glob),
+        vec!["provider/rdmacm/event.rs:1 imports every module of `provider::rdmacm` with a glob"]
+    );
+
+    // `super::super::` climbs two levels; a path through `self::` names
+    // the file's own module's children.
+    let climb = tree(&[
+        ("provider/state.rs", "use crate::provider::rsocket::cm;\n"),
+        ("provider/rsocket/mod.rs", "use self::cm::X;\n"),
+        ("provider/rsocket/cm.rs", "use super::super::state::Shim;\n"),
+    ]);
+    let p = problems(&climb);
+    assert!(
+        p.iter().any(|l| l.contains(
+            "`provider::state` (provider registry) imports `provider::rsocket::cm` (provider top)"
+        )) && p
+            .iter()
+            .any(|l| l.starts_with("import cycle: provider::rsocket::cm -> provider::state")),
+        "{p:?}"
+    );
+
+    // A test's own file uses the module it tests, glob and all; the
+    // module declares it under `#[cfg(test)]`.
+    let tests = tree(&[
+        (
+            "fabric/server.rs",
+            "use super::rpc::Call;\n#[cfg(test)]\nmod tests;\n",
+        ),
+        (
+            "fabric/server/tests.rs",
+            "use super::*;\nfn t() { super::serve() }\n",
+        ),
+        ("fabric/rpc.rs", ""),
+    ]);
+    assert_eq!(problems(&tests), Vec::<String>::new());
+
+    // The same file, not declared as a test, is a cycle.
+    let not_tests = tree(&[
+        ("fabric/server.rs", "mod tests;\nfn f() { tests::g() }\n"),
+        ("fabric/server/tests.rs", "fn g() { super::serve() }\n"),
+    ]);
+    let p = problems(&not_tests);
+    assert!(
+        p.iter().any(|l| l.starts_with(
+            "import cycle: fabric::server -> fabric::server::tests (fabric/server.rs:2)"
+        )),
+        "{p:?}"
     );
 }

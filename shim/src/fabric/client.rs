@@ -11,8 +11,7 @@ use serde::de::DeserializeOwned;
 use verbs_api::Result;
 
 use super::rpc::Call;
-use super::server::{Hello, PROTOCOL};
-use super::{lost, read_frame, write_frame};
+use super::{lost, read_frame, write_frame, Hello, PROTOCOL};
 
 /// How long a process waits for a fabric it started to listen.
 const START_WAIT: Duration = Duration::from_secs(10);
@@ -29,7 +28,7 @@ pub(crate) struct Remote {
     /// `exec` it is gone, as a uverbs fd opened `O_CLOEXEC` is).
     family: RefCell<Option<[u8; 16]>>,
     /// The queues this process shares with the fabric (`fast`).
-    pub(crate) fast: RefCell<super::fast::Queues>,
+    pub(crate) fast: RefCell<super::queues::Queues>,
 }
 
 impl Remote {
@@ -63,7 +62,7 @@ impl Remote {
         let token = greet(&mut stream, None)?;
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
-        super::fast::watch_forks();
+        super::queues::watch_forks();
         Ok(Self {
             path,
             conn: RefCell::new(Some((stream, pid))),
@@ -118,7 +117,7 @@ impl Remote {
     /// came with it.
     fn call_raw(&self, call: &Call) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
         let verb = call.verb();
-        if super::fast::stales_snapshots(call) {
+        if super::queues::stales_snapshots(call) {
             self.fast.borrow_mut().forget_snapshots();
         }
         let bytes = super::encode(call);
@@ -192,7 +191,7 @@ pub(crate) fn open(path: &Path) -> std::io::Result<UnixStream> {
         ));
     }
     let s = UnixStream::connect(path)?;
-    let Some(cred) = super::server::peer_cred(&s) else {
+    let Some(cred) = super::family::peer_cred(&s) else {
         return Err(std::io::Error::other(
             "the fabric's credentials are unknown",
         ));

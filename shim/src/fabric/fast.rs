@@ -8,9 +8,6 @@
 //! out, a consumer count that made no sense) the next poll attaches anew.
 //! A CQ whose ring would be too large is polled by call, as before.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use backend_sim::datapath::{
     check_post_recv, check_post_send, inline_carries_payload, RecvQueueView, SendAdmission,
     SendQueueView, SendWrView,
@@ -22,29 +19,13 @@ use verbs_api::*;
 use super::client::Remote;
 use super::cqring::{capacity_for, ring_bytes, CqRing, RingMirror};
 use super::extra::ExtraCall;
+use super::family::Owned;
+use super::family::Session;
+use super::queues::{CqPoll, QpFast};
 use super::rpc::Call;
-use super::server::Owned;
-use super::server::Session;
 use super::shm::Shm;
 use super::sqring::{Receiver, Submitter, KIND_RECV, KIND_SEND};
 use super::wire::{Handles, RecvWrW, SendWrW};
-
-/// Bumped in a forked child: the rings mapped before the fork are the
-/// parent's (the child attaches its own).
-static FORKS: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn forked_child() {
-    FORKS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Registers [`forked_child`] once per process.
-pub(crate) fn watch_forks() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registers a plain extern "C" fn that only bumps an atomic.
-        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
-    });
-}
 
 /// What the fabric says of a CQ's ring.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -54,113 +35,6 @@ pub(crate) struct RingInfo {
     /// For an extended CQ: its `wc_flags` and whether its device has a
     /// completion clock.
     ex: Option<(WcExFlags, bool)>,
-}
-
-/// How a CQ is polled.
-#[derive(Debug)]
-enum CqPoll {
-    /// Through its ring.
-    Ring(CqRing, Option<(WcExFlags, bool)>),
-    /// By call (its ring would be too large).
-    Call,
-}
-
-/// What the client knows of a QP it posts to through the ring: the
-/// fabric's snapshot, and the queue counts it keeps itself since (each
-/// request it writes adds to a tail; each completion it takes from a ring
-/// frees through its sequence number, as the world does when polled).
-#[derive(Debug, Clone, Copy)]
-struct QpFast {
-    snap: PostSnapshot,
-    sq_head: u64,
-    sq_tail: u64,
-    rq_head: u64,
-    rq_tail: u64,
-}
-
-/// The queues of this process shared with the fabric.
-#[derive(Debug, Default)]
-pub(crate) struct Queues {
-    /// [`FORKS`] when these were made.
-    forks: u64,
-    cqs: BTreeMap<CqHandle, CqPoll>,
-    /// The submission ring, once the fabric gave one.
-    posts: Option<Submitter>,
-    /// The fabric gave none (or it broke): post by call.
-    no_posts: bool,
-    /// QPs whose snapshot is current.
-    qps: BTreeMap<QpHandle, QpFast>,
-    /// MRs registered by this process whose bytes may be read here for an
-    /// inline request: `(address, length)` (IOVA = address only).
-    pub(crate) mrs: BTreeMap<MrHandle, (u64, u64)>,
-}
-
-impl Queues {
-    /// Forgets what a parent mapped, in a forked child.
-    fn check_fork(&mut self) {
-        let now = FORKS.load(Ordering::Relaxed);
-        if now != self.forks {
-            self.forks = now;
-            self.cqs.clear();
-            self.qps.clear();
-            self.posts = None;
-            self.no_posts = false;
-        }
-    }
-
-    /// After a call that may change a QP's state or queues (or free
-    /// requests the rings did not show): the snapshots are stale.
-    pub(crate) fn forget_snapshots(&mut self) {
-        self.qps.clear();
-    }
-
-    /// Whether the range `[addr, addr + len)` lies in one MR of this
-    /// process (where the world would find an inline request's bytes).
-    fn in_an_mr(&self, addr: u64, len: u64) -> bool {
-        self.mrs
-            .values()
-            .any(|&(a, l)| addr >= a && addr.checked_add(len).is_some_and(|e| e <= a + l))
-    }
-}
-
-/// Whether a call may change what a QP snapshot says (its state, its
-/// queues' counts), so that posts after it need a new one.
-pub(crate) fn stales_snapshots(call: &Call) -> bool {
-    match call {
-        Call::Extra(x) => !matches!(
-            x,
-            ExtraCall::AttachCq(..)
-                | ExtraCall::AttachQp(_)
-                | ExtraCall::RegMr { .. }
-                | ExtraCall::ContextDevice(_)
-                | ExtraCall::IsMlx5(_)
-                | ExtraCall::CompChannelPending(_)
-                | ExtraCall::AsyncPending(_)
-                | ExtraCall::CmChannelPending(_)
-                | ExtraCall::GetAsyncEvent(_)
-                | ExtraCall::AckAsyncEvent(_)
-                | ExtraCall::QpOutOfOrder(_)
-        ),
-        Call::ReqNotifyCq(..)
-        | Call::GetCqEvent(..)
-        | Call::AckCqEvents(..)
-        | Call::QueryPort(..)
-        | Call::QueryDevice(..)
-        | Call::QueryDeviceEx(..)
-        | Call::QueryGid(..)
-        | Call::QueryPkey(..)
-        | Call::CqInfo(..)
-        | Call::MrInfo(..)
-        | Call::QpNum(..)
-        | Call::QueryQp(..)
-        | Call::CreateCq(..)
-        | Call::CreateCqEx(..)
-        | Call::AllocPd(..)
-        | Call::DeregMr(..)
-        | Call::CreateAh(..)
-        | Call::DestroyAh(..) => false,
-        _ => true,
-    }
 }
 
 impl Remote {

@@ -14,7 +14,7 @@ use backend_sim::*;
 use verbs_api::*;
 
 use super::client::Remote;
-use super::rpc::Engine;
+use super::engine::Engine;
 
 mod faults;
 mod isolation;

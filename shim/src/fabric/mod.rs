@@ -5,12 +5,13 @@
 //! the only [`backend_sim::World`] and serves each connected process as a
 //! session, as the kernel serves a uverbs file:
 //!
-//! * **Calls** (`rpc`): one message per control verb over a Unix stream
+//! * **Calls** (`rpc`, `transport`, `dispatch`; `extra` beside the
+//!   trait's verbs): one message per control verb over a Unix stream
 //!   socket, framed as a little-endian `u32` length and postcard bytes;
 //!   the reply is the verb's `Result` with what the verb writes back (and,
 //!   for the calls that set up shared queues, descriptors by SCM_RIGHTS).
-//! * **Queues in shared memory** (`fast`, `cqring`, `sqring`, `shm`):
-//!   `ibv_poll_cq` reads a ring the fabric fills with the CQ's
+//! * **Queues in shared memory** (`fast`, `queues`, `cqring`, `sqring`,
+//!   `shm`): `ibv_poll_cq` reads a ring the fabric fills with the CQ's
 //!   completions; `ibv_post_send` / `ibv_post_recv` are checked in the
 //!   program's process with the world's own post-time rules, written into
 //!   a submission ring and announced by an eventfd doorbell, with no reply.
@@ -37,6 +38,8 @@
 
 pub(crate) mod client;
 pub(crate) mod cqring;
+pub(crate) mod dispatch;
+pub(crate) mod engine;
 pub(crate) mod extra;
 pub(crate) mod family;
 pub(crate) mod fast;
@@ -45,13 +48,17 @@ mod hostile;
 pub(crate) mod memory;
 pub(crate) mod pace;
 pub(crate) mod poller;
+pub(crate) mod queues;
+pub(crate) mod remote;
 pub(crate) mod rpc;
+pub(crate) mod serve_extra;
 pub mod server;
 pub(crate) mod shm;
 pub(crate) mod sqring;
+pub(crate) mod transport;
 pub(crate) mod wire;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use verbs_api::{Error, ErrorKind, Verb};
 
 /// The environment variable naming the fabric's socket.
@@ -63,6 +70,19 @@ static REMOTE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::ne
 pub(crate) fn is_remote() -> bool {
     REMOTE.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// The first frame a process sends: which family it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Hello {
+    /// [`PROTOCOL`].
+    pub(crate) protocol: u32,
+    /// The family token of the process this one was forked from, if any.
+    pub(crate) family: Option<[u8; 16]>,
+}
+
+/// The wire protocol's version: a process and a fabric of different
+/// builds refuse each other at the first frame.
+pub(crate) const PROTOCOL: u32 = 2;
 
 /// The largest message either side accepts (a longer length prefix is
 /// garbage: the connection is closed).

@@ -13,13 +13,14 @@ use std::time::{Duration, Instant};
 use backend_sim::*;
 use verbs_api::*;
 
+use super::dispatch::dispatch;
 use super::family::random_token;
 pub(crate) use super::family::{peer_cred, Family, Owned, Session};
 pub use super::pace::Pace;
 use super::pace::{advance, NEAR_NS};
 use super::poller::{self, Poller, Token};
-use super::rpc::{dispatch, Call};
-use super::MAX_FRAME;
+use super::rpc::Call;
+use super::{Hello, MAX_FRAME, PROTOCOL};
 
 /// How the fabric runs.
 #[derive(Clone, Debug)]
@@ -50,19 +51,6 @@ pub struct FabricStats {
     /// Objects destroyed because their process left without doing so.
     pub reclaimed: u64,
 }
-
-/// The first frame a process sends: which family it belongs to.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Hello {
-    /// [`PROTOCOL`].
-    pub(crate) protocol: u32,
-    /// The family token of the process this one was forked from, if any.
-    pub(crate) family: Option<[u8; 16]>,
-}
-
-/// The wire protocol's version: a process and a fabric of different
-/// builds refuse each other at the first frame.
-pub(crate) const PROTOCOL: u32 = 2;
 
 /// How long a frame may take to arrive once its first byte has, and a
 /// reply to leave once it is ready: a client that trickles is dropped

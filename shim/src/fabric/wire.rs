@@ -11,7 +11,7 @@ use backend_sim::*;
 use serde::{Deserialize, Serialize};
 use verbs_api::*;
 
-use super::server::Owned;
+use super::family::Owned;
 
 /// The simulator, whose handle types the wire carries.
 type V = SimVerbs;

@@ -213,10 +213,7 @@ fn poll_one(cq: *mut c::ibv_cq_ex, verb: &str) -> c_int {
             let mut wc = [Wc::default()];
             let n = shim.sim.poll_cq(&h, &mut wc).at(verb)?;
             if n > 0 && wc[0].status != WcStatus::Success && crate::guard::logging() {
-                let cause = shim
-                    .sim
-                    .local()
-                    .and_then(|s| s.completion_cause(&h, &wc[0]));
+                let cause = shim.sim.completion_cause(&h, &wc[0]);
                 crate::guard::log_wc_error(verb, &wc[0], cause);
             }
             (n > 0).then(|| wc_ex(&wc[0]))

@@ -478,7 +478,7 @@ pub(crate) unsafe extern "C" fn op_poll_cq(
                         // SAFETY: the caller passes room for num_entries ibv_wc; i < k <= n.
                         unsafe { wc.add(i).write(c_wc(w)) };
                         if w.status != WcStatus::Success && crate::guard::logging() {
-                            let cause = shim.sim.local().and_then(|s| s.completion_cause(&h, w));
+                            let cause = shim.sim.completion_cause(&h, w);
                             crate::guard::log_wc_error(v, w, cause);
                         }
                     }

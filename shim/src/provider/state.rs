@@ -70,7 +70,7 @@ pub(crate) struct Entry {
 /// The process's world and the registry of handed-out pointers.
 pub(crate) struct Shim {
     /// The world: this process's own, or the shared fabric's.
-    pub(crate) sim: crate::fabric::rpc::Engine,
+    pub(crate) sim: crate::fabric::engine::Engine,
     pub(crate) config: ShimConfig,
     /// Live C objects, by address.
     pub(crate) objects: BTreeMap<usize, Entry>,
@@ -152,12 +152,12 @@ impl Shim {
         let config = ShimConfig::from_env();
         let sim = match std::env::var_os(crate::fabric::FABRIC_ENV) {
             Some(path) if !path.is_empty() => {
-                crate::fabric::rpc::Engine::Remote(crate::fabric::client::Remote::new(
+                crate::fabric::engine::Engine::Remote(crate::fabric::client::Remote::new(
                     path.into(),
                     std::env::var("VERBSIM_FABRIC_CMD").ok().as_deref(),
                 ))
             }
-            _ => crate::fabric::rpc::Engine::Local(Box::new(SimVerbs::new(config.sim.clone()))),
+            _ => crate::fabric::engine::Engine::Local(Box::new(SimVerbs::new(config.sim.clone()))),
         };
         let mut shim = Self {
             sim,

@@ -288,8 +288,8 @@ fn a_foreign_uid_is_refused() {
     };
     open(&fabric.dir, 0o755);
     open(&fabric.socket, 0o666);
-    let hello = crate::fabric::encode(&crate::fabric::server::Hello {
-        protocol: crate::fabric::server::PROTOCOL,
+    let hello = crate::fabric::encode(&crate::fabric::Hello {
+        protocol: crate::fabric::PROTOCOL,
         family: None,
     });
     let mut frame = (hello.len() as u32).to_le_bytes().to_vec();

@@ -11,8 +11,8 @@ use verbs_api::*;
 
 use super::{end, to_rts, End, Fabric};
 use crate::fabric::cqring;
+use crate::fabric::engine::Engine;
 use crate::fabric::fast::encode_record;
-use crate::fabric::rpc::Engine;
 use crate::fabric::sqring::{self, KIND_SEND};
 
 /// Two connected RC ends in one engine, over `bufs`.

@@ -1,6 +1,6 @@
 use super::*;
 use crate::fabric::client::Remote;
-use crate::fabric::rpc::Engine;
+use crate::fabric::engine::Engine;
 use std::io::{Read, Write};
 
 fn start(name: &str) -> (PathBuf, std::thread::JoinHandle<io::Result<FabricStats>>) {

@@ -9,7 +9,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use verbs_api::*;
 
-use super::*;
+use super::addr::{malloc_copy_ib, malloc_sockaddr, read_sockaddr, AF_IB};
+use super::event::{c_event, rdma_ack_cm_event_inner};
+use super::extra::destroy_id_srq;
+use super::qp::{rdma_create_qp_impl, rdma_destroy_qp_impl};
+use super::{
+    create_id, id_entry, rdma_bind_addr_impl, rdma_destroy_id_impl, rdma_resolve_addr_impl,
+    rdma_resolve_route_impl, ret, wait_sync, RAI_NUMERICHOST, RAI_PASSIVE,
+};
 use crate::export::export;
 use crate::guard::set_errno;
 use crate::provider::state::{self, c, with, Fail, Res, SimRes};
@@ -310,7 +317,7 @@ export! { "RDMACM_1.0" fn rdma_destroy_ep(id: *mut c::rdma_cm_id) {
         }
         // As librdmacm: the id's SRQ (rdma_create_srq) goes too.
         if ours && !(*id).srq.is_null() {
-            let _ = ret(with(|shim| extra::destroy_id_srq(shim, "rdma_destroy_ep", id)));
+            let _ = ret(with(|shim| destroy_id_srq(shim, "rdma_destroy_ep", id)));
         }
         rdma_destroy_id_impl(id);
     }

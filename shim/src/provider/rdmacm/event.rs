@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use backend_sim::*;
 use verbs_api::*;
 
-use super::*;
+use super::{new_id, refresh, ret};
 use crate::export::export;
 use crate::guard::set_errno;
 use crate::provider::state::{self, c, sync_fds, with, Fail, Res, Shim, SimRes};

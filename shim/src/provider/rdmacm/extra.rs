@@ -9,6 +9,7 @@ use core::ptr;
 
 use verbs_api::*;
 
+use super::addr::AF_IB;
 use super::{id_entry, refresh, ret, verb_then_wait};
 use crate::export::export;
 use crate::guard::set_errno;
@@ -16,9 +17,6 @@ use crate::provider::state::{c, sync_fds, with, Fail, Res, Shim, SimRes};
 
 // `port_of` reads the storage as its 128 bytes.
 const _: () = assert!(size_of::<c::sockaddr_storage>() == 128);
-
-/// `AF_IB` (rdma-core's `<infiniband/ib.h>`).
-const AF_IB: u16 = 27;
 
 fn migrate(
     shim: &mut Shim,
@@ -84,7 +82,7 @@ fn port_of(sa: &c::sockaddr_storage) -> u16 {
     let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
     match i32::from(family) {
         libc::AF_INET | libc::AF_INET6 => u16::from_ne_bytes([bytes[2], bytes[3]]),
-        _ if family == AF_IB => {
+        AF_IB => {
             // sockaddr_ib: family, pkey, flowinfo, 16-byte address, then
             // the big-endian service id at offset 24.
             let mut sid = [0u8; 8];

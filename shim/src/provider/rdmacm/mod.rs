@@ -29,9 +29,7 @@ mod qp;
 use crate::guard::set_errno;
 use crate::provider::records::{ChannelEntry, IdEntry};
 use crate::provider::state::{self, c, sync_fds, with, Fail, Res, Shim, SimRes};
-use addr::*;
-use event::*;
-use qp::*;
+use addr::{cm_sockaddr, mark_af_ib, need_sockaddr, write_sockaddr, write_sockaddr_ib};
 
 /// `RAI_PASSIVE` (rdma_cma.h): the address is the local one, to listen on.
 const RAI_PASSIVE: c_int = 1;

@@ -6,7 +6,7 @@ use core::ffi::c_int;
 use backend_sim::*;
 use verbs_api::*;
 
-use super::*;
+use super::{id_entry, reap, refresh, ret};
 use crate::export::export;
 use crate::provider::state::{c, handle_of, with, Fail, Obj, Res, Shim, SimRes};
 

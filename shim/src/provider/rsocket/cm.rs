@@ -40,9 +40,7 @@ const TICK_NS: u64 = 2_000;
 /// answered. A fixed step, not the wall clock: a single-threaded program
 /// gets the same trace from the same seed.
 pub(crate) fn tick(shim: &mut Shim) {
-    if let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim {
-        sim.world_mut().advance_ns(TICK_NS);
-    }
+    shim.sim.advance_ns(TICK_NS);
 }
 
 /// Takes every event off channel `ch` and gives each to its socket.

@@ -34,7 +34,12 @@ fn slice(rsockets: bool) -> Duration {
 /// The readiness of an rsocket, or `None` if `fd` is not one. Filled by
 /// the rsocket table; `events` is what the caller asks for.
 fn rsocket_revents(fd: c_int, events: i16) -> Option<i16> {
-    super::table::revents(fd, events)
+    super::table::with_table(|t| {
+        if !t.socks.contains_key(&fd) {
+            return None;
+        }
+        Some(with(|shim| super::cm::revents(t, shim, fd, events)))
+    })
 }
 
 /// In-process world: steps virtual time to the next due events (CM
@@ -50,15 +55,9 @@ pub(crate) fn advance(shim: &mut Shim, fds: &[libc::pollfd]) {
         {
             return;
         }
-        let crate::fabric::rpc::Engine::Local(sim) = &mut shim.sim else {
+        if !shim.sim.advance_to_next_event() {
             return;
-        };
-        let w = sim.world_mut();
-        let Some(t) = w.next_event_ns() else {
-            return;
-        };
-        let now = w.now_ns();
-        w.advance_ns(t.saturating_sub(now));
+        }
         crate::provider::events::settle(shim);
     }
 }

@@ -136,15 +136,3 @@ pub(crate) fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
 pub(crate) fn is_rsocket(fd: c_int) -> bool {
     lock().as_ref().is_some_and(|t| t.socks.contains_key(&fd))
 }
-
-/// An rsocket's readiness for `events`, or `None` if `fd` is not one.
-pub(crate) fn revents(fd: c_int, events: i16) -> Option<i16> {
-    with_table(|t| {
-        if !t.socks.contains_key(&fd) {
-            return None;
-        }
-        Some(crate::provider::state::with(|shim| {
-            super::cm::revents(t, shim, fd, events)
-        }))
-    })
-}
