@@ -290,3 +290,11 @@ mod tests {
         );
     }
 }
+
+impl World {
+    /// The `send_ops_flags` of `qp`, when it was created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+    pub(crate) fn send_ops_of(&self, qp: QpHandle) -> Option<SendOpsFlags> {
+        get_gen(&self.ext.qp_ops, qp.index, qp.generation)
+    }
+}

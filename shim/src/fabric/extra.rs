@@ -67,6 +67,9 @@ pub(crate) enum ExtraCall {
     /// A QP's post-time snapshot, and the process's submission ring with
     /// its doorbell the first time (`fast`).
     AttachQp(QpHandle),
+    /// An SRQ's post-time snapshot, and the process's submission ring with
+    /// its doorbell the first time (`fastwr`).
+    AttachSrq(SrqHandle),
 }
 
 impl ExtraCall {
@@ -86,6 +89,7 @@ impl ExtraCall {
             Self::AttachCq(_, false) => Verb::PollCq,
             Self::AttachCq(_, true) => Verb::PollCqEx,
             Self::AttachQp(_) => Verb::PostSend,
+            Self::AttachSrq(_) => Verb::PostSrqRecv,
         }
     }
 }
@@ -143,6 +147,7 @@ fn handles(call: &ExtraCall) -> Vec<Owned> {
         ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
         ExtraCall::AttachCq(cq, _) => hs.push(Owned::Cq(*cq)),
         ExtraCall::AttachQp(qp) => hs.push(Owned::Qp(*qp)),
+        ExtraCall::AttachSrq(srq) => hs.push(Owned::Srq(*srq)),
         ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) | ExtraCall::CmDeviceContext(_) => {}
     }
     hs
@@ -245,6 +250,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
         ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
         ExtraCall::AttachCq(cq, ex) => super::fast::attach_cq(sim, session, cq, ex),
         ExtraCall::AttachQp(qp) => super::fast::attach_qp(sim, session, qp),
+        ExtraCall::AttachSrq(srq) => super::fastwr::attach_srq(sim, session, srq),
     }
 }
 

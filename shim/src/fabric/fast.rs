@@ -26,7 +26,7 @@ use super::rpc::Call;
 use super::server::Owned;
 use super::server::Session;
 use super::shm::Shm;
-use super::sqring::{Receiver, Submitter, KIND_RECV, KIND_SEND};
+use super::sqring::{Receiver, Submitter, KIND_RECV, KIND_SEND, KIND_SRQ_RECV, KIND_WR};
 use super::wire::{Handles, RecvWrW, SendWrW};
 
 /// Bumped in a forked child: the rings mapped before the fork are the
@@ -70,12 +70,21 @@ enum CqPoll {
 /// request it writes adds to a tail; each completion it takes from a ring
 /// frees through its sequence number, as the world does when polled).
 #[derive(Debug, Clone, Copy)]
-struct QpFast {
-    snap: PostSnapshot,
-    sq_head: u64,
-    sq_tail: u64,
+pub(super) struct QpFast {
+    pub(super) snap: PostSnapshot,
+    pub(super) sq_head: u64,
+    pub(super) sq_tail: u64,
     rq_head: u64,
     rq_tail: u64,
+}
+
+/// What the client knows of an SRQ it posts to through the ring, as
+/// [`QpFast`] for a QP's receive queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SrqFast {
+    pub(super) snap: SrqPostSnapshot,
+    pub(super) head: u64,
+    pub(super) tail: u64,
 }
 
 /// The queues of this process shared with the fabric.
@@ -85,11 +94,13 @@ pub(crate) struct Queues {
     forks: u64,
     cqs: BTreeMap<CqHandle, CqPoll>,
     /// The submission ring, once the fabric gave one.
-    posts: Option<Submitter>,
+    pub(super) posts: Option<Submitter>,
     /// The fabric gave none (or it broke): post by call.
     no_posts: bool,
     /// QPs whose snapshot is current.
-    qps: BTreeMap<QpHandle, QpFast>,
+    pub(super) qps: BTreeMap<QpHandle, QpFast>,
+    /// SRQs whose snapshot is current.
+    pub(super) srqs: BTreeMap<SrqHandle, SrqFast>,
     /// MRs registered by this process whose bytes may be read here for an
     /// inline request: `(address, length)` (IOVA = address only).
     pub(crate) mrs: BTreeMap<MrHandle, (u64, u64)>,
@@ -103,6 +114,7 @@ impl Queues {
             self.forks = now;
             self.cqs.clear();
             self.qps.clear();
+            self.srqs.clear();
             self.posts = None;
             self.no_posts = false;
         }
@@ -112,11 +124,12 @@ impl Queues {
     /// requests the rings did not show): the snapshots are stale.
     pub(crate) fn forget_snapshots(&mut self) {
         self.qps.clear();
+        self.srqs.clear();
     }
 
     /// Whether the range `[addr, addr + len)` lies in one MR of this
     /// process (where the world would find an inline request's bytes).
-    fn in_an_mr(&self, addr: u64, len: u64) -> bool {
+    pub(super) fn in_an_mr(&self, addr: u64, len: u64) -> bool {
         self.mrs
             .values()
             .any(|&(a, l)| addr >= a && addr.checked_add(len).is_some_and(|e| e <= a + l))
@@ -131,6 +144,7 @@ pub(crate) fn stales_snapshots(call: &Call) -> bool {
             x,
             ExtraCall::AttachCq(..)
                 | ExtraCall::AttachQp(_)
+                | ExtraCall::AttachSrq(_)
                 | ExtraCall::RegMr { .. }
                 | ExtraCall::ContextDevice(_)
                 | ExtraCall::IsMlx5(_)
@@ -181,14 +195,24 @@ impl Remote {
                 match q.cqs.get_mut(&cq) {
                     Some(CqPoll::Ring(ring, ex)) => {
                         let ex = *ex;
-                        let qps = &mut q.qps;
+                        let (qps, srqs) = (&mut q.qps, &mut q.srqs);
                         let polled = ring.poll(want, |i, e| {
                             out(i, e, ex);
-                            if let Some(f) = qps.get_mut(&e.qp) {
-                                match e.queue {
-                                    MirroredQueue::Send => f.sq_head = f.sq_head.max(e.seq + 1),
-                                    MirroredQueue::Recv => f.rq_head = f.rq_head.max(e.seq + 1),
-                                    MirroredQueue::Srq(_) => {}
+                            match e.queue {
+                                MirroredQueue::Send => {
+                                    if let Some(f) = qps.get_mut(&e.qp) {
+                                        f.sq_head = f.sq_head.max(e.seq + 1);
+                                    }
+                                }
+                                MirroredQueue::Recv => {
+                                    if let Some(f) = qps.get_mut(&e.qp) {
+                                        f.rq_head = f.rq_head.max(e.seq + 1);
+                                    }
+                                }
+                                MirroredQueue::Srq(s) => {
+                                    if let Some(f) = srqs.get_mut(&s) {
+                                        f.head = f.head.max(e.seq + 1);
+                                    }
                                 }
                             }
                         });
@@ -268,12 +292,10 @@ impl Remote {
     /// The snapshot of `qp` for posting through the ring, fetched (with
     /// the ring itself the first time) when there is none; `None` when
     /// this QP, or this process, posts by call.
-    fn qp_fast(&mut self, qp: QpHandle) -> Option<QpFast> {
+    pub(super) fn qp_fast(&mut self, qp: QpHandle) -> Option<QpFast> {
         {
             let mut q = self.fast.borrow_mut();
-            q.check_fork();
-            if q.no_posts || q.posts.as_ref().is_some_and(Submitter::broken) {
-                q.no_posts = true;
+            if !q.may_post() {
                 return None;
             }
             if let Some(f) = q.qps.get(&qp) {
@@ -286,24 +308,7 @@ impl Remote {
             Ok(x) => x,
             Err(_) => return None,
         };
-        if region {
-            let mut fds = fds.into_iter();
-            let made = match (fds.next(), fds.next()) {
-                (Some(mem), Some(bell)) => Shm::map(&mem, super::sqring::REGION)
-                    .ok()
-                    .map(|shm| Submitter::new(shm, bell)),
-                _ => None,
-            };
-            match made {
-                Some(s) => q.posts = Some(s),
-                None => {
-                    q.no_posts = true;
-                    return None;
-                }
-            }
-        }
-        if q.posts.is_none() {
-            q.no_posts = true;
+        if !q.take_ring(region, fds) {
             return None;
         }
         let f = QpFast {
@@ -316,7 +321,50 @@ impl Remote {
         q.qps.insert(qp, f);
         Some(f)
     }
+}
 
+impl Queues {
+    /// Whether this process may post through the ring now (it forgets a
+    /// parent's ring in a forked child, and stops at a broken ring).
+    pub(super) fn may_post(&mut self) -> bool {
+        self.check_fork();
+        if self.no_posts || self.posts.as_ref().is_some_and(Submitter::broken) {
+            self.no_posts = true;
+            return false;
+        }
+        true
+    }
+
+    /// After an attach call: maps the ring its reply brought (`region`,
+    /// then `fds`: the region and the doorbell); whether there is a ring
+    /// to post through.
+    pub(super) fn take_ring(&mut self, region: bool, fds: Vec<std::os::fd::OwnedFd>) -> bool {
+        let q = self;
+        if region {
+            let mut fds = fds.into_iter();
+            let made = match (fds.next(), fds.next()) {
+                (Some(mem), Some(bell)) => Shm::map(&mem, super::sqring::REGION)
+                    .ok()
+                    .map(|shm| Submitter::new(shm, bell)),
+                _ => None,
+            };
+            match made {
+                Some(s) => q.posts = Some(s),
+                None => {
+                    q.no_posts = true;
+                    return false;
+                }
+            }
+        }
+        if q.posts.is_none() {
+            q.no_posts = true;
+            return false;
+        }
+        true
+    }
+}
+
+impl Remote {
     /// Writes the longest head of `wrs` the post-time checks accept (the
     /// world's own rules, [`check_post_send`], on the snapshot and this
     /// process's counts) into the submission ring; how many went. The rest
@@ -568,7 +616,7 @@ pub(crate) fn attach_cq(
 
 /// `e` with its `bad_wr` moved on by `k` (requests before it went through
 /// the ring).
-fn shift_bad_wr(e: Error, k: usize) -> Error {
+pub(super) fn shift_bad_wr(e: Error, k: usize) -> Error {
     match e.bad_wr() {
         Some(i) => e.with_bad_wr(i + k),
         None => e,
@@ -591,26 +639,32 @@ pub(crate) fn attach_qp(sim: &mut SimVerbs, session: &mut Session<'_>, qp: QpHan
         Err(e) => return encode(&Err::<(PostSnapshot, bool), _>(e)),
     };
     session.note_fast_qp(qp);
-    let mut region = false;
-    if !session.has_posts() {
-        match Receiver::create() {
-            Ok((r, fds)) => {
-                session.set_posts(r);
-                for fd in fds {
-                    session.pass_fd(fd);
-                }
-                region = true;
-            }
-            Err(e) => {
-                return encode(&Err::<(PostSnapshot, bool), _>(Error::from_errno(
-                    Verb::PostSend,
-                    libc::ENOMEM,
-                    format!("no submission ring: {e}"),
-                )))
-            }
-        }
+    match give_ring(session, Verb::PostSend) {
+        Ok(region) => encode(&Ok::<_, Error>((snap, region))),
+        Err(e) => encode(&Err::<(PostSnapshot, bool), _>(e)),
     }
-    encode(&Ok::<_, Error>((snap, region)))
+}
+
+/// The connection's submission ring with its doorbell, passed with the
+/// reply, when it has none yet: whether it was.
+pub(super) fn give_ring(session: &mut Session<'_>, verb: Verb) -> Result<bool> {
+    if session.has_posts() {
+        return Ok(false);
+    }
+    match Receiver::create() {
+        Ok((r, fds)) => {
+            session.set_posts(r);
+            for fd in fds {
+                session.pass_fd(fd);
+            }
+            Ok(true)
+        }
+        Err(e) => Err(Error::from_errno(
+            verb,
+            libc::ENOMEM,
+            format!("no submission ring: {e}"),
+        )),
+    }
 }
 
 /// What serving one record did.
@@ -621,6 +675,9 @@ pub(crate) enum Served {
     /// Malformed: its QP (the session's) went to ERR the way a NIC takes
     /// a malformed WQE; the reason.
     Malformed(QpHandle, String),
+    /// Malformed receive requests for an SRQ (the session's): not queued,
+    /// the SRQ's context hears `IBV_EVENT_SRQ_ERR`; the reason.
+    MalformedSrq(SrqHandle, String),
     /// Not the session's QP, or no QP at all: dropped; the reason.
     Dropped(String),
 }
@@ -632,13 +689,16 @@ pub(crate) fn serve_record(
     kind: u32,
     body: &[u8],
 ) -> Served {
+    if kind == KIND_SRQ_RECV {
+        return super::fastwr::serve_srq_record(sim, session, body);
+    }
     let Ok((qp, rest)) = postcard::take_from_bytes::<QpHandle>(body) else {
         return Served::Dropped(format!("a record of {} bytes naming no QP", body.len()));
     };
-    let verb = if kind == KIND_RECV {
-        Verb::PostRecv
-    } else {
-        Verb::PostSend
+    let verb = match kind {
+        KIND_RECV => Verb::PostRecv,
+        KIND_WR => Verb::PostWr,
+        _ => Verb::PostSend,
     };
     if let Err(e) = session.check(verb, &[Owned::Qp(qp)]) {
         return Served::Dropped(e.to_string());
@@ -674,6 +734,7 @@ pub(crate) fn serve_record(
             }
             Err(e) => Err(format!("receive requests that do not decode ({e})")),
         },
+        KIND_WR => super::fastwr::serve_wr_body(sim, session, qp, rest),
         k => Err(format!("a record of unknown kind {k}")),
     };
     match r {

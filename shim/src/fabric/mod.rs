@@ -40,6 +40,7 @@ pub(crate) mod cqring;
 pub(crate) mod extra;
 pub(crate) mod family;
 pub(crate) mod fast;
+pub(crate) mod fastwr;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;

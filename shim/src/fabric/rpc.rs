@@ -631,20 +631,20 @@ impl Remote {
     ) -> Result<()> {
         self.call(&Call::PostRecv(*qp, RecvWrW::list(wrs)))
     }
-    /// `post_srq_recv` on the shared fabric.
+    /// `post_srq_recv` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_srq_recv(
+    pub(crate) unsafe fn post_srq_recv_by_call(
         &mut self,
         srq: &SrqHandle,
         wrs: &[RecvWr<'_>],
     ) -> Result<()> {
         self.call(&Call::PostSrqRecv(*srq, RecvWrW::list(wrs)))
     }
-    /// `post_wr` on the shared fabric.
+    /// `post_wr` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_wr(
+    pub(crate) unsafe fn post_wr_by_call(
         &mut self,
         qp: &QpHandle,
         batch: &[WrEx<'_, SimVerbs>],

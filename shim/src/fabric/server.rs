@@ -460,6 +460,12 @@ fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs)
                         bad += 1;
                         first_bad.get_or_insert(format!("{qp:?}: {why} (the QP goes to ERR)"));
                     }
+                    Served::MalformedSrq(srq, why) => {
+                        bad += 1;
+                        first_bad.get_or_insert(format!(
+                            "{srq:?}: {why} (the SRQ's context hears IBV_EVENT_SRQ_ERR)"
+                        ));
+                    }
                     Served::Dropped(why) => {
                         bad += 1;
                         first_bad.get_or_insert(format!("dropped: {why}"));
