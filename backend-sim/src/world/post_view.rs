@@ -32,6 +32,9 @@ pub struct PostSnapshot {
     /// Whether a send needs nothing beyond the datapath rules (RC, UC:
     /// no address vector, no DC addressing).
     pub plain: bool,
+    /// Whether the QP is UD: a send needs the datapath rules and an
+    /// address handle that exists (`wr.ud`).
+    pub ud: bool,
     /// The errno flavour the world answers in.
     pub flavor: ErrnoFlavor,
     /// The QP's send and receive CQs.
@@ -89,6 +92,7 @@ impl World {
             sq_tail: q.sq.tail,
             rq_tail: q.rq.tail,
             plain: matches!(q.class, QpClass::Rc | QpClass::Uc),
+            ud: q.class == QpClass::Ud,
             flavor: self.config.errno_flavor,
             cqs: (q.send_cq, q.recv_cq),
             send_ops: self.send_ops_of(qp),

@@ -101,6 +101,9 @@ pub(crate) struct Queues {
     pub(super) qps: BTreeMap<QpHandle, QpFast>,
     /// SRQs whose snapshot is current.
     pub(super) srqs: BTreeMap<SrqHandle, SrqFast>,
+    /// Address handles this process created and has not destroyed (a UD
+    /// send naming one needs nothing more of the world at post time).
+    pub(super) ahs: std::collections::BTreeSet<AhHandle>,
     /// MRs registered by this process whose bytes may be read here for an
     /// inline request: `(address, length)` (IOVA = address only).
     pub(crate) mrs: BTreeMap<MrHandle, (u64, u64)>,
@@ -115,6 +118,7 @@ impl Queues {
             self.cqs.clear();
             self.qps.clear();
             self.srqs.clear();
+            self.ahs.clear();
             self.posts = None;
             self.no_posts = false;
         }
@@ -125,6 +129,16 @@ impl Queues {
     pub(crate) fn forget_snapshots(&mut self) {
         self.qps.clear();
         self.srqs.clear();
+    }
+
+    /// Whether a send on a QP of snapshot `snap` naming the address
+    /// handle `ah` (`wr.ud`) needs nothing of the world at post time: on
+    /// a UD QP, an address handle this process holds; elsewhere, none.
+    pub(super) fn addressed(&self, snap: &PostSnapshot, ah: Option<AhHandle>) -> bool {
+        match ah {
+            Some(a) => snap.ud && self.ahs.contains(&a),
+            None => !snap.ud,
+        }
     }
 
     /// Whether the range `[addr, addr + len)` lies in one MR of this
@@ -369,14 +383,14 @@ impl Remote {
     /// world's own rules, [`check_post_send`], on the snapshot and this
     /// process's counts) into the submission ring; how many went. The rest
     /// (from the first request refused, or one that needs the world to
-    /// decide: an address vector, DC, FLUSH, ATOMIC_WRITE, a window bind,
-    /// inline bytes outside the process's MRs) goes by call, where the
-    /// world answers exactly as in process.
+    /// decide: DC, FLUSH, ATOMIC_WRITE, a window bind, inline bytes
+    /// outside the process's MRs, an address handle this process does not
+    /// hold) goes by call, where the world answers exactly as in process.
     fn ring_sends(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> usize {
         let Some(f) = self.qp_fast(qp) else {
             return 0;
         };
-        if !f.snap.plain
+        if !(f.snap.plain || f.snap.ud)
             || !matches!(
                 f.snap.send.state,
                 QpState::ReadyToSend
@@ -392,7 +406,7 @@ impl Remote {
         let mut carried: Vec<Vec<u8>> = Vec::new();
         let mut n = 0;
         for wr in wrs {
-            if wr.ud.is_some()
+            if !q.addressed(&f.snap, wr.ud.as_ref().map(|u| *u.ah))
                 || wr.dc.is_some()
                 || matches!(
                     wr.opcode,
@@ -528,6 +542,20 @@ impl Remote {
         }
         // SAFETY: the caller's contract, forwarded.
         unsafe { self.post_recv_by_call(qp, &wrs[k..]) }.map_err(|e| shift_bad_wr(e, k))
+    }
+
+    /// `ibv_create_ah`: a UD send naming it may go through the ring.
+    pub(crate) fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        let ah = self.create_ah_by_call(pd, attr)?;
+        self.fast.borrow_mut().ahs.insert(ah);
+        Ok(ah)
+    }
+
+    /// `ibv_destroy_ah`: sends naming it go by call from now on (where
+    /// the world refuses them).
+    pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+        self.fast.borrow_mut().ahs.remove(ah);
+        self.destroy_ah_by_call(ah)
     }
 
     /// `ibv_dereg_mr`: its bytes are no longer read here.

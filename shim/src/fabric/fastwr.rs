@@ -8,8 +8,9 @@
 //! every request passes the checks here it goes into the ring as one
 //! record; when one does not (a full queue, too many SGEs, inline bytes
 //! too long, a QP state that refuses, an opcode outside the QP's
-//! `send_ops_flags`) or needs the world to decide (an address handle, a
-//! window bind, a raw WQE, an XRC SRQ number), the whole batch goes by
+//! `send_ops_flags`) or needs the world to decide (an address handle the
+//! process does not hold, a window bind, a raw WQE, an XRC SRQ number),
+//! the whole batch goes by
 //! call and the world answers exactly as in process, so
 //! `ibv_wr_complete` still returns its error at once and nothing of the
 //! batch is posted. SRQ receives go as `ibv_post_recv` does: the longest
@@ -74,7 +75,7 @@ impl Remote {
         let Some(ops) = f.snap.send_ops else {
             return false;
         };
-        if !f.snap.plain
+        if !(f.snap.plain || f.snap.ud)
             || !matches!(
                 f.snap.send.state,
                 QpState::ReadyToSend
@@ -90,7 +91,7 @@ impl Remote {
         let occupied = f.sq_tail - f.sq_head;
         for (i, w) in batch.iter().enumerate() {
             if w.raw_wqe
-                || w.ud.is_some()
+                || !q.addressed(&f.snap, w.ud.as_ref().map(|u| *u.ah))
                 || w.xrc_srqn.is_some()
                 || matches!(w.op, WrOp::BindMw { .. })
                 || !ops.contains(w.op.send_op_flag())

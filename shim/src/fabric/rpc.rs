@@ -603,12 +603,12 @@ impl Remote {
         *ece = wb_ece;
         Ok(ret)
     }
-    /// `create_ah` on the shared fabric.
-    pub(crate) fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+    /// `create_ah` on the shared fabric, as a call over the socket.
+    pub(crate) fn create_ah_by_call(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
         self.call(&Call::CreateAh(*pd, attr.clone()))
     }
-    /// `destroy_ah` on the shared fabric.
-    pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+    /// `destroy_ah` on the shared fabric, as a call over the socket.
+    pub(crate) fn destroy_ah_by_call(&mut self, ah: &AhHandle) -> Result<()> {
         self.call(&Call::DestroyAh(*ah))
     }
     /// `post_send` on the shared fabric, as a call over the socket.

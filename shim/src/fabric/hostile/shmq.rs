@@ -516,3 +516,141 @@ fn garbage_wr_and_srq_records_fail_only_their_own_objects() {
     assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::Success));
     assert!(fab.log().contains("malformed"), "{}", fab.log());
 }
+
+/// A UD QP on `end`'s PD and CQ (in `e`), in RTS with Q_Key 0x11.
+fn ud_qp(e: &mut Engine, at: &End) -> (QpHandle, u32) {
+    let mut attr = QpInitAttrEx::<SimVerbs> {
+        send_cq: Some(&at.cq),
+        recv_cq: Some(&at.cq),
+        cap: QpCap {
+            max_send_wr: 16,
+            max_recv_wr: 16,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Ud,
+        comp_mask: QpInitAttrMask::PD,
+        pd: Some(&at.pd),
+        ..QpInitAttrEx::default()
+    };
+    let qp = e.create_qp_ex(&at.ctx, &mut attr).unwrap();
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qkey: 0x11,
+        ..QpAttr::default()
+    };
+    e.modify_qp(
+        &qp,
+        &init,
+        QpAttrMask::STATE | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT | QpAttrMask::QKEY,
+    )
+    .unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::ReadyToReceive,
+        ..QpAttr::default()
+    };
+    e.modify_qp(&qp, &rtr, QpAttrMask::STATE).unwrap();
+    let rts = QpAttr {
+        qp_state: QpState::ReadyToSend,
+        sq_psn: 1,
+        ..QpAttr::default()
+    };
+    e.modify_qp(&qp, &rts, QpAttrMask::STATE | QpAttrMask::SQ_PSN)
+        .unwrap();
+    let qpn = e.qp_num(&qp).unwrap();
+    (qp, qpn)
+}
+
+/// A signalled UD SEND (`wr_id` 8) of `sg` through `ah` to QP `qpn`, Q_Key 0x11.
+fn ud_send<'a>(ah: &'a AhHandle, sg: &'a [Sge], qpn: u32) -> SendWr<'a, SimVerbs> {
+    SendWr {
+        wr_id: 8,
+        sg_list: sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ud: Some(UdInfo {
+            ah,
+            remote_qpn: qpn,
+            remote_qkey: 0x11,
+        }),
+        ..SendWr::default()
+    }
+}
+
+/// Goal: a UD SEND naming an address handle of the process goes through
+/// the submission ring and arrives; one naming a destroyed handle goes by
+/// call and is refused there, as in process. Method: two UD QPs on two
+/// connections; the receiver posts a receive of 40 + 64 bytes; the sender
+/// SENDs 64 bytes through an AH to it (the ring's producer count grows;
+/// the receive completes with the GRH's 40 bytes and the payload); after
+/// `ibv_destroy_ah` a SEND naming it fails with EINVAL and writes nothing
+/// to the ring.
+#[test]
+fn ud_sends_with_an_address_handle_go_through_the_ring() {
+    let fab = Fabric::start("ud-ring");
+    let mut e = fab.engine();
+    let mut other = fab.engine();
+    let mut src = vec![0x3cu8; 4096];
+    let mut dst = vec![0u8; 4096];
+    let a = end(&mut e, 0, &mut src);
+    let z = end(&mut other, 1, &mut dst);
+    let (uqa, _) = ud_qp(&mut e, &a);
+    let (uqz, qpn_z) = ud_qp(&mut other, &z);
+    let rsg = [Sge {
+        addr: z.addr,
+        length: 40 + 64,
+        lkey: z.lkey,
+    }];
+    // SAFETY: the buffer outlives the request (polled below).
+    unsafe {
+        other.post_recv(
+            &uqz,
+            &[RecvWr {
+                wr_id: 7,
+                sg_list: &rsg,
+            }],
+        )
+    }
+    .unwrap();
+    let ah = e
+        .create_ah(
+            &a.pd,
+            &AhAttr {
+                dlid: z.lid,
+                port_num: 1,
+                ..AhAttr::default()
+            },
+        )
+        .unwrap();
+    let sg = [Sge {
+        addr: a.addr,
+        length: 64,
+        lkey: a.lkey,
+    }];
+    let before = produced(&e);
+    // SAFETY: the buffer outlives the request (polled below).
+    unsafe { e.post_send(&uqa, &[ud_send(&ah, &sg, qpn_z)]) }.unwrap();
+    assert!(produced(&e) > before, "the UD SEND went into the ring");
+    let sent = completions(&mut e, &a.cq, 1);
+    assert_eq!(sent.len(), 1);
+    assert_eq!((sent[0].wr_id, sent[0].status), (8, WcStatus::Success));
+    let got = completions(&mut other, &z.cq, 1);
+    assert_eq!(got.len(), 1, "the UD SEND arrives");
+    assert_eq!(
+        (got[0].wr_id, got[0].status, got[0].byte_len),
+        (7, WcStatus::Success, 40 + 64)
+    );
+    assert!(
+        dst[40..104].iter().all(|&b| b == 0x3c),
+        "the payload landed"
+    );
+
+    e.destroy_ah(&ah).unwrap();
+    let at = produced(&e);
+    // SAFETY: as above.
+    let err = unsafe { e.post_send(&uqa, &[ud_send(&ah, &sg, qpn_z)]) }.unwrap_err();
+    assert_eq!(err.errno(), libc::EINVAL, "{err}");
+    assert_eq!(produced(&e), at, "a refused SEND writes no record");
+}
