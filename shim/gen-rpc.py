@@ -224,7 +224,8 @@ def sig(unsafe, name, params, ret, suffix=""):
 # Verbs whose client side is written by hand (src/fabric/fast.rs: the
 # queues in shared memory); their call over the socket is generated as
 # `NAME_by_call`, which the hand-written side uses when it must.
-BY_HAND = {"poll_cq", "poll_cq_ex", "destroy_cq", "resize_cq", "post_send", "post_recv", "dereg_mr"}
+BY_HAND = {"poll_cq", "poll_cq_ex", "destroy_cq", "resize_cq", "post_send", "post_recv", "dereg_mr",
+           "post_srq_recv", "post_wr", "create_ah", "destroy_ah"}
 
 
 verbs = parse(VERBS)

@@ -133,6 +133,6 @@ pub use world::cm::{
     RDMA_UDP_QKEY,
 };
 pub use world::ext::{MLX5_ECE_OPTIONS, MLX5_HCA_CORE_CLOCK_KHZ};
-pub use world::PostSnapshot;
 pub use world::{wc_ex_of, CqMirror, MirroredCqe, MirroredQueue};
 pub use world::{AsyncSubject, LiveObjects, World, XrcUnknownSrqn, TIME_HORIZON_NS};
+pub use world::{PostSnapshot, SrqPostSnapshot};

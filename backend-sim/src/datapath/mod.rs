@@ -54,8 +54,9 @@ pub use opcode::{
     OpClass, OpcodeInfo, PayloadDirection, ResponderCompletion,
 };
 pub use post::{
-    check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload, PostReject,
-    RecvAdmission, RecvQueueView, SendAdmission, SendListCheck, SendQueueView, SendWrView,
+    check_post_recv, check_post_send, check_post_srq_recv, inline_carries_payload,
+    send_wr_of_wr_ex, single_sge_of, PostReject, RecvAdmission, RecvQueueView, SendAdmission,
+    SendListCheck, SendQueueView, SendWrView,
 };
 pub use protection::{
     check_invalidate, check_local_sges, check_remote, check_requester_local, RemoteOp,

@@ -15,7 +15,8 @@
 
 use verbs_api::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use verbs_api::{
-    Error, ErrorKind, QpCap, QpState, SendFlags, SendWr, Sge, Verb, Verbs, WcStatus, WrOpcode,
+    AtomicInfo, Error, ErrorKind, QpCap, QpState, RdmaInfo, SendFlags, SendWr, Sge, Verb, Verbs,
+    WcStatus, WrData, WrEx, WrOp, WrOpcode,
 };
 
 use super::opcode::{opcode_info, opcode_valid_for, OpClass};
@@ -471,3 +472,91 @@ pub fn check_post_srq_recv(
 
 #[cfg(test)]
 mod tests;
+
+/// The `ibv_post_send` request an `ibv_wr_*` request stands for: opcode,
+/// flags (`IBV_SEND_INLINE` exactly when its data came by
+/// `ibv_wr_set_inline_data[_list]`), immediate, RDMA and atomic fields,
+/// and its scatter list (`single` holds the one SGE of
+/// `ibv_wr_set_sge`, which the result borrows). Addressing (`ud`,
+/// `xrc_srqn`) and a window bind's arguments are the caller's: they need
+/// the world to resolve. Used by the world's `post_wr` and by a poster
+/// that checks a batch outside the world, so both build the same request.
+pub fn send_wr_of_wr_ex<'a, V: Verbs + ?Sized>(
+    w: &WrEx<'a, V>,
+    single: &'a [Sge; 1],
+) -> SendWr<'a, V> {
+    let mut s = SendWr::<V> {
+        wr_id: w.wr_id,
+        opcode: w.op.opcode(),
+        send_flags: w.wr_flags - SendFlags::INLINE,
+        ..SendWr::default()
+    };
+    match w.data {
+        WrData::None => {}
+        WrData::Sge(_) => s.sg_list = single,
+        WrData::SgeList(l) => s.sg_list = l,
+        WrData::InlineList(l) => {
+            s.sg_list = l;
+            s.send_flags |= SendFlags::INLINE;
+        }
+    }
+    match &w.op {
+        WrOp::Send | WrOp::BindMw { .. } => {}
+        WrOp::SendImm { imm_data } => s.imm_data = *imm_data,
+        WrOp::SendInv { invalidate_rkey } | WrOp::LocalInv { invalidate_rkey } => {
+            s.imm_data = *invalidate_rkey;
+        }
+        WrOp::RdmaWrite { rkey, remote_addr } | WrOp::RdmaRead { rkey, remote_addr } => {
+            s.rdma = RdmaInfo {
+                remote_addr: *remote_addr,
+                rkey: *rkey,
+            };
+        }
+        WrOp::RdmaWriteImm {
+            rkey,
+            remote_addr,
+            imm_data,
+        } => {
+            s.rdma = RdmaInfo {
+                remote_addr: *remote_addr,
+                rkey: *rkey,
+            };
+            s.imm_data = *imm_data;
+        }
+        WrOp::AtomicCmpSwp {
+            rkey,
+            remote_addr,
+            compare,
+            swap,
+        } => {
+            s.atomic = AtomicInfo {
+                remote_addr: *remote_addr,
+                compare_add: *compare,
+                swap: *swap,
+                rkey: *rkey,
+            };
+        }
+        WrOp::AtomicFetchAdd {
+            rkey,
+            remote_addr,
+            add,
+        } => {
+            s.atomic = AtomicInfo {
+                remote_addr: *remote_addr,
+                compare_add: *add,
+                swap: 0,
+                rkey: *rkey,
+            };
+        }
+    }
+    s
+}
+
+/// The one SGE of `ibv_wr_set_sge` (any other data: an empty SGE), for
+/// [`send_wr_of_wr_ex`] to borrow.
+pub fn single_sge_of<V: Verbs + ?Sized>(w: &WrEx<'_, V>) -> [Sge; 1] {
+    match w.data {
+        WrData::Sge(s) => [s],
+        _ => [Sge::default()],
+    }
+}

@@ -152,6 +152,14 @@ fn get_gen<T: Copy>(m: &BTreeMap<u32, (u32, T)>, index: u32, generation: u32) ->
         .map(|(_, v)| *v)
 }
 
+impl World {
+    /// The `send_ops_flags` of `qp`, when it was created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+    pub(crate) fn send_ops_of(&self, qp: QpHandle) -> Option<SendOpsFlags> {
+        get_gen(&self.ext.qp_ops, qp.index, qp.generation)
+    }
+}
+
 fn err(verb: Verb, errno: i32, msg: impl Into<String>) -> Error {
     Error::from_errno(verb, errno, msg)
 }

@@ -45,7 +45,7 @@ pub use cq_mirror::{wc_ex_of, CqMirror, MirroredCqe, MirroredQueue};
 pub(crate) use exec::may_have_cause as exec_may_have_cause;
 pub use live::LiveObjects;
 pub(crate) use mr::Mr;
-pub use post_view::PostSnapshot;
+pub use post_view::{PostSnapshot, SrqPostSnapshot};
 pub(crate) use qp::Qp;
 pub(crate) use srq::Srq;
 pub(crate) use xrc::legacy_srq_attr;

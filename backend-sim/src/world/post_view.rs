@@ -7,13 +7,13 @@
 //! time, or, for a record that makes no sense, as a NIC takes a malformed
 //! WQE.
 
-use verbs_api::{QpClass, QpState, Result, SendWr, Verb, WcStatus};
+use verbs_api::{QpClass, QpState, Result, SendOpsFlags, SendWr, Verb, WcStatus, WrEx};
 
 use super::queues::SendWqe;
 use super::state::transport_of;
 use super::World;
 use crate::datapath::{RecvQueueView, SendQueueView};
-use crate::handles::{CqHandle, QpHandle};
+use crate::handles::{CqHandle, QpHandle, SrqHandle};
 use crate::{ErrnoFlavor, SimVerbs};
 
 /// A QP's post-time facts at one moment.
@@ -32,10 +32,32 @@ pub struct PostSnapshot {
     /// Whether a send needs nothing beyond the datapath rules (RC, UC:
     /// no address vector, no DC addressing).
     pub plain: bool,
+    /// Whether the QP is UD: a send needs the datapath rules and an
+    /// address handle that exists (`wr.ud`).
+    pub ud: bool,
     /// The errno flavour the world answers in.
     pub flavor: ErrnoFlavor,
     /// The QP's send and receive CQs.
     pub cqs: (Option<CqHandle>, Option<CqHandle>),
+    /// The QP's `send_ops_flags`, when it was created with
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` (it has the `ibv_wr_*` API).
+    pub send_ops: Option<SendOpsFlags>,
+}
+
+/// An SRQ's post-time facts at one moment (`ibv_post_srq_recv`'s checks:
+/// [`crate::datapath::check_post_srq_recv`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SrqPostSnapshot {
+    /// `max_wr` as created.
+    pub max_wr: u32,
+    /// `max_sge` as created.
+    pub max_sge: u32,
+    /// Receive requests queued and not yet freed by a poll.
+    pub outstanding: u32,
+    /// Receive requests posted since the SRQ was created (the next one's
+    /// sequence number).
+    pub tail: u64,
 }
 
 impl World {
@@ -70,9 +92,38 @@ impl World {
             sq_tail: q.sq.tail,
             rq_tail: q.rq.tail,
             plain: matches!(q.class, QpClass::Rc | QpClass::Uc),
+            ud: q.class == QpClass::Ud,
             flavor: self.config.errno_flavor,
             cqs: (q.send_cq, q.recv_cq),
+            send_ops: self.send_ops_of(qp),
         })
+    }
+
+    /// The post-time facts of `srq`.
+    ///
+    /// # Errors
+    /// `EINVAL` for an SRQ that does not exist.
+    pub fn srq_post_snapshot(&self, srq: SrqHandle) -> Result<SrqPostSnapshot> {
+        let s = self.srq(srq, Verb::PostSrqRecv)?;
+        Ok(SrqPostSnapshot {
+            max_wr: s.max_wr,
+            max_sge: s.max_sge,
+            outstanding: u32::try_from(s.ring.occupied()).unwrap_or(u32::MAX),
+            tail: s.ring.tail,
+        })
+    }
+
+    /// A malformed receive request for `srq`: the SRQ's context hears
+    /// `IBV_EVENT_SRQ_ERR` (the request is not queued). Nothing happens
+    /// for an SRQ that does not exist.
+    pub fn malformed_srq_wqe(&mut self, srq: SrqHandle) {
+        if let Ok(ctx) = self.srq_ctx(srq, Verb::PostSrqRecv) {
+            self.raise_async(
+                ctx,
+                verbs_api::AsyncEventType::SrqErr,
+                super::AsyncSubject::Srq(srq),
+            );
+        }
     }
 
     /// A malformed work request on `qp`'s send queue, as a NIC meets one:
@@ -132,5 +183,24 @@ impl SimVerbs {
             .with_bad_wr(i));
         }
         world.post_send_carrying(qp, wrs, carried)
+    }
+
+    /// `post_wr` (the `ibv_wr_*` batch) whose inline requests bring their
+    /// bytes, copied when the program posted them (`carried[i]` for
+    /// `batch[i]`); otherwise exactly `post_wr`: the same checks, whole
+    /// batch or nothing.
+    ///
+    /// # Errors
+    /// As `post_wr`; `EINVAL` when `carried` does not have one entry per
+    /// request.
+    pub fn post_wr_carrying(
+        &mut self,
+        qp: &QpHandle,
+        batch: &[WrEx<'_, Self>],
+        carried: &[&[u8]],
+    ) -> Result<()> {
+        let world = self.world_mut();
+        let qp = world.resolve_qp(*qp, Verb::PostWr)?;
+        world.post_wr_carrying(qp, batch, Some(carried))
     }
 }

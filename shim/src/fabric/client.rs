@@ -28,7 +28,7 @@ pub(crate) struct Remote {
     /// `exec` it is gone, as a uverbs fd opened `O_CLOEXEC` is).
     family: RefCell<Option<[u8; 16]>>,
     /// The queues this process shares with the fabric (`fast`).
-    pub(crate) fast: RefCell<super::queues::Queues>,
+    pub(crate) fast: RefCell<Box<super::queues::Queues>>,
 }
 
 impl Remote {

@@ -70,6 +70,9 @@ pub(crate) enum ExtraCall {
     /// A QP's post-time snapshot, and the process's submission ring with
     /// its doorbell the first time (`fast`).
     AttachQp(QpHandle),
+    /// An SRQ's post-time snapshot, and the process's submission ring with
+    /// its doorbell the first time (`fastwr`).
+    AttachSrq(SrqHandle),
 }
 
 impl ExtraCall {
@@ -89,6 +92,7 @@ impl ExtraCall {
             Self::AttachCq(_, false) => Verb::PollCq,
             Self::AttachCq(_, true) => Verb::PollCqEx,
             Self::AttachQp(_) => Verb::PostSend,
+            Self::AttachSrq(_) => Verb::PostSrqRecv,
         }
     }
 }

@@ -19,13 +19,12 @@ use verbs_api::*;
 use super::client::Remote;
 use super::cqring::{capacity_for, ring_bytes, CqRing, RingMirror};
 use super::extra::ExtraCall;
-use super::family::Owned;
 use super::family::Session;
-use super::queues::{CqPoll, QpFast};
+use super::queues::{CqPoll, QpFast, Queues};
 use super::rpc::Call;
 use super::shm::Shm;
 use super::sqring::{Receiver, Submitter, KIND_RECV, KIND_SEND};
-use super::wire::{Handles, RecvWrW, SendWrW};
+use super::wire::{RecvWrW, SendWrW};
 
 /// What the fabric says of a CQ's ring.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -55,14 +54,24 @@ impl Remote {
                 match q.cqs.get_mut(&cq) {
                     Some(CqPoll::Ring(ring, ex)) => {
                         let ex = *ex;
-                        let qps = &mut q.qps;
+                        let (qps, srqs) = (&mut q.qps, &mut q.srqs);
                         let polled = ring.poll(want, |i, e| {
                             out(i, e, ex);
-                            if let Some(f) = qps.get_mut(&e.qp) {
-                                match e.queue {
-                                    MirroredQueue::Send => f.sq_head = f.sq_head.max(e.seq + 1),
-                                    MirroredQueue::Recv => f.rq_head = f.rq_head.max(e.seq + 1),
-                                    MirroredQueue::Srq(_) => {}
+                            match e.queue {
+                                MirroredQueue::Send => {
+                                    if let Some(f) = qps.get_mut(&e.qp) {
+                                        f.sq_head = f.sq_head.max(e.seq + 1);
+                                    }
+                                }
+                                MirroredQueue::Recv => {
+                                    if let Some(f) = qps.get_mut(&e.qp) {
+                                        f.rq_head = f.rq_head.max(e.seq + 1);
+                                    }
+                                }
+                                MirroredQueue::Srq(s) => {
+                                    if let Some(f) = srqs.get_mut(&s) {
+                                        f.head = f.head.max(e.seq + 1);
+                                    }
                                 }
                             }
                         });
@@ -142,12 +151,10 @@ impl Remote {
     /// The snapshot of `qp` for posting through the ring, fetched (with
     /// the ring itself the first time) when there is none; `None` when
     /// this QP, or this process, posts by call.
-    fn qp_fast(&mut self, qp: QpHandle) -> Option<QpFast> {
+    pub(super) fn qp_fast(&mut self, qp: QpHandle) -> Option<QpFast> {
         {
             let mut q = self.fast.borrow_mut();
-            q.check_fork();
-            if q.no_posts || q.posts.as_ref().is_some_and(Submitter::broken) {
-                q.no_posts = true;
+            if !q.may_post() {
                 return None;
             }
             if let Some(f) = q.qps.get(&qp) {
@@ -160,24 +167,7 @@ impl Remote {
             Ok(x) => x,
             Err(_) => return None,
         };
-        if region {
-            let mut fds = fds.into_iter();
-            let made = match (fds.next(), fds.next()) {
-                (Some(mem), Some(bell)) => Shm::map(&mem, super::sqring::REGION)
-                    .ok()
-                    .map(|shm| Submitter::new(shm, bell)),
-                _ => None,
-            };
-            match made {
-                Some(s) => q.posts = Some(s),
-                None => {
-                    q.no_posts = true;
-                    return None;
-                }
-            }
-        }
-        if q.posts.is_none() {
-            q.no_posts = true;
+        if !q.take_ring(region, fds) {
             return None;
         }
         let f = QpFast {
@@ -190,19 +180,62 @@ impl Remote {
         q.qps.insert(qp, f);
         Some(f)
     }
+}
 
+impl Queues {
+    /// Whether this process may post through the ring now (it forgets a
+    /// parent's ring in a forked child, and stops at a broken ring).
+    pub(super) fn may_post(&mut self) -> bool {
+        self.check_fork();
+        if self.no_posts || self.posts.as_ref().is_some_and(Submitter::broken) {
+            self.no_posts = true;
+            return false;
+        }
+        true
+    }
+
+    /// After an attach call: maps the ring its reply brought (`region`,
+    /// then `fds`: the region and the doorbell); whether there is a ring
+    /// to post through.
+    pub(super) fn take_ring(&mut self, region: bool, fds: Vec<std::os::fd::OwnedFd>) -> bool {
+        let q = self;
+        if region {
+            let mut fds = fds.into_iter();
+            let made = match (fds.next(), fds.next()) {
+                (Some(mem), Some(bell)) => Shm::map(&mem, super::sqring::REGION)
+                    .ok()
+                    .map(|shm| Submitter::new(shm, bell)),
+                _ => None,
+            };
+            match made {
+                Some(s) => q.posts = Some(s),
+                None => {
+                    q.no_posts = true;
+                    return false;
+                }
+            }
+        }
+        if q.posts.is_none() {
+            q.no_posts = true;
+            return false;
+        }
+        true
+    }
+}
+
+impl Remote {
     /// Writes the longest head of `wrs` the post-time checks accept (the
     /// world's own rules, [`check_post_send`], on the snapshot and this
     /// process's counts) into the submission ring; how many went. The rest
     /// (from the first request refused, or one that needs the world to
-    /// decide: an address vector, DC, FLUSH, ATOMIC_WRITE, a window bind,
-    /// inline bytes outside the process's MRs) goes by call, where the
-    /// world answers exactly as in process.
+    /// decide: DC, FLUSH, ATOMIC_WRITE, a window bind, inline bytes
+    /// outside the process's MRs, an address handle this process does not
+    /// hold) goes by call, where the world answers exactly as in process.
     fn ring_sends(&mut self, qp: QpHandle, wrs: &[SendWr<'_, SimVerbs>]) -> usize {
         let Some(f) = self.qp_fast(qp) else {
             return 0;
         };
-        if !f.snap.plain
+        if !(f.snap.plain || f.snap.ud)
             || !matches!(
                 f.snap.send.state,
                 QpState::ReadyToSend
@@ -218,7 +251,7 @@ impl Remote {
         let mut carried: Vec<Vec<u8>> = Vec::new();
         let mut n = 0;
         for wr in wrs {
-            if wr.ud.is_some()
+            if !q.addressed(&f.snap, wr.ud.as_ref().map(|u| *u.ah))
                 || wr.dc.is_some()
                 || matches!(
                     wr.opcode,
@@ -356,6 +389,20 @@ impl Remote {
         unsafe { self.post_recv_by_call(qp, &wrs[k..]) }.map_err(|e| shift_bad_wr(e, k))
     }
 
+    /// `ibv_create_ah`: a UD send naming it may go through the ring.
+    pub(crate) fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+        let ah = self.create_ah_by_call(pd, attr)?;
+        self.fast.borrow_mut().ahs.insert(ah);
+        Ok(ah)
+    }
+
+    /// `ibv_destroy_ah`: sends naming it go by call from now on (where
+    /// the world refuses them).
+    pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+        self.fast.borrow_mut().ahs.remove(ah);
+        self.destroy_ah_by_call(ah)
+    }
+
     /// `ibv_dereg_mr`: its bytes are no longer read here.
     pub(crate) fn dereg_mr(&mut self, mr: &MrHandle) -> Result<()> {
         self.fast.borrow_mut().mrs.remove(mr);
@@ -442,7 +489,7 @@ pub(crate) fn attach_cq(
 
 /// `e` with its `bad_wr` moved on by `k` (requests before it went through
 /// the ring).
-fn shift_bad_wr(e: Error, k: usize) -> Error {
+pub(super) fn shift_bad_wr(e: Error, k: usize) -> Error {
     match e.bad_wr() {
         Some(i) => e.with_bad_wr(i + k),
         None => e,
@@ -465,26 +512,32 @@ pub(crate) fn attach_qp(sim: &mut SimVerbs, session: &mut Session<'_>, qp: QpHan
         Err(e) => return encode(&Err::<(PostSnapshot, bool), _>(e)),
     };
     session.note_fast_qp(qp);
-    let mut region = false;
-    if !session.has_posts() {
-        match Receiver::create() {
-            Ok((r, fds)) => {
-                session.set_posts(r);
-                for fd in fds {
-                    session.pass_fd(fd);
-                }
-                region = true;
-            }
-            Err(e) => {
-                return encode(&Err::<(PostSnapshot, bool), _>(Error::from_errno(
-                    Verb::PostSend,
-                    libc::ENOMEM,
-                    format!("no submission ring: {e}"),
-                )))
-            }
-        }
+    match give_ring(session, Verb::PostSend) {
+        Ok(region) => encode(&Ok::<_, Error>((snap, region))),
+        Err(e) => encode(&Err::<(PostSnapshot, bool), _>(e)),
     }
-    encode(&Ok::<_, Error>((snap, region)))
+}
+
+/// The connection's submission ring with its doorbell, passed with the
+/// reply, when it has none yet: whether it was.
+pub(super) fn give_ring(session: &mut Session<'_>, verb: Verb) -> Result<bool> {
+    if session.has_posts() {
+        return Ok(false);
+    }
+    match Receiver::create() {
+        Ok((r, fds)) => {
+            session.set_posts(r);
+            for fd in fds {
+                session.pass_fd(fd);
+            }
+            Ok(true)
+        }
+        Err(e) => Err(Error::from_errno(
+            verb,
+            libc::ENOMEM,
+            format!("no submission ring: {e}"),
+        )),
+    }
 }
 
 /// What serving one record did.
@@ -495,66 +548,9 @@ pub(crate) enum Served {
     /// Malformed: its QP (the session's) went to ERR the way a NIC takes
     /// a malformed WQE; the reason.
     Malformed(QpHandle, String),
+    /// Malformed receive requests for an SRQ (the session's): not queued,
+    /// the SRQ's context hears `IBV_EVENT_SRQ_ERR`; the reason.
+    MalformedSrq(SrqHandle, String),
     /// Not the session's QP, or no QP at all: dropped; the reason.
     Dropped(String),
-}
-
-/// Serves one record of a process's submission ring.
-pub(crate) fn serve_record(
-    sim: &mut SimVerbs,
-    session: &mut Session<'_>,
-    kind: u32,
-    body: &[u8],
-) -> Served {
-    let Ok((qp, rest)) = postcard::take_from_bytes::<QpHandle>(body) else {
-        return Served::Dropped(format!("a record of {} bytes naming no QP", body.len()));
-    };
-    let verb = if kind == KIND_RECV {
-        Verb::PostRecv
-    } else {
-        Verb::PostSend
-    };
-    if let Err(e) = session.check(verb, &[Owned::Qp(qp)]) {
-        return Served::Dropped(e.to_string());
-    }
-    let r = match kind {
-        KIND_SEND => match postcard::from_bytes::<(Vec<SendWrW>, Vec<Vec<u8>>)>(rest) {
-            Ok((wrs, carried)) => {
-                let mut hs = Vec::new();
-                wrs.handles(&mut hs);
-                if let Err(e) = session.check(verb, &hs) {
-                    Err(e.to_string())
-                } else if carried.len() != wrs.len() {
-                    Err(format!(
-                        "{} requests with {} inline buffers",
-                        wrs.len(),
-                        carried.len()
-                    ))
-                } else {
-                    let views = SendWrW::views(&wrs);
-                    let c: Vec<&[u8]> = carried.iter().map(Vec::as_slice).collect();
-                    sim.post_send_carrying(&qp, &views, &c)
-                        .map_err(|e| e.to_string())
-                }
-            }
-            Err(e) => Err(format!("send requests that do not decode ({e})")),
-        },
-        KIND_RECV => match postcard::from_bytes::<Vec<RecvWrW>>(rest) {
-            Ok(wrs) => {
-                let views = RecvWrW::views(&wrs);
-                // SAFETY: the simulator owns or copies every byte a request
-                // names (the client's memory is reached by pid).
-                unsafe { Verbs::post_recv(sim, &qp, &views) }.map_err(|e| e.to_string())
-            }
-            Err(e) => Err(format!("receive requests that do not decode ({e})")),
-        },
-        k => Err(format!("a record of unknown kind {k}")),
-    };
-    match r {
-        Ok(()) => Served::Posted,
-        Err(why) => {
-            sim.world_mut().malformed_wqe(qp);
-            Served::Malformed(qp, why)
-        }
-    }
 }

@@ -181,6 +181,18 @@ struct End {
 }
 
 fn end(e: &mut Engine, dev: usize, buf: &mut [u8]) -> End {
+    end_with(e, dev, buf, SendOpsFlags::empty(), false).0
+}
+
+/// [`end`] whose QP has the `ibv_wr_*` API with `ops` (when not empty),
+/// and, with `srq`, receives from an SRQ of 16 requests made for it.
+fn end_with(
+    e: &mut Engine,
+    dev: usize,
+    buf: &mut [u8],
+    ops: SendOpsFlags,
+    srq: bool,
+) -> (End, Option<SrqHandle>) {
     let ctx = e.open_device(dev, ProcessId(0)).unwrap();
     let pd = e.alloc_pd(&ctx).unwrap();
     let cq = e
@@ -218,10 +230,31 @@ fn end(e: &mut Engine, dev: usize, buf: &mut [u8]) -> End {
         pd: Some(&pd),
         ..QpInitAttrEx::default()
     };
+    if !ops.is_empty() {
+        attr.comp_mask |= QpInitAttrMask::SEND_OPS_FLAGS;
+        attr.send_ops_flags = ops;
+    }
+    let s = srq.then(|| {
+        e.create_srq_ex(
+            &ctx,
+            &mut SrqInitAttrEx {
+                attr: SrqAttr {
+                    max_wr: 16,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+                comp_mask: SrqInitAttrMask::PD,
+                pd: Some(&pd),
+                ..SrqInitAttrEx::default()
+            },
+        )
+        .unwrap()
+    });
+    attr.srq = s.as_ref();
     let qp = e.create_qp_ex(&ctx, &mut attr).unwrap();
     let lid = e.query_port(&ctx, 1).unwrap().lid;
     let info = e.mr_info(&mr).unwrap();
-    End {
+    let end = End {
         ctx,
         pd,
         cq,
@@ -232,7 +265,8 @@ fn end(e: &mut Engine, dev: usize, buf: &mut [u8]) -> End {
         addr: info.addr,
         lkey: info.lkey,
         rkey: info.rkey,
-    }
+    };
+    (end, s)
 }
 
 /// INIT, RTR, RTS towards `(peer_qpn, peer_lid)`.

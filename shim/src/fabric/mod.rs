@@ -43,6 +43,7 @@ pub(crate) mod engine;
 pub(crate) mod extra;
 pub(crate) mod family;
 pub(crate) mod fast;
+pub(crate) mod fastwr;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
@@ -52,6 +53,7 @@ pub(crate) mod queues;
 pub(crate) mod remote;
 pub(crate) mod rpc;
 pub(crate) mod serve_extra;
+pub(crate) mod serve_posts;
 pub mod server;
 pub(crate) mod shm;
 pub(crate) mod sqring;

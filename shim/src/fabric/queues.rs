@@ -54,6 +54,15 @@ pub(super) struct QpFast {
     pub(super) rq_tail: u64,
 }
 
+/// What the client knows of an SRQ it posts to through the ring, as
+/// [`QpFast`] for a QP's receive queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SrqFast {
+    pub(super) snap: SrqPostSnapshot,
+    pub(super) head: u64,
+    pub(super) tail: u64,
+}
+
 /// The queues of this process shared with the fabric.
 #[derive(Debug, Default)]
 pub(crate) struct Queues {
@@ -66,6 +75,11 @@ pub(crate) struct Queues {
     pub(super) no_posts: bool,
     /// QPs whose snapshot is current.
     pub(super) qps: BTreeMap<QpHandle, QpFast>,
+    /// SRQs whose snapshot is current.
+    pub(super) srqs: BTreeMap<SrqHandle, SrqFast>,
+    /// Address handles this process created and has not destroyed (a UD
+    /// send naming one needs nothing more of the world at post time).
+    pub(super) ahs: std::collections::BTreeSet<AhHandle>,
     /// MRs registered by this process whose bytes may be read here for an
     /// inline request: `(address, length)` (IOVA = address only).
     pub(crate) mrs: BTreeMap<MrHandle, (u64, u64)>,
@@ -79,6 +93,8 @@ impl Queues {
             self.forks = now;
             self.cqs.clear();
             self.qps.clear();
+            self.srqs.clear();
+            self.ahs.clear();
             self.posts = None;
             self.no_posts = false;
         }
@@ -88,6 +104,17 @@ impl Queues {
     /// requests the rings did not show): the snapshots are stale.
     pub(crate) fn forget_snapshots(&mut self) {
         self.qps.clear();
+        self.srqs.clear();
+    }
+
+    /// Whether a send on a QP of snapshot `snap` naming the address
+    /// handle `ah` (`wr.ud`) needs nothing of the world at post time: on
+    /// a UD QP, an address handle this process holds; elsewhere, none.
+    pub(super) fn addressed(&self, snap: &PostSnapshot, ah: Option<AhHandle>) -> bool {
+        match ah {
+            Some(a) => snap.ud && self.ahs.contains(&a),
+            None => !snap.ud,
+        }
     }
 
     /// Whether the range `[addr, addr + len)` lies in one MR of this
@@ -107,6 +134,7 @@ pub(crate) fn stales_snapshots(call: &Call) -> bool {
             x,
             ExtraCall::AttachCq(..)
                 | ExtraCall::AttachQp(_)
+                | ExtraCall::AttachSrq(_)
                 | ExtraCall::RegMr { .. }
                 | ExtraCall::ContextDevice(_)
                 | ExtraCall::IsMlx5(_)

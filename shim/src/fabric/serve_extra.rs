@@ -64,6 +64,7 @@ fn handles(call: &ExtraCall) -> Vec<Owned> {
         ExtraCall::CmSetAckTimeout(id, _) => hs.push(Owned::CmId(*id)),
         ExtraCall::AttachCq(cq, _) => hs.push(Owned::Cq(*cq)),
         ExtraCall::AttachQp(qp) => hs.push(Owned::Qp(*qp)),
+        ExtraCall::AttachSrq(srq) => hs.push(Owned::Srq(*srq)),
         ExtraCall::IsMlx5(_) | ExtraCall::AckAsyncEvent(_) | ExtraCall::CmDeviceContext(_) => {}
     }
     hs
@@ -166,5 +167,6 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Extr
         ExtraCall::CmSetAckTimeout(id, t) => encode(&sim.world_mut().rdma_set_ack_timeout(id, t)),
         ExtraCall::AttachCq(cq, ex) => super::fast::attach_cq(sim, session, cq, ex),
         ExtraCall::AttachQp(qp) => super::fast::attach_qp(sim, session, qp),
+        ExtraCall::AttachSrq(srq) => super::fastwr::attach_srq(sim, session, srq),
     }
 }

@@ -416,7 +416,8 @@ impl Registry {
 /// hurts only its own QP (see `sqring`); a broken ring, the family's QPs
 /// that posted through it.
 fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs) {
-    use super::fast::{serve_record, Served};
+    use super::fast::Served;
+    use super::serve_posts::serve_record;
     use super::sqring::Taken;
     let Client {
         posts,
@@ -459,6 +460,12 @@ fn drain_posts(c: &mut Client, id: u64, family: &mut Family, sim: &mut SimVerbs)
                     Served::Malformed(qp, why) => {
                         bad += 1;
                         first_bad.get_or_insert(format!("{qp:?}: {why} (the QP goes to ERR)"));
+                    }
+                    Served::MalformedSrq(srq, why) => {
+                        bad += 1;
+                        first_bad.get_or_insert(format!(
+                            "{srq:?}: {why} (the SRQ's context hears IBV_EVENT_SRQ_ERR)"
+                        ));
                     }
                     Served::Dropped(why) => {
                         bad += 1;

@@ -15,8 +15,9 @@
 //! | [`DATA`] | [`DATA_LEN`] bytes of records, wrapping | client |
 //!
 //! A record: `u32` length of what follows, `u32` kind ([`KIND_SEND`],
-//! [`KIND_RECV`]), then the postcard bytes of the QP handle followed by
-//! those of the requests; padded to 8 bytes.
+//! [`KIND_RECV`], [`KIND_WR`], [`KIND_SRQ_RECV`]), then the postcard bytes
+//! of the QP handle (the SRQ's for [`KIND_SRQ_RECV`]) followed by those of
+//! the requests; padded to 8 bytes.
 //!
 //! The fabric trusts nothing here: a producer count behind the consumer
 //! or more than a ring ahead, or a record longer than what is there,
@@ -42,6 +43,11 @@ pub(crate) const REGION: usize = DATA + DATA_LEN;
 pub(crate) const KIND_SEND: u32 = 1;
 /// A record of `ibv_post_recv` requests.
 pub(crate) const KIND_RECV: u32 = 2;
+/// A record of one `ibv_wr_*` batch (`ibv_wr_start` … `ibv_wr_complete`).
+pub(crate) const KIND_WR: u32 = 3;
+/// A record of `ibv_post_srq_recv` requests (the SRQ handle in place of
+/// the QP's).
+pub(crate) const KIND_SRQ_RECV: u32 = 4;
 
 fn padded(n: usize) -> usize {
     n.div_ceil(8) * 8

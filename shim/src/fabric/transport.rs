@@ -308,12 +308,12 @@ impl Remote {
         *ece = wb_ece;
         Ok(ret)
     }
-    /// `create_ah` on the shared fabric.
-    pub(crate) fn create_ah(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
+    /// `create_ah` on the shared fabric, as a call over the socket.
+    pub(crate) fn create_ah_by_call(&mut self, pd: &PdHandle, attr: &AhAttr) -> Result<AhHandle> {
         self.call(&Call::CreateAh(*pd, attr.clone()))
     }
-    /// `destroy_ah` on the shared fabric.
-    pub(crate) fn destroy_ah(&mut self, ah: &AhHandle) -> Result<()> {
+    /// `destroy_ah` on the shared fabric, as a call over the socket.
+    pub(crate) fn destroy_ah_by_call(&mut self, ah: &AhHandle) -> Result<()> {
         self.call(&Call::DestroyAh(*ah))
     }
     /// `post_send` on the shared fabric, as a call over the socket.
@@ -336,20 +336,20 @@ impl Remote {
     ) -> Result<()> {
         self.call(&Call::PostRecv(*qp, RecvWrW::list(wrs)))
     }
-    /// `post_srq_recv` on the shared fabric.
+    /// `post_srq_recv` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_srq_recv(
+    pub(crate) unsafe fn post_srq_recv_by_call(
         &mut self,
         srq: &SrqHandle,
         wrs: &[RecvWr<'_>],
     ) -> Result<()> {
         self.call(&Call::PostSrqRecv(*srq, RecvWrW::list(wrs)))
     }
-    /// `post_wr` on the shared fabric.
+    /// `post_wr` on the shared fabric, as a call over the socket.
     /// # Safety
     /// None beyond the trait's: the fabric reads the memory the requests name itself.
-    pub(crate) unsafe fn post_wr(
+    pub(crate) unsafe fn post_wr_by_call(
         &mut self,
         qp: &QpHandle,
         batch: &[WrEx<'_, SimVerbs>],

@@ -340,6 +340,16 @@ fn ends(b: &[u8], d: Extent) -> u8 {
 /// The stack bounce buffer of a copy between MRs over external memory.
 const BOUNCE: usize = 256;
 
+/// The largest piece [`SCRATCH`] serves.
+const SCRATCH_MAX: usize = 64 << 10;
+
+thread_local! {
+    /// The bounce buffer of larger copies between MRs over external
+    /// memory (grown to the largest piece seen; its bytes are always
+    /// overwritten before they are read).
+    static SCRATCH: core::cell::RefCell<Vec<u8>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
 /// Copies `n` bytes at `src_off` of MR slot `src` to `dst_off` of MR slot
 /// `dst` (one piece of [`copy_extents`]).
 #[inline]
@@ -379,12 +389,25 @@ fn copy_piece(
                     }
                     ok
                 } else {
-                    let mut bounce = vec![0u8; n];
-                    let ok = a.try_read(from.start, &mut bounce);
-                    if ok {
-                        b.write(to.start, &bounce);
-                    }
-                    ok
+                    // Larger pieces (a packet's payload, MTU-sized) bounce
+                    // through one buffer kept for the thread: no
+                    // allocation and no zeroing per packet.
+                    let mut copy = |bounce: &mut [u8]| {
+                        let ok = a.try_read(from.start, bounce);
+                        if ok {
+                            b.write(to.start, bounce);
+                        }
+                        ok
+                    };
+                    SCRATCH.with(|s| match s.try_borrow_mut() {
+                        Ok(mut v) if n <= SCRATCH_MAX => {
+                            if v.len() < n {
+                                v.resize(n, 0);
+                            }
+                            copy(&mut v[..n])
+                        }
+                        _ => copy(&mut vec![0u8; n]),
+                    })
                 }
             }
         }

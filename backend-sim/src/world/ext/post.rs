@@ -4,10 +4,12 @@
 use verbs_api::errno::{EOPNOTSUPP, EPERM};
 use verbs_api::{
     DataInOrderCaps, DataInOrderFlags, Error, MwType, QpType, Result, SendFlags, SendOpsFlags,
-    SendWr, Sge, UdInfo, Verb, WrData, WrEx, WrOp, WrOpcode,
+    SendWr, Sge, UdInfo, Verb, WrEx, WrOp, WrOpcode,
 };
 
-use crate::datapath::{check_post_send, SendQueueView, SendWrView};
+use crate::datapath::{
+    check_post_send, send_wr_of_wr_ex, single_sge_of, SendQueueView, SendWrView,
+};
 use crate::handles::{MwHandle, QpHandle};
 use crate::profile::DriverModel;
 use crate::world::{invalid, World};
@@ -28,7 +30,26 @@ impl World {
     /// The `ibv_wr_*` batch (`ibv_wr_start` … `ibv_wr_complete`): checked
     /// whole first, then posted; nothing is posted on error.
     pub(crate) fn post_wr(&mut self, qp: QpHandle, batch: &[WrEx<'_, SimVerbs>]) -> Result<()> {
+        self.post_wr_carrying(qp, batch, None)
+    }
+
+    /// [`World::post_wr`]; with `carried`, the inline requests bring
+    /// their bytes (copied when the program posted them, `carried[i]` for
+    /// `batch[i]`, as `post_send_carrying` takes them) instead of being
+    /// read from the poster's memory now.
+    pub(crate) fn post_wr_carrying(
+        &mut self,
+        qp: QpHandle,
+        batch: &[WrEx<'_, SimVerbs>],
+        carried: Option<&[&[u8]]>,
+    ) -> Result<()> {
         let v = Verb::PostWr;
+        if carried.is_some_and(|c| c.len() != batch.len()) {
+            return Err(invalid(
+                v,
+                "a batch whose inline bytes do not match its requests",
+            ));
+        }
         let q = self.qp(qp, v)?;
         let Some(ops) = get_gen(&self.ext.qp_ops, qp.index, qp.generation) else {
             return Err(err(
@@ -46,13 +67,7 @@ impl World {
         }
         let (qp_type, device, pd, qp_ctx) = (q.qp_type, q.device, q.pd, q.ctx);
         // Singles of ibv_wr_set_sge, kept alive for the SendWr slices.
-        let singles: Vec<[Sge; 1]> = batch
-            .iter()
-            .map(|w| match w.data {
-                WrData::Sge(s) => [s],
-                _ => [Sge::default()],
-            })
-            .collect();
+        let singles: Vec<[Sge; 1]> = batch.iter().map(single_sge_of).collect();
         let mut wrs: Vec<SendWr<'_, SimVerbs>> = Vec::with_capacity(batch.len());
         let mut binds = Vec::new();
         for (i, w) in batch.iter().enumerate() {
@@ -68,74 +83,14 @@ impl World {
                     )),
                 ));
             }
-            let mut s = SendWr::<SimVerbs> {
-                wr_id: w.wr_id,
-                opcode: w.op.opcode(),
-                send_flags: w.wr_flags - SendFlags::INLINE,
-                ..SendWr::default()
-            };
-            match w.data {
-                WrData::None => {}
-                WrData::Sge(_) => s.sg_list = &singles[i],
-                WrData::SgeList(l) => s.sg_list = l,
-                WrData::InlineList(l) => {
-                    s.sg_list = l;
-                    s.send_flags |= SendFlags::INLINE;
-                }
-            }
-            match &w.op {
-                WrOp::Send => {}
-                WrOp::SendImm { imm_data } => s.imm_data = *imm_data,
-                WrOp::SendInv { invalidate_rkey } | WrOp::LocalInv { invalidate_rkey } => {
-                    s.imm_data = *invalidate_rkey;
-                }
-                WrOp::RdmaWrite { rkey, remote_addr } | WrOp::RdmaRead { rkey, remote_addr } => {
-                    s.rdma = verbs_api::RdmaInfo {
-                        remote_addr: *remote_addr,
-                        rkey: *rkey,
-                    };
-                }
-                WrOp::RdmaWriteImm {
-                    rkey,
-                    remote_addr,
-                    imm_data,
-                } => {
-                    s.rdma = verbs_api::RdmaInfo {
-                        remote_addr: *remote_addr,
-                        rkey: *rkey,
-                    };
-                    s.imm_data = *imm_data;
-                }
-                WrOp::AtomicCmpSwp {
-                    rkey,
-                    remote_addr,
-                    compare,
-                    swap,
-                } => {
-                    s.atomic = verbs_api::AtomicInfo {
-                        remote_addr: *remote_addr,
-                        compare_add: *compare,
-                        swap: *swap,
-                        rkey: *rkey,
-                    };
-                }
-                WrOp::AtomicFetchAdd {
-                    rkey,
-                    remote_addr,
-                    add,
-                } => {
-                    s.atomic = verbs_api::AtomicInfo {
-                        remote_addr: *remote_addr,
-                        compare_add: *add,
-                        swap: 0,
-                        rkey: *rkey,
-                    };
-                }
-                WrOp::BindMw {
-                    mw,
-                    rkey,
-                    bind_info,
-                } => {
+            let mut s = send_wr_of_wr_ex(w, &singles[i]);
+            if let WrOp::BindMw {
+                mw,
+                rkey,
+                bind_info,
+            } = &w.op
+            {
+                {
                     let m = self.mw(**mw, v)?;
                     let mw_ctx = self.pd(m.pd, v)?.ctx;
                     self.same_ctx(v, "QP that binds the window", qp_ctx, mw_ctx)?;
@@ -243,7 +198,10 @@ impl World {
                     ),
                 ));
             }
-            if s.send_flags.contains(SendFlags::INLINE) && !s.sg_list.is_empty() {
+            if carried.is_none()
+                && s.send_flags.contains(SendFlags::INLINE)
+                && !s.sg_list.is_empty()
+            {
                 self.inline_sources(qp, s.sg_list)
                     .map_err(|e| Error::new(v, e.kind(), e.message().to_owned()))?;
             }
@@ -264,7 +222,10 @@ impl World {
             .collect();
         // Raw WQEs are rare: everything they need is behind this test.
         let lifted = !raw.is_empty() && self.raw_wqes_signal_alone(qp, batch, &mut wrs);
-        let r = self.post_send(qp, &wrs);
+        let r = match carried {
+            Some(c) => self.post_send_carrying(qp, &wrs, c),
+            None => self.post_send(qp, &wrs),
+        };
         if lifted {
             if let Some(q) = self.qps.get_mut(qp.index, qp.generation) {
                 q.sq_sig_all = true;
