@@ -171,20 +171,16 @@ mod tests {
         assert!(p.wait(0).unwrap().is_empty());
         let one = 1u64.to_ne_bytes();
         // SAFETY: writes 8 bytes from a live buffer.
-        assert_eq!(
-            unsafe { libc::write(efd.as_raw_fd(), one.as_ptr().cast(), 8) },
-            8
-        );
+        let wrote = unsafe { libc::write(efd.as_raw_fd(), one.as_ptr().cast(), 8) };
+        assert_eq!(wrote, 8);
         let got = p.wait(1_000_000).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, Token::Doorbell(3));
         assert_ne!(got[0].1 & READ, 0);
         let mut v = [0u8; 8];
         // SAFETY: reads 8 bytes into a live buffer.
-        assert_eq!(
-            unsafe { libc::read(efd.as_raw_fd(), v.as_mut_ptr().cast(), 8) },
-            8
-        );
+        let read = unsafe { libc::read(efd.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+        assert_eq!(read, 8);
         assert!(p.wait(0).unwrap().is_empty());
         p.remove(efd.as_raw_fd());
         // SAFETY: as above.
