@@ -168,7 +168,10 @@ fn a_signal_ends_a_blocked_event_wait_with_eintr() {
     // Goal: a handler without SA_RESTART that runs while a completion,
     // async or CM event wait is blocked makes it return EINTR, as the
     // read() of rdma-core's fd does (qperf ends tests from SIGALRM).
-    // Method: a 200 ms interval timer against each of the three waits.
+    // Method: a 200 ms interval timer against each of the three waits;
+    // then a CM wait whose channel another thread destroys keeps waiting
+    // (no EINVAL, as the kernel's read holds the channel's file) until a
+    // signal sent to its thread ends it.
     if let Some(out) = run_c("event_wait_eintr") {
         assert_eq!(out.trim(), "ok");
     }

@@ -74,6 +74,26 @@ pub(crate) fn blocking<T>(
     }
 }
 
+/// Sleeps until a signal arrives (then `EINTR`, as an interrupted
+/// `read()`), for a wait whose object went away under it: nothing can
+/// end it but a signal or the process's exit.
+pub(crate) fn wait_forever(verb: &str) -> Fail {
+    loop {
+        let ts = libc::timespec {
+            tv_sec: 3600,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` lives; no remainder is asked for.
+        if unsafe { libc::nanosleep(&ts, core::ptr::null_mut()) } != 0 {
+            return Fail::new(
+                verb,
+                libc::EINTR,
+                "interrupted by a signal while waiting on a destroyed channel",
+            );
+        }
+    }
+}
+
 pub(crate) fn get_cq_event(
     channel: *mut c::ibv_comp_channel,
     cq: *mut *mut c::ibv_cq,

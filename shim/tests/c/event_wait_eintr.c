@@ -6,7 +6,9 @@
  * against verbsim's drop-in libraries by shim/tests/c_programs.rs. Exit
  * 0 and "ok" on success; the failing step and errno otherwise. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -27,6 +29,22 @@ static void arm(void)
 {
 	struct itimerval t = { .it_value = { .tv_usec = 200000 } };
 	setitimer(ITIMER_REAL, &t, NULL);
+}
+
+/* A CM wait whose channel another thread destroys: it goes on waiting (the
+ * kernel's read holds the channel's file), and only a signal ends it. */
+static struct rdma_event_channel *doomed;
+static volatile int wait_ret = 1, wait_errno, returned;
+
+static void *wait_on_doomed(void *arg)
+{
+	struct rdma_cm_event *ev;
+	(void)arg;
+	errno = 0;
+	wait_ret = rdma_get_cm_event(doomed, &ev);
+	wait_errno = errno;
+	returned = 1;
+	return NULL;
 }
 
 int main(void)
@@ -62,6 +80,20 @@ int main(void)
 	CHECK(rdma_get_cm_event(cm, &ev) == -1 && errno == EINTR && alarms == 3);
 
 	rdma_destroy_event_channel(cm);
+
+	doomed = rdma_create_event_channel();
+	CHECK(doomed);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, wait_on_doomed, NULL) == 0);
+	usleep(100000);
+	CHECK(!returned);
+	rdma_destroy_event_channel(doomed);
+	usleep(300000);
+	CHECK(!returned); /* still waiting: no EINVAL for the destroyed channel */
+	CHECK(pthread_kill(t, SIGALRM) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(returned && wait_ret == -1 && wait_errno == EINTR);
+
 	CHECK(ibv_destroy_cq(cq) == 0 && ibv_destroy_comp_channel(ch) == 0 && ibv_close_device(ctx) == 0);
 	ibv_free_device_list(list);
 	printf("ok\n");

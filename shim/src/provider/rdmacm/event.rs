@@ -55,7 +55,10 @@ pub(super) fn c_event(
                     return Err(Fail::new(
                         v,
                         libc::EINVAL,
-                        "an event for an id this library does not know",
+                        format!(
+                            "an event ({:?}) for an id this library does not know",
+                            ev.event
+                        ),
                     ))
                 }
             };
@@ -138,7 +141,8 @@ export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel,
         with(|shim| {
             let ch = match shim.cm.channels.get(&(channel as usize)) {
                 Some(e) => e.handle,
-                None => return Err(Fail::bad_ptr(v, "event channel", channel.cast())),
+                // Destroyed by another thread while this one waited on it.
+                None => return Ok(Some(None)),
             };
             let mut ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
             if ev.is_none() {
@@ -146,13 +150,22 @@ export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel,
                 ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
             }
             let out = match ev {
-                Some(ev) => Some(c_event(shim, v, ev)? as usize),
+                Some(ev) => Some(Some(c_event(shim, v, ev)? as usize)),
                 None => None,
             };
             sync_fds(shim);
             Ok(out)
         })
     });
+    // A channel destroyed under a waiting thread does not end its wait:
+    // the kernel's read of the channel holds the file open, so the thread
+    // sleeps until a signal or the process's exit (rping's CM thread is
+    // still waiting when its main thread tears down and returns).
+    let r = match r {
+        Ok(Some(e)) => Ok(e),
+        Ok(None) => Err(crate::provider::events::wait_forever(v)),
+        Err(f) => Err(f),
+    };
     match r {
         Ok(e) => {
             // SAFETY: non-NULL out-pointer.
