@@ -496,9 +496,10 @@ pub(super) fn shift_bad_wr(e: Error, k: usize) -> Error {
     }
 }
 
-/// A record's body: the QP handle, then the requests.
-pub(crate) fn encode_record<T: Serialize>(qp: &QpHandle, what: &T) -> Vec<u8> {
-    let mut b = super::encode(qp);
+/// A record's body: the queue's handle (a QP's, or an SRQ's), then the
+/// requests.
+pub(crate) fn encode_record<H: Serialize, T: Serialize>(queue: &H, what: &T) -> Vec<u8> {
+    let mut b = super::encode(queue);
     b.extend_from_slice(&super::encode(what));
     b
 }

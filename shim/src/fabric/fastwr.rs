@@ -209,8 +209,7 @@ impl Remote {
         if n == 0 {
             return 0;
         }
-        let mut body = super::encode(&srq);
-        body.extend_from_slice(&super::encode(&RecvWrW::list(&wrs[..n])));
+        let body = encode_record(&srq, &RecvWrW::list(&wrs[..n]));
         let Some(sub) = q.posts.as_mut() else {
             return 0;
         };
