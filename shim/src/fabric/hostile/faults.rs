@@ -283,6 +283,15 @@ fn a_foreign_uid_is_refused() {
         return;
     }
     let fabric = Fabric::start("uid");
+    // The fabric makes its socket 0600 right after binding it: wait for
+    // that, or it would undo the opening below.
+    let t = Instant::now();
+    while std::fs::metadata(&fabric.socket)
+        .map_or(true, |m| m.permissions().mode() & 0o777 != 0o600)
+        && t.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let open = |p: &Path, mode: u32| {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     };
