@@ -42,6 +42,7 @@ use verbsim_benches::fabric::{self, CheapVerb, PerftestPair, PingPongPair, VerbC
 use verbsim_benches::paired::{self, PairPlan, PairedRatio};
 use verbsim_benches::xrc::XrcFanIn;
 use verbsim_benches::{quick_mode, report, WorkloadError};
+use verbsim_shim::fabric::floor::{RelayFloor, RelayWait};
 
 /// The criterion configuration: default, or the smoke settings of
 /// `VERBSIM_BENCH_QUICK=1` (criterion's command-line flags still win).
@@ -879,7 +880,13 @@ fn release_verbsim() -> Result<PathBuf, String> {
 /// `ibv_rc_pingpong -s 64` as server and client, two processes through
 /// `verbsim exec --fabric` (release `verbsim` and shim); the time is the
 /// client's `usec/iter` (wall clock, set-up excluded) over at least
-/// [`MIN_ROUND_TRIPS`]. Skipped with a SKIP line when `ibv_rc_pingpong` (Debian's
+/// [`MIN_ROUND_TRIPS`]. `relay_floor`: the same round trip through three
+/// processes doing only what the fabric's mechanism does (a sleeping relay
+/// woken by an eventfd doorbell, sides spinning on shared memory), no
+/// simulator ([`RelayFloor`]): the least the fabric's design can cost here;
+/// `relay_floor_spinning`: the same with a relay that never sleeps and
+/// doorbells nobody rings, which the fabric must not do when idle.
+/// Skipped with a SKIP line when `ibv_rc_pingpong` (Debian's
 /// ibverbs-utils) or the release builds are missing.
 fn fabric_pingpong_rate(c: &mut Criterion) {
     const GROUP: &str = "fabric_pingpong_rate";
@@ -928,7 +935,27 @@ fn fabric_pingpong_rate(c: &mut Criterion) {
     } else {
         None
     };
-    if local.is_none() && pair.is_none() {
+    let floors: Vec<(&str, RelayFloor)> = [
+        ("relay_floor", RelayWait::Sleep),
+        ("relay_floor_spinning", RelayWait::Spin),
+    ]
+    .into_iter()
+    .filter(|(id, _)| selected(&format!("{GROUP}/{id}")))
+    .filter_map(|(id, wait)| {
+        let started = std::env::current_exe()
+            .map_err(|e| format!("current_exe: {e}"))
+            .and_then(|exe| RelayFloor::start(&exe, &[], wait))
+            .and_then(|mut f| f.run(PROBE_REQUESTS).map(|()| f));
+        match started {
+            Ok(f) => Some((id, f)),
+            Err(e) => {
+                eprintln!("SKIP {GROUP}/{id}: {e}");
+                None
+            }
+        }
+    })
+    .collect();
+    if local.is_none() && pair.is_none() && floors.is_empty() {
         return;
     }
     let mut g = c.benchmark_group(GROUP);
@@ -936,6 +963,16 @@ fn fabric_pingpong_rate(c: &mut Criterion) {
     if let Some(mut p) = local {
         g.bench_function(BenchmarkId::from_parameter("local"), |b| {
             b.iter_custom(|iters| timed(iters, |n| p.run(n).expect("fabric_pingpong_rate/local")));
+        });
+    }
+    for (id, mut f) in floors {
+        g.bench_function(BenchmarkId::from_parameter(id), |b| {
+            b.iter_custom(|iters| {
+                timed(iters, |n| {
+                    f.run(n)
+                        .unwrap_or_else(|e| panic!("fabric_pingpong_rate/{id}: {e}"))
+                })
+            });
         });
     }
     if let Some(pair) = pair {
@@ -1144,9 +1181,14 @@ mod groups {
     }
 }
 
-/// `criterion_main!`, plus the child mode of [`fabric_verb_cost`]: with
-/// [`fabric::CHILD_ENV`] set this binary is that child, not a benchmark.
+/// `criterion_main!`, plus the child modes: with [`fabric::CHILD_ENV`] set
+/// this binary is [`fabric_verb_cost`]'s child, with
+/// [`verbsim_shim::fabric::floor::CHILD_ENV`] the relay floor's relay or
+/// echoing side, not a benchmark.
 fn main() {
+    if let Some(code) = verbsim_shim::fabric::floor::child_main() {
+        std::process::exit(code);
+    }
     if let Some(shim) = std::env::var_os(fabric::CHILD_ENV) {
         std::process::exit(verb_cost_child(Path::new(&shim)));
     }

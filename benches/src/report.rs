@@ -322,6 +322,20 @@ pub const TARGETS: &[Target] = &[
         8.0,
         "≤ 8× the single-process round trip",
     ),
+    Target {
+        bench: "fabric_pingpong_rate/relay_floor",
+        rule: Rule::CostReported {
+            reference: "fabric_pingpong_rate/local",
+        },
+        text: "the same round trip through a sleeping relay doing no work: reported",
+    },
+    Target {
+        bench: "fabric_pingpong_rate/relay_floor_spinning",
+        rule: Rule::CostReported {
+            reference: "fabric_pingpong_rate/local",
+        },
+        text: "the same through a relay that never sleeps, doing no work: reported",
+    },
     cost(
         "fabric_verb_cost/fabric_poll_cq",
         "fabric_verb_cost/local_poll_cq",

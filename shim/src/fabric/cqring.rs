@@ -105,7 +105,7 @@ pub(crate) struct CqRing {
 /// machine with fewer cores than busy processes, and an empty poll stays
 /// a memory read (a `sched_yield` costs well under a microsecond, spread
 /// over this many polls).
-const YIELD_EVERY: u32 = 64;
+pub(crate) const YIELD_EVERY: u32 = 64;
 
 impl CqRing {
     /// The client's view of a ring the fabric made.

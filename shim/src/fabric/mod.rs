@@ -44,6 +44,7 @@ pub(crate) mod extra;
 pub(crate) mod family;
 pub(crate) mod fast;
 pub(crate) mod fastwr;
+pub mod floor;
 #[cfg(test)]
 mod hostile;
 pub(crate) mod memory;
