@@ -296,3 +296,76 @@ pub(super) const EVENT_NAMES: [&CStr; 16] = [
 export! { "RDMACM_1.0" fn rdma_event_str(event: u32) -> *const c_char {
     EVENT_NAMES.get(event as usize).copied().unwrap_or(c"UNKNOWN EVENT").as_ptr()
 }}
+
+#[cfg(test)]
+mod tests {
+    use core::ffi::c_int;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    use std::sync::Arc;
+
+    use super::super::{destroy_channel, rdma_create_event_channel};
+    use super::rdma_get_cm_event;
+    use crate::provider::state::{self, c};
+
+    extern "C" fn ignore(_: c_int) {}
+
+    #[test]
+    fn a_cm_wait_entered_before_its_channel_is_destroyed_keeps_waiting() {
+        // Goal: a thread inside rdma_get_cm_event is waiting on its channel
+        // even while another thread holds the library's lock (a destroy
+        // over the fabric does, for a round trip) and destroys the channel
+        // under it: no EINVAL (rping's CM thread died so, 1 run in 300),
+        // only a signal ends the wait, as for a read inside the kernel.
+        // Method: the test holds the lock, a thread enters the wait, the
+        // channel is destroyed under the same hold; the thread must still
+        // be waiting 300 ms after the lock is released, and a signal
+        // (handler without SA_RESTART) then ends its wait with EINTR.
+        // SAFETY: the exported function, no arguments.
+        let ch = unsafe { rdma_create_event_channel() } as usize;
+        assert_ne!(ch, 0);
+        // SAFETY: a handler that does nothing, installed without SA_RESTART.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = ignore as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &sa, core::ptr::null_mut()),
+                0
+            );
+        }
+        let g = state::lock();
+        let done = Arc::new(AtomicBool::new(false));
+        let result = Arc::new(AtomicI32::new(0));
+        let (d, r) = (Arc::clone(&done), Arc::clone(&result));
+        let t = std::thread::spawn(move || {
+            let mut ev: *mut c::rdma_cm_event = core::ptr::null_mut();
+            // SAFETY: a channel of ours (or one destroyed since) and a live out-pointer.
+            let rc = unsafe { rdma_get_cm_event(ch as *mut c::rdma_event_channel, &mut ev) };
+            // SAFETY: errno of this thread.
+            let errno = unsafe { *libc::__errno_location() };
+            r.store(if rc == 0 { 0 } else { errno }, Ordering::SeqCst);
+            d.store(true, Ordering::SeqCst);
+        });
+        // Let the thread enter the call and stop at the library's lock.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut g = g;
+        let shim = g
+            .as_mut()
+            .expect("the library's state, made by the channel");
+        destroy_channel(shim, ch as *mut c::rdma_event_channel);
+        drop(g);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "rdma_get_cm_event returned (errno {}) instead of waiting",
+            result.load(Ordering::SeqCst)
+        );
+        use std::os::unix::thread::JoinHandleExt;
+        // SAFETY: a live thread of this test (joined below); the signal has a handler.
+        let rc = unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR2) };
+        assert_eq!(rc, 0);
+        t.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        assert_eq!(result.load(Ordering::SeqCst), libc::EINTR);
+    }
+}

@@ -75,28 +75,31 @@ export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut c::rdma_event_chan
 }}
 
 export! { "RDMACM_1.0" fn rdma_destroy_event_channel(channel: *mut c::rdma_event_channel) {
-    with(|shim| {
-        let v = "rdma_destroy_event_channel";
-        let Some(e) = shim.cm.channels.get(&(channel as usize)) else {
-            crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
-            return;
-        };
-        // The C function returns nothing: a busy channel stays (and is logged).
-        match shim.sim.rdma_destroy_event_channel(&e.handle) {
-            Ok(()) => {
-                event::forget_channel_fd(channel);
-                if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
-                    crate::provider::fds::close_fd(e.fd);
-                }
-                // SAFETY: a live channel of ours, unregistered above, freed once.
-                unsafe { state::free(channel) };
-            }
-            Err(e) => {
-                Fail::sim(v, &e);
-            }
-        }
-    })
+    with(|shim| destroy_channel(shim, channel))
 }}
+
+/// The body of `rdma_destroy_event_channel`, under the library's lock.
+fn destroy_channel(shim: &mut Shim, channel: *mut c::rdma_event_channel) {
+    let v = "rdma_destroy_event_channel";
+    let Some(e) = shim.cm.channels.get(&(channel as usize)) else {
+        crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
+        return;
+    };
+    // The C function returns nothing: a busy channel stays (and is logged).
+    match shim.sim.rdma_destroy_event_channel(&e.handle) {
+        Ok(()) => {
+            event::forget_channel_fd(channel);
+            if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
+                crate::provider::fds::close_fd(e.fd);
+            }
+            // SAFETY: a live channel of ours, unregistered above, freed once.
+            unsafe { state::free(channel) };
+        }
+        Err(e) => {
+            Fail::sim(v, &e);
+        }
+    }
+}
 
 // ------------------------------------------------------------------- ids
 
