@@ -311,10 +311,12 @@ fn reap(shim: &mut Shim) {
 /// The body of `rdma_destroy_id` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
 /// an exported function called from Rust would break its symbol version).
 ///
-/// As librdmacm's: the id's events not yet taken go at once (none is
-/// handed out any more, on any thread), and the call then waits, without
-/// the library's lock, until the events already handed out for the id are
-/// acknowledged (`rdma_ack_cm_event` on another thread), then destroys it.
+/// As librdmacm's: from the start of the call no event of the id is
+/// handed out any more, on any thread (`rdma_get_cm_event` drops them;
+/// the simulator removes those still queued when the id goes), and the
+/// call waits, without the library's lock, until the events already
+/// handed out for the id are acknowledged (`rdma_ack_cm_event` on another
+/// thread), then destroys it.
 ///
 /// # Safety
 /// The pointers are the caller's, as `rdma_destroy_id` takes them.
