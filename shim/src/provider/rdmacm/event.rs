@@ -126,43 +126,6 @@ pub(super) fn c_event(
     Ok(e)
 }
 
-/// The file descriptors of the live event channels, by C pointer, under a
-/// lock of their own: `rdma_get_cm_event` finds its channel's fd without
-/// the library's lock, which another thread may hold for a while (a
-/// destroy over the fabric is a round trip). A thread that has entered the
-/// call so is waiting on the channel, as one inside the kernel's read is,
-/// and a destroy that comes after that does not make it fail.
-static CHANNEL_FDS: std::sync::Mutex<std::collections::BTreeMap<usize, c_int>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-fn channel_fds() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, c_int>> {
-    CHANNEL_FDS.lock().unwrap_or_else(|p| {
-        CHANNEL_FDS.clear_poison();
-        p.into_inner()
-    })
-}
-
-/// Records a new event channel's fd (`rdma_create_event_channel`).
-pub(super) fn note_channel_fd(channel: *mut c::rdma_event_channel, fd: c_int) {
-    channel_fds().insert(channel as usize, fd);
-}
-
-/// Forgets a destroyed event channel's fd (`rdma_destroy_event_channel`).
-pub(super) fn forget_channel_fd(channel: *mut c::rdma_event_channel) {
-    channel_fds().remove(&(channel as usize));
-}
-
-/// Whether the id of handle `h` is being destroyed ([`IdEntry::dying`]).
-///
-/// [`IdEntry::dying`]: crate::provider::records::IdEntry::dying
-fn dying(shim: &Shim, h: CmIdHandle) -> bool {
-    shim.cm
-        .id_ptrs
-        .get(&h)
-        .and_then(|p| shim.cm.ids.get(p))
-        .is_some_and(|e| e.dying)
-}
-
 /// An event taken off a channel, unless it belongs to an id that
 /// `rdma_destroy_id` is ending: such an event is acknowledged here and
 /// never handed out (the kernel removes an id's events when it is
@@ -171,7 +134,7 @@ fn dying(shim: &Shim, h: CmIdHandle) -> bool {
 /// destroys the ids of requests nobody took.
 pub(super) fn unless_dying(shim: &mut Shim, ev: CmEvent<SimVerbs>) -> Option<CmEvent<SimVerbs>> {
     let counted = ev.listen_id.unwrap_or(ev.id);
-    if !dying(shim, counted) && !dying(shim, ev.id) {
+    if !super::ledger::dying(shim, counted) && !super::ledger::dying(shim, ev.id) {
         return Some(ev);
     }
     let child = (ev.event == CmEventType::ConnectRequest && !shim.cm.id_ptrs.contains_key(&ev.id))
@@ -183,19 +146,9 @@ pub(super) fn unless_dying(shim: &mut Shim, ev: CmEvent<SimVerbs>) -> Option<CmE
     None
 }
 
-/// How many events handed out for id `h` wait for `rdma_ack_cm_event`
-/// (a connection request counts for its listener, as librdmacm counts it).
-pub(super) fn handed_out(shim: &Shim, h: CmIdHandle) -> usize {
-    shim.cm
-        .events
-        .values()
-        .filter(|(ev, _)| ev.listen_id.unwrap_or(ev.id) == h)
-        .count()
-}
-
 export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel, event: *mut *mut c::rdma_cm_event) -> c_int {
     let v = "rdma_get_cm_event";
-    let fd = channel_fds().get(&(channel as usize)).copied();
+    let fd = super::ledger::channel_fd(channel);
     let Some(fd) = fd else {
         set_errno(libc::EINVAL);
         crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");

@@ -76,7 +76,7 @@ export! { "RDMACM_1.0" fn rdma_migrate_id(id: *mut c::rdma_cm_id, channel: *mut 
         // handed out (on the old channel) are acknowledged, so none of
         // them is worked on after the id has moved.
         while with(|shim| {
-            shim.cm.ids.get(&(id as usize)).is_some_and(|e| super::event::handed_out(shim, e.handle) > 0)
+            shim.cm.ids.get(&(id as usize)).is_some_and(|e| super::ledger::handed_out(shim, e.handle) > 0)
         }) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

@@ -25,6 +25,7 @@ mod addr;
 mod ep;
 mod event;
 mod extra;
+mod ledger;
 mod qp;
 use crate::guard::set_errno;
 use crate::provider::records::{ChannelEntry, IdEntry};
@@ -69,7 +70,7 @@ export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut c::rdma_event_chan
         // SAFETY: just allocated.
         unsafe { (*ch).fd = fd };
         shim.cm.channels.insert(ch as usize, ChannelEntry { handle: h, fd, signaled: false });
-        event::note_channel_fd(ch, fd);
+        ledger::note_channel_fd(ch, fd);
         Ok(ch)
     }))
 }}
@@ -88,7 +89,7 @@ fn destroy_channel(shim: &mut Shim, channel: *mut c::rdma_event_channel) {
     // The C function returns nothing: a busy channel stays (and is logged).
     match shim.sim.rdma_destroy_event_channel(&e.handle) {
         Ok(()) => {
-            event::forget_channel_fd(channel);
+            ledger::forget_channel_fd(channel);
             if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
                 crate::provider::fds::close_fd(e.fd);
             }
@@ -327,7 +328,7 @@ unsafe fn rdma_destroy_id_impl(id: *mut c::rdma_cm_id) -> c_int {
     loop {
         let r = with(|shim| -> Res<bool> {
             let h = id_entry(shim, v, id)?.handle;
-            let outstanding = event::handed_out(shim, h);
+            let outstanding = ledger::handed_out(shim, h);
             // A QP still on the id fails at once (below), wait or not.
             if outstanding > 0 && shim.sim.rdma_id_info(&h).at(v)?.qp.is_none() {
                 if let Some(e) = shim.cm.ids.get_mut(&(id as usize)) {
