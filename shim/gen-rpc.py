@@ -211,7 +211,10 @@ def handle_checks(a, ty):
     if wire in WIRE_HANDLES:
         return [f"{a}.handles(&mut hs);"]
     if wire == "CmEvent<SimVerbs>":
-        return [f"hs.push(Owned::CmId({a}.id));", f"hs.extend({a}.listen_id.map(Owned::CmId));"]
+        # The id the event is counted on (the listener for a connection
+        # request): the request's new id may be destroyed before the
+        # listener's event is acknowledged, as librdmacm allows.
+        return [f"hs.push(Owned::CmId({a}.listen_id.unwrap_or({a}.id)));"]
     return []
 
 

@@ -164,6 +164,29 @@ fn inline_sends_copy_unregistered_memory_at_post() {
 }
 
 #[test]
+fn destroying_an_id_drops_its_untaken_events_and_waits_for_handed_out_ones() {
+    // Goal: as librdmacm over the kernel's ucma, rdma_get_cm_event never
+    // returns an event of an id rdma_destroy_id has ended (rping's CM
+    // thread failed with EINVAL so), and rdma_destroy_id waits until the
+    // id's events already handed out are acknowledged.
+    // Method: a listener destroyed with a connection request queued, a
+    // request's id destroyed with its ESTABLISHED queued (the non-blocking
+    // channel then says EAGAIN, the peers are rejected or disconnected),
+    // and a listener destroyed while another thread holds its request
+    // (the destroy returns only after that thread's ack; a request that
+    // comes meanwhile is not handed out); in one process and over a fabric.
+    for out in [
+        run_c("rdma_cm_destroy_events"),
+        run_c_fabric("rdma_cm_destroy_events"),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        assert_eq!(out.trim(), "ok");
+    }
+}
+
+#[test]
 fn a_signal_ends_a_blocked_event_wait_with_eintr() {
     // Goal: a handler without SA_RESTART that runs while a completion,
     // async or CM event wait is blocked makes it return EINTR, as the

@@ -888,8 +888,7 @@ pub(crate) fn dispatch(sim: &mut SimVerbs, session: &mut Session<'_>, call: Call
         }
         Call::RdmaAckCmEvent(a0) => {
             let mut hs: Vec<Owned> = Vec::new();
-            hs.push(Owned::CmId(a0.id));
-            hs.extend(a0.listen_id.map(Owned::CmId));
+            hs.push(Owned::CmId(a0.listen_id.unwrap_or(a0.id)));
             if let Err(e) = session.check(verb, &hs) {
                 return super::encode(&Err::<(), Error>(e));
             }

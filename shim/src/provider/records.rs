@@ -33,6 +33,10 @@ pub(crate) struct IdEntry {
     /// and `rdma_get_peer_addr` read `struct sockaddr_ib` (the ids a
     /// listener's CONNECT_REQUEST brings inherit it, as the kernel's do).
     pub(crate) af_ib: bool,
+    /// `rdma_destroy_id` is waiting for the id's events already handed
+    /// out to be acknowledged: from then on, no event of the id (nor a
+    /// connection request of a listening id) is handed out any more.
+    pub(crate) dying: bool,
 }
 
 /// An event channel the library handed out.

@@ -126,11 +126,32 @@ pub(super) fn c_event(
     Ok(e)
 }
 
+/// An event taken off a channel, unless it belongs to an id that
+/// `rdma_destroy_id` is ending: such an event is acknowledged here and
+/// never handed out (the kernel removes an id's events when it is
+/// destroyed), and the new id of a connection request for a listener
+/// being destroyed goes with it (its peer is rejected), as the kernel
+/// destroys the ids of requests nobody took.
+pub(super) fn unless_dying(shim: &mut Shim, ev: CmEvent<SimVerbs>) -> Option<CmEvent<SimVerbs>> {
+    let counted = ev.listen_id.unwrap_or(ev.id);
+    if !super::ledger::dying(shim, counted) && !super::ledger::dying(shim, ev.id) {
+        return Some(ev);
+    }
+    let child = (ev.event == CmEventType::ConnectRequest && !shim.cm.id_ptrs.contains_key(&ev.id))
+        .then_some(ev.id);
+    let _ = shim.sim.rdma_ack_cm_event(ev);
+    if let Some(c) = child {
+        let _ = shim.sim.rdma_destroy_id(&c);
+    }
+    None
+}
+
 export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel, event: *mut *mut c::rdma_cm_event) -> c_int {
     let v = "rdma_get_cm_event";
-    let fd = with(|shim| shim.cm.channels.get(&(channel as usize)).map(|e| e.fd));
+    let fd = super::ledger::channel_fd(channel);
     let Some(fd) = fd else {
         set_errno(libc::EINVAL);
+        crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
         return -1;
     };
     if event.is_null() {
@@ -141,26 +162,33 @@ export! { "RDMACM_1.0" fn rdma_get_cm_event(channel: *mut c::rdma_event_channel,
         with(|shim| {
             let ch = match shim.cm.channels.get(&(channel as usize)) {
                 Some(e) => e.handle,
-                // Destroyed by another thread while this one waited on it.
+                // Destroyed by another thread since this one entered.
                 None => return Ok(Some(None)),
             };
-            let mut ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
-            if ev.is_none() {
-                crate::provider::events::settle(shim);
-                ev = shim.sim.rdma_get_cm_event(&ch).at(v)?;
-            }
-            let out = match ev {
-                Some(ev) => Some(Some(c_event(shim, v, ev)? as usize)),
-                None => None,
+            let mut settled = false;
+            let out = loop {
+                let ev = match shim.sim.rdma_get_cm_event(&ch).at(v)? {
+                    Some(ev) => ev,
+                    None if !settled => {
+                        settled = true;
+                        crate::provider::events::settle(shim);
+                        continue;
+                    }
+                    None => break None,
+                };
+                if let Some(ev) = unless_dying(shim, ev) {
+                    break Some(Some(c_event(shim, v, ev)? as usize));
+                }
             };
             sync_fds(shim);
             Ok(out)
         })
     });
-    // A channel destroyed under a waiting thread does not end its wait:
-    // the kernel's read of the channel holds the file open, so the thread
-    // sleeps until a signal or the process's exit (rping's CM thread is
-    // still waiting when its main thread tears down and returns).
+    // A channel destroyed under a thread that entered the call does not
+    // end its wait: the kernel's read of the channel holds the file open,
+    // so the thread sleeps until a signal or the process's exit (rping's
+    // CM thread is still waiting when its main thread tears down and
+    // returns).
     let r = match r {
         Ok(Some(e)) => Ok(e),
         Ok(None) => Err(crate::provider::events::wait_forever(v)),
@@ -221,3 +249,76 @@ pub(super) const EVENT_NAMES: [&CStr; 16] = [
 export! { "RDMACM_1.0" fn rdma_event_str(event: u32) -> *const c_char {
     EVENT_NAMES.get(event as usize).copied().unwrap_or(c"UNKNOWN EVENT").as_ptr()
 }}
+
+#[cfg(test)]
+mod tests {
+    use core::ffi::c_int;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+    use std::sync::Arc;
+
+    use super::super::{destroy_channel, rdma_create_event_channel};
+    use super::rdma_get_cm_event;
+    use crate::provider::state::{self, c};
+
+    extern "C" fn ignore(_: c_int) {}
+
+    #[test]
+    fn a_cm_wait_entered_before_its_channel_is_destroyed_keeps_waiting() {
+        // Goal: a thread inside rdma_get_cm_event is waiting on its channel
+        // even while another thread holds the library's lock (a destroy
+        // over the fabric does, for a round trip) and destroys the channel
+        // under it: no EINVAL (rping's CM thread died so, 1 run in 300),
+        // only a signal ends the wait, as for a read inside the kernel.
+        // Method: the test holds the lock, a thread enters the wait, the
+        // channel is destroyed under the same hold; the thread must still
+        // be waiting 300 ms after the lock is released, and a signal
+        // (handler without SA_RESTART) then ends its wait with EINTR.
+        // SAFETY: the exported function, no arguments.
+        let ch = unsafe { rdma_create_event_channel() } as usize;
+        assert_ne!(ch, 0);
+        // SAFETY: a handler that does nothing, installed without SA_RESTART.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = ignore as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &sa, core::ptr::null_mut()),
+                0
+            );
+        }
+        let g = state::lock();
+        let done = Arc::new(AtomicBool::new(false));
+        let result = Arc::new(AtomicI32::new(0));
+        let (d, r) = (Arc::clone(&done), Arc::clone(&result));
+        let t = std::thread::spawn(move || {
+            let mut ev: *mut c::rdma_cm_event = core::ptr::null_mut();
+            // SAFETY: a channel of ours (or one destroyed since) and a live out-pointer.
+            let rc = unsafe { rdma_get_cm_event(ch as *mut c::rdma_event_channel, &mut ev) };
+            // SAFETY: errno of this thread.
+            let errno = unsafe { *libc::__errno_location() };
+            r.store(if rc == 0 { 0 } else { errno }, Ordering::SeqCst);
+            d.store(true, Ordering::SeqCst);
+        });
+        // Let the thread enter the call and stop at the library's lock.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut g = g;
+        let shim = g
+            .as_mut()
+            .expect("the library's state, made by the channel");
+        destroy_channel(shim, ch as *mut c::rdma_event_channel);
+        drop(g);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "rdma_get_cm_event returned (errno {}) instead of waiting",
+            result.load(Ordering::SeqCst)
+        );
+        use std::os::unix::thread::JoinHandleExt;
+        // SAFETY: a live thread of this test (joined below); the signal has a handler.
+        let rc = unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR2) };
+        assert_eq!(rc, 0);
+        t.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        assert_eq!(result.load(Ordering::SeqCst), libc::EINTR);
+    }
+}

@@ -70,7 +70,18 @@ fn migrate(
 }
 
 export! { "RDMACM_1.0" fn rdma_migrate_id(id: *mut c::rdma_cm_id, channel: *mut c::rdma_event_channel) -> c_int {
-    ret(with(|shim| migrate(shim, id, channel)))
+    let r = with(|shim| migrate(shim, id, channel));
+    if r.is_ok() {
+        // As librdmacm: the call returns once the events of the id already
+        // handed out (on the old channel) are acknowledged, so none of
+        // them is worked on after the id has moved.
+        while with(|shim| {
+            shim.cm.ids.get(&(id as usize)).is_some_and(|e| super::ledger::handed_out(shim, e.handle) > 0)
+        }) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    ret(r)
 }}
 
 /// The port of a C `sockaddr` in network byte order, as librdmacm reads

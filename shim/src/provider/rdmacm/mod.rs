@@ -25,6 +25,7 @@ mod addr;
 mod ep;
 mod event;
 mod extra;
+mod ledger;
 mod qp;
 use crate::guard::set_errno;
 use crate::provider::records::{ChannelEntry, IdEntry};
@@ -69,32 +70,37 @@ export! { "RDMACM_1.0" fn rdma_create_event_channel() -> *mut c::rdma_event_chan
         // SAFETY: just allocated.
         unsafe { (*ch).fd = fd };
         shim.cm.channels.insert(ch as usize, ChannelEntry { handle: h, fd, signaled: false });
+        ledger::note_channel_fd(ch, fd);
         Ok(ch)
     }))
 }}
 
 export! { "RDMACM_1.0" fn rdma_destroy_event_channel(channel: *mut c::rdma_event_channel) {
-    with(|shim| {
-        let v = "rdma_destroy_event_channel";
-        let Some(e) = shim.cm.channels.get(&(channel as usize)) else {
-            crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
-            return;
-        };
-        // The C function returns nothing: a busy channel stays (and is logged).
-        match shim.sim.rdma_destroy_event_channel(&e.handle) {
-            Ok(()) => {
-                if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
-                    crate::provider::fds::close_fd(e.fd);
-                }
-                // SAFETY: a live channel of ours, unregistered above, freed once.
-                unsafe { state::free(channel) };
-            }
-            Err(e) => {
-                Fail::sim(v, &e);
-            }
-        }
-    })
+    with(|shim| destroy_channel(shim, channel))
 }}
+
+/// The body of `rdma_destroy_event_channel`, under the library's lock.
+fn destroy_channel(shim: &mut Shim, channel: *mut c::rdma_event_channel) {
+    let v = "rdma_destroy_event_channel";
+    let Some(e) = shim.cm.channels.get(&(channel as usize)) else {
+        crate::guard::log_err(v, libc::EINVAL, &"not a live event channel of this library");
+        return;
+    };
+    // The C function returns nothing: a busy channel stays (and is logged).
+    match shim.sim.rdma_destroy_event_channel(&e.handle) {
+        Ok(()) => {
+            ledger::forget_channel_fd(channel);
+            if let Some(e) = shim.cm.channels.remove(&(channel as usize)) {
+                crate::provider::fds::close_fd(e.fd);
+            }
+            // SAFETY: a live channel of ours, unregistered above, freed once.
+            unsafe { state::free(channel) };
+        }
+        Err(e) => {
+            Fail::sim(v, &e);
+        }
+    }
+}
 
 // ------------------------------------------------------------------- ids
 
@@ -125,6 +131,7 @@ fn new_id(
             channel: ch,
             passive_qp: None,
             af_ib: false,
+            dying: false,
         },
     );
     shim.cm.id_ptrs.insert(h, id as usize);
@@ -305,29 +312,75 @@ fn reap(shim: &mut Shim) {
 /// The body of `rdma_destroy_id` (also called by `rdma_create_ep`/`rdma_destroy_ep`:
 /// an exported function called from Rust would break its symbol version).
 ///
+/// As librdmacm's: from the start of the call no event of the id is
+/// handed out any more, on any thread (`rdma_get_cm_event` drops them;
+/// the simulator removes those still queued when the id goes), and the
+/// call waits, without the library's lock, until the events already
+/// handed out for the id are acknowledged (`rdma_ack_cm_event` on another
+/// thread), then destroys it.
+///
 /// # Safety
 /// The pointers are the caller's, as `rdma_destroy_id` takes them.
 unsafe fn rdma_destroy_id_impl(id: *mut c::rdma_cm_id) -> c_int {
-    ret(with(|shim| {
-        let v = "rdma_destroy_id";
-        let (h, owns, ch) = {
-            let e = id_entry(shim, v, id)?;
-            (e.handle, e.owns_channel, e.channel)
-        };
-        shim.sim.rdma_destroy_id(&h).at(v)?;
-        shim.cm.ids.remove(&(id as usize));
-        shim.cm.id_ptrs.remove(&h);
-        for ev in shim.cm.stash.remove(&h).unwrap_or_default() {
-            let _ = shim.sim.rdma_ack_cm_event(ev);
+    let v = "rdma_destroy_id";
+    let start = std::time::Instant::now();
+    let mut noticed = false;
+    loop {
+        let r = with(|shim| -> Res<bool> {
+            let h = id_entry(shim, v, id)?.handle;
+            let outstanding = ledger::handed_out(shim, h);
+            // A QP still on the id fails at once (below), wait or not.
+            if outstanding > 0 && shim.sim.rdma_id_info(&h).at(v)?.qp.is_none() {
+                if let Some(e) = shim.cm.ids.get_mut(&(id as usize)) {
+                    e.dying = true;
+                }
+                return Ok(false);
+            }
+            destroy_id_now(shim, v, id, h)?;
+            Ok(true)
+        });
+        match r {
+            Ok(true) => return 0,
+            Ok(false) => {}
+            Err(f) => {
+                set_errno(f.errno);
+                return -1;
+            }
         }
-        if owns {
-            let _ = shim.sim.rdma_destroy_event_channel(&ch);
+        if !noticed && start.elapsed() > std::time::Duration::from_secs(10) {
+            noticed = true;
+            eprintln!(
+                "verbsim shim: {v} has waited 10s for an event of the id to be acknowledged (rdma_ack_cm_event); librdmacm waits as long as it takes"
+            );
         }
-        // SAFETY: a live id of ours, unregistered above, freed once.
-        unsafe { state::free(id) };
-        reap(shim);
-        Ok(())
-    }))
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Destroys id `id` (handle `h`), whose handed-out events are all acknowledged.
+fn destroy_id_now(shim: &mut Shim, v: &str, id: *mut c::rdma_cm_id, h: CmIdHandle) -> Res<()> {
+    let (owns, ch) = {
+        let e = id_entry(shim, v, id)?;
+        (e.owns_channel, e.channel)
+    };
+    if let Err(e) = shim.sim.rdma_destroy_id(&h) {
+        if let Some(e) = shim.cm.ids.get_mut(&(id as usize)) {
+            e.dying = false;
+        }
+        return Err(Fail::sim(v, &e));
+    }
+    shim.cm.ids.remove(&(id as usize));
+    shim.cm.id_ptrs.remove(&h);
+    for ev in shim.cm.stash.remove(&h).unwrap_or_default() {
+        let _ = shim.sim.rdma_ack_cm_event(ev);
+    }
+    if owns {
+        let _ = shim.sim.rdma_destroy_event_channel(&ch);
+    }
+    // SAFETY: a live id of ours, unregistered above, freed once.
+    unsafe { state::free(id) };
+    reap(shim);
+    Ok(())
 }
 
 export! { "RDMACM_1.0" fn rdma_destroy_id(id: *mut c::rdma_cm_id) -> c_int {
