@@ -99,12 +99,11 @@ fn clear(fd: RawFd) {
 
 /// Spins until `counter` reaches `want`, as a program polling an empty CQ
 /// ring does (a `sched_yield` every [`YIELD_EVERY`] empty polls); false if
-/// it did not within `hung` or the run was stopped.
-fn spin_until(region: &Shm, counter: usize, want: u64, hung: Duration) -> bool {
+/// `give_up` (asked every 1 024 yields) said so first.
+fn spin_until(region: &Shm, counter: usize, want: u64, mut give_up: impl FnMut() -> bool) -> bool {
     let c: &AtomicU64 = region.counter(counter);
     let mut empty = 0u32;
     let mut since_check = 0u32;
-    let t0 = Instant::now();
     while c.load(Ordering::Acquire) < want {
         empty += 1;
         if empty >= YIELD_EVERY {
@@ -114,13 +113,56 @@ fn spin_until(region: &Shm, counter: usize, want: u64, hung: Duration) -> bool {
             since_check += 1;
             if since_check >= 1024 {
                 since_check = 0;
-                if region.counter(STOP).load(Ordering::Acquire) != 0 || t0.elapsed() > hung {
+                if give_up() {
                     return false;
                 }
             }
         }
     }
     true
+}
+
+/// Whether the initiator asked the children to end.
+fn stopped(region: &Shm) -> bool {
+    region.counter(STOP).load(Ordering::Acquire) != 0
+}
+
+/// One direction through the relay: the sender's post counter and slot,
+/// the receiver's slot and completion counter.
+struct Lane {
+    post: usize,
+    slot: usize,
+    into: usize,
+    cq: usize,
+}
+
+/// The initiator's messages to the echoing side.
+const A_TO_B: Lane = Lane {
+    post: A_POST,
+    slot: A_SLOT,
+    into: B_IN,
+    cq: B_CQ,
+};
+
+/// The echoing side's answers.
+const B_TO_A: Lane = Lane {
+    post: B_POST,
+    slot: B_SLOT,
+    into: A_IN,
+    cq: A_CQ,
+};
+
+/// Delivers the lane's newest post if it is newer than `seen`: the
+/// message into the receiver's slot, then its completion count.
+fn forward(region: &Shm, lane: &Lane, seen: &mut u64) {
+    let posted = region.counter(lane.post).load(Ordering::Acquire);
+    if posted != *seen {
+        *seen = posted;
+        let mut msg = [0u8; MSG];
+        region.read(lane.slot, &mut msg);
+        region.write(lane.into, &msg);
+        region.counter(lane.cq).store(posted, Ordering::Release);
+    }
 }
 
 /// How the relay waits for a doorbell.
@@ -241,7 +283,8 @@ impl RelayFloor {
             if self.rings {
                 ring(self.doorbell.as_raw_fd());
             }
-            if !spin_until(&self.region, A_CQ, n, self.hung) {
+            let (t0, hung, region) = (Instant::now(), self.hung, &self.region);
+            if !spin_until(region, A_CQ, n, || stopped(region) || t0.elapsed() > hung) {
                 return Err(format!(
                     "relay floor: no answer to round trip {n} within {:?}",
                     self.hung
@@ -326,35 +369,22 @@ fn relay(region: &Shm, a: &OwnedFd, b: &OwnedFd) -> Result<(), String> {
         .and_then(|()| poller.add(b.as_raw_fd(), READ, Token::Doorbell(1)))
         .map_err(|e| format!("epoll_ctl: {e}"))?;
     let (mut from_a, mut from_b) = (0u64, 0u64);
-    let mut msg = [0u8; MSG];
     loop {
         let ready = poller
             .wait(RELAY_CHECK_NS)
             .map_err(|e| format!("epoll_pwait2: {e}"))?;
-        if region.counter(STOP).load(Ordering::Acquire) != 0 || orphaned(parent) {
+        if stopped(region) || orphaned(parent) {
             return Ok(());
         }
         for (token, _) in ready {
             match token {
                 Token::Doorbell(0) => {
                     clear(a.as_raw_fd());
-                    let posted = region.counter(A_POST).load(Ordering::Acquire);
-                    if posted != from_a {
-                        from_a = posted;
-                        region.read(A_SLOT, &mut msg);
-                        region.write(B_IN, &msg);
-                        region.counter(B_CQ).store(posted, Ordering::Release);
-                    }
+                    forward(region, &A_TO_B, &mut from_a);
                 }
                 Token::Doorbell(_) => {
                     clear(b.as_raw_fd());
-                    let posted = region.counter(B_POST).load(Ordering::Acquire);
-                    if posted != from_b {
-                        from_b = posted;
-                        region.read(B_SLOT, &mut msg);
-                        region.write(A_IN, &msg);
-                        region.counter(A_CQ).store(posted, Ordering::Release);
-                    }
+                    forward(region, &B_TO_A, &mut from_b);
                 }
                 _ => {}
             }
@@ -368,29 +398,16 @@ fn relay_spinning(region: &Shm) -> Result<(), String> {
     // SAFETY: getppid has no preconditions.
     let parent = unsafe { libc::getppid() };
     let (mut from_a, mut from_b) = (0u64, 0u64);
-    let mut msg = [0u8; MSG];
     let mut rounds = 0u32;
     loop {
-        let posted = region.counter(A_POST).load(Ordering::Acquire);
-        if posted != from_a {
-            from_a = posted;
-            region.read(A_SLOT, &mut msg);
-            region.write(B_IN, &msg);
-            region.counter(B_CQ).store(posted, Ordering::Release);
-        }
-        let posted = region.counter(B_POST).load(Ordering::Acquire);
-        if posted != from_b {
-            from_b = posted;
-            region.read(B_SLOT, &mut msg);
-            region.write(A_IN, &msg);
-            region.counter(A_CQ).store(posted, Ordering::Release);
-        }
+        forward(region, &A_TO_B, &mut from_a);
+        forward(region, &B_TO_A, &mut from_b);
         // SAFETY: sched_yield has no preconditions.
         unsafe { libc::sched_yield() };
         rounds += 1;
         if rounds >= 4096 {
             rounds = 0;
-            if region.counter(STOP).load(Ordering::Acquire) != 0 || orphaned(parent) {
+            if stopped(region) || orphaned(parent) {
                 return Ok(());
             }
         }
@@ -406,25 +423,12 @@ fn echo(region: &Shm, b: &OwnedFd) -> Result<(), String> {
     let mut seen = 0u64;
     let rings = region.counter(RINGS).load(Ordering::Acquire) != 0;
     loop {
-        let c = region.counter(B_CQ);
-        let mut empty = 0u32;
-        let mut since_check = 0u32;
-        while c.load(Ordering::Acquire) == seen {
-            empty += 1;
-            if empty >= YIELD_EVERY {
-                empty = 0;
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
-                since_check += 1;
-                if since_check >= 1024 {
-                    since_check = 0;
-                    if region.counter(STOP).load(Ordering::Acquire) != 0 || orphaned(parent) {
-                        return Ok(());
-                    }
-                }
-            }
+        if !spin_until(region, B_CQ, seen + 1, || {
+            stopped(region) || orphaned(parent)
+        }) {
+            return Ok(());
         }
-        seen = c.load(Ordering::Acquire);
+        seen = region.counter(B_CQ).load(Ordering::Acquire);
         region.read(B_IN, &mut msg);
         region.write(B_SLOT, &msg);
         region.counter(B_POST).store(seen, Ordering::Release);
